@@ -1,0 +1,172 @@
+"""Sizing policies: how many block-table columns each KV-cache group's row gets.
+
+A policy is any callable ``(RunnerConfig) -> tuple[int, ...]`` returning, per
+group in order, the row width in the units the row stores (kernel-block
+entries, ``W * bpk``, where ids are expanded). The built-in ones model the
+engine's releases as described in shared/spec.md; a user's own is named as
+``module:attr``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.errors import PolicyLoadError
+
+Policy = Callable[[RunnerConfig], tuple[int, ...]]
+Alignment = Literal["none", "pow2", "gcd"]
+Length = Literal["fixed", "prefix", "v1"]
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division on non-negative ints."""
+    return -(-a // b)
+
+
+def align_up(n: int, a: int) -> int:
+    """``n`` rounded up to a multiple of ``a``."""
+    return cdiv(n, a) * a
+
+
+def sizing_length(config: RunnerConfig, length: Length) -> int:
+    """``L``, the token length every row is sized for.
+
+    ``fixed`` is PR #46753 (``max(M, E, S)``), ``prefix`` the code before it
+    (``max(M, S)``), ``v1`` ModelRunner V1 (``max(M, E)``). Decoder-only models
+    use ``M`` in every form.
+    """
+    m = config.max_model_len
+    if not config.is_encoder_decoder:
+        return m
+    if length == "fixed":
+        return max(m, config.encoder_budget, config.source_positions)
+    if length == "prefix":
+        return max(m, config.source_positions)
+    return max(m, config.encoder_budget)
+
+
+def alignment_multiple(block_size: int, alignment: Alignment) -> int:
+    """The multiple a width is rounded up to, per the engine release's rule."""
+    if alignment == "none":
+        return 1
+    if alignment == "pow2":  # v0.21 .. v0.25
+        return 128 // block_size if block_size <= 128 else 1
+    return 128 // math.gcd(128, block_size)  # v0.34
+
+
+def widths(config: RunnerConfig, length: Length, alignment: Alignment) -> tuple[int, ...]:
+    """Row widths (in stored entries) of every group for one sizing rule."""
+    big_l = sizing_length(config, length)
+    out = []
+    for group in config.groups:
+        blocks = cdiv(big_l, group.block_size * config.dcp_factor(group))
+        if group.kind is GroupKind.MAMBA:
+            blocks = (blocks if config.prefix_caching else 1) + config.num_speculative_blocks
+            out.append(blocks)
+            continue
+        blocks = align_up(blocks, alignment_multiple(group.block_size, alignment))
+        out.append(blocks * group.bpk)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class SizingPolicy:
+    """A named sizing rule; calling it gives the per-group widths.
+
+    ``expected_to_hold`` is what the harness expects of it: ``verify`` exits
+    non-zero only when a policy expected to hold is found to fail.
+    """
+
+    name: str
+    length: Length
+    alignment: Alignment
+    summary: str
+    expected_to_hold: bool
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        return widths(config, self.length, self.alignment)
+
+
+BUILTIN_POLICIES: dict[str, SizingPolicy] = {
+    p.name: p
+    for p in (
+        SizingPolicy("mrv2", "fixed", "gcd", "ModelRunner V2 after PR #46753 (v0.34 alignment)", True),
+        SizingPolicy("mrv2-prefix", "prefix", "pow2", "ModelRunner V2 before PR #46753 (v0.24)", False),
+        SizingPolicy("v1", "v1", "none", "ModelRunner V1: max(M, E), no alignment", True),
+        SizingPolicy("mrv2-noalign", "fixed", "none", "fixed length, no alignment (v0.19 rule)", True),
+        SizingPolicy("mrv2-pow2", "fixed", "pow2", "fixed length, v0.21-0.25 alignment (v0.25)", True),
+        SizingPolicy("mrv2-prefix-noalign", "prefix", "none", "pre-fix length, no alignment", False),
+        SizingPolicy("mrv2-prefix-gcd", "prefix", "gcd", "pre-fix length, v0.34 alignment", False),
+    )
+}
+
+
+def load_policy(spec: str) -> Policy:
+    """A built-in policy by name, or any callable given as ``module:attr``.
+
+    Raises :class:`PolicyLoadError` with the reason when the name is unknown,
+    the module does not import, the attribute is missing or not callable.
+    """
+    return load_callable(spec, BUILTIN_POLICIES, "sizing policy")
+
+
+def load_callable(spec: str, builtins: dict, what: str):  # type: ignore[no-untyped-def]
+    """Resolve ``spec`` as a built-in name or a ``module:attr`` path (shared by policies and impls)."""
+    if spec in builtins:
+        return builtins[spec]
+    if ":" not in spec:
+        known = ", ".join(sorted(builtins))
+        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure is the user's path, reported as such
+        raise PolicyLoadError(
+            f"{what} {spec!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc})"
+        ) from exc
+    obj = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PolicyLoadError(f"{what} {spec!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PolicyLoadError(f"{what} {spec!r}: {attr!r} is not callable")
+    return obj
+
+
+def policy_name(policy: Policy) -> str:
+    """A printable name for reports."""
+    name = getattr(policy, "name", None)
+    if isinstance(name, str):
+        return name
+    return f"{getattr(policy, '__module__', '?')}:{getattr(policy, '__qualname__', repr(policy))}"
+
+
+def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
+    """Call a policy and check its answer has the promised shape.
+
+    A user policy returning the wrong number of widths, or non-integers, is
+    reported as a policy error rather than surfacing as an IndexError later.
+    """
+    result = policy(config)
+    try:
+        values = tuple(result)
+    except TypeError:
+        raise PolicyLoadError(
+            f"sizing policy {policy_name(policy)} returned {result!r}, not a tuple of ints"
+        ) from None
+    if len(values) != len(config.groups) or not all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
+    ):
+        raise PolicyLoadError(
+            f"sizing policy {policy_name(policy)} returned {values!r}: expected "
+            f"{len(config.groups)} non-negative ints, one per KV-cache group"
+        )
+    return values

@@ -1,0 +1,82 @@
+"""Hypothesis settings profiles and the example database the harness uses.
+
+``dev`` is the default at a desk, ``ci`` is derandomized with no database and
+prints the reproduce blob, ``nightly`` samples many examples and keeps a
+database, ``gpu`` drops the deadline (kernel compilation and first launches
+are slow and not what we measure). Selected with ``--hypothesis-profile`` or
+the ``CROSSATTN_PROFILE`` environment variable.
+
+The database is a local directory (``CROSSATTN_DB``, default
+``.hypothesis/examples``); a read-only shared copy named by
+``CROSSATTN_SHARED_DB`` is layered under it, so developers replay what the
+nightly fleet found without writing into the shared copy.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    MultiplexedDatabase,
+    ReadOnlyDatabase,
+)
+
+PROFILE_ENV = "CROSSATTN_PROFILE"
+DB_ENV = "CROSSATTN_DB"
+SHARED_DB_ENV = "CROSSATTN_SHARED_DB"
+PROFILES = ("dev", "ci", "nightly", "gpu")
+DEFAULT_DB = Path(".hypothesis") / "examples"
+
+
+def example_database() -> ExampleDatabase:
+    """The local directory database, with the shared read-only copy beneath it if configured."""
+    local: ExampleDatabase = DirectoryBasedExampleDatabase(os.environ.get(DB_ENV, str(DEFAULT_DB)))
+    shared = os.environ.get(SHARED_DB_ENV)
+    if not shared:
+        return local
+    return MultiplexedDatabase(local, ReadOnlyDatabase(DirectoryBasedExampleDatabase(shared)))
+
+
+def register_profiles() -> None:
+    """Register the four profiles with Hypothesis (idempotent)."""
+    # Strategies here filter little, but DCP-valid interleaves and divisors can
+    # make some draws slow on a loaded 2-core box: too_slow is not a defect.
+    quiet = [HealthCheck.too_slow]
+    settings.register_profile(
+        "dev", max_examples=100, deadline=None, suppress_health_check=quiet, database=example_database()
+    )
+    settings.register_profile(
+        "ci",
+        max_examples=200,
+        derandomize=True,
+        database=None,
+        print_blob=True,
+        deadline=None,  # CI machines are noisy; speed is measured by benchmarks, not deadlines
+        suppress_health_check=quiet,
+    )
+    settings.register_profile(
+        "nightly",
+        max_examples=5000,
+        deadline=None,
+        database=example_database(),
+        print_blob=True,
+        suppress_health_check=quiet,
+    )
+    settings.register_profile(
+        "gpu", max_examples=200, deadline=None, print_blob=True, suppress_health_check=quiet,
+        database=example_database(),
+    )
+
+
+def selected_profile(explicit: str | None = None) -> str:
+    """The profile to load: an explicit choice, else the environment, else ``dev``."""
+    name = explicit or os.environ.get(PROFILE_ENV, "dev")
+    if name not in PROFILES:
+        from crossattn_sizing.errors import HarnessError
+
+        raise HarnessError(f"unknown Hypothesis profile {name!r} ({PROFILE_ENV}): use one of {PROFILES}")
+    return name

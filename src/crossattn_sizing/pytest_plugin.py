@@ -1,0 +1,78 @@
+"""The harness's pytest plugin: options that choose what is under test, and their fixtures.
+
+``--sizing-policy`` picks the sizing policy (a built-in name or
+``module:attr``), ``--impl`` the accelerator implementation, ``--device`` where
+it runs. Bad values stop the run at start-up with one line (a usage error),
+not a failure inside every test.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from crossattn_sizing import profiles
+from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.policies import Policy, load_policy
+
+profiles.register_profiles()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("crossattn-sizing")
+    group.addoption(
+        "--sizing-policy",
+        default=os.environ.get("CROSSATTN_SIZING_POLICY", "mrv2"),
+        help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
+    )
+    group.addoption(
+        "--impl",
+        default=os.environ.get("CROSSATTN_IMPL", "torch"),
+        help="implementation under test: torch, triton, or module:attr (default: torch)",
+    )
+    group.addoption(
+        "--device",
+        default=os.environ.get("CROSSATTN_DEVICE", "cpu"),
+        choices=("cpu", "cuda"),
+        help="device the implementation runs on (default: cpu)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        if config.getoption("hypothesis_profile", None) is None:
+            from hypothesis import settings
+
+            settings.load_profile(profiles.selected_profile())
+        config._crossattn_policy = load_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        if config.getoption("device") == "cuda":
+            from crossattn_sizing.devices import require_device
+
+            require_device("cuda")
+    except HarnessError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+@pytest.fixture(scope="session")
+def sizing_policy(request: pytest.FixtureRequest) -> Policy:
+    """The sizing policy chosen with ``--sizing-policy``."""
+    return request.config._crossattn_policy  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def sizing_policy_spec(request: pytest.FixtureRequest) -> str:
+    """The ``--sizing-policy`` value as typed, for reproduce commands."""
+    return str(request.config.getoption("sizing_policy"))
+
+
+@pytest.fixture(scope="session")
+def device(request: pytest.FixtureRequest) -> str:
+    """The ``--device`` value."""
+    return str(request.config.getoption("device"))
+
+
+@pytest.fixture(scope="session")
+def impl_spec(request: pytest.FixtureRequest) -> str:
+    """The ``--impl`` value as typed."""
+    return str(request.config.getoption("impl"))
