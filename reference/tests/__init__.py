@@ -1,0 +1,1 @@
+"""The oracle's own tests (may use pytest and hypothesis; the oracle itself may not)."""
