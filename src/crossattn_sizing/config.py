@@ -84,12 +84,13 @@ class KVCacheGroup:
         return self.block_size // self.kbs
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind.value,
-            "block_size": self.block_size,
-            "kernel_block_size": self.kernel_block_size,
-            "dcp_sharded": self.dcp_sharded,
-        }
+        """JSON-ready fields; defaults are left out so reproduce commands stay short."""
+        out: dict[str, Any] = {"kind": self.kind.value, "block_size": self.block_size}
+        if self.kbs != self.block_size:
+            out["kernel_block_size"] = self.kbs
+        if not self.dcp_sharded:
+            out["dcp_sharded"] = False
+        return out
 
 
 @dataclass(frozen=True)
@@ -191,11 +192,12 @@ class RunnerConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict that :meth:`from_dict` reads back."""
+        """A JSON-ready dict that :meth:`from_dict` reads back; fields at their default are left out."""
         out: dict[str, Any] = {
             f.name: getattr(self, f.name)
             for f in dataclasses.fields(self)
             if f.name not in ("groups", "extra")
+            and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
         }
         out["groups"] = [g.to_dict() for g in self.groups]
         return out

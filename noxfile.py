@@ -1,0 +1,93 @@
+"""Sessions: tests (default), verify, lint, gpu, fuzz, audit, benchmarks, mutation.
+
+CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
+default ``torch==2.13.0``): an unpinned torch resolves to a CUDA build of
+several GB. The gpu session installs plain ``torch`` (override the same way)
+so GPU machines get their CUDA build. Everything a session needs is installed
+here; nothing is expected on the machine but Python and pip.
+"""
+
+from __future__ import annotations
+
+import os
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+CPU_TORCH = os.environ.get("CROSSATTN_TORCH_SPEC", "torch==2.13.0")
+GPU_TORCH = os.environ.get("CROSSATTN_GPU_TORCH_SPEC", "torch")
+CPU_ENV = {
+    "CROSSATTN_PROFILE": "ci",
+    "HF_HUB_OFFLINE": "1",  # nothing is ever fetched from a model hub
+    "TRANSFORMERS_OFFLINE": "1",
+    "TRITON_INTERPRET": "1",  # Triton kernels run on the CPU through the interpreter
+}
+
+
+def install(session: nox.Session, torch_spec: str = CPU_TORCH, extras: str = "test") -> None:
+    session.install(torch_spec)
+    session.install("-e", f".[{extras}]")
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole test suite: unit tests, the reference's tests and the property suite (ci profile)."""
+    install(session)
+    session.run("pytest", *session.posargs, env=CPU_ENV)
+
+
+@nox.session
+def verify(session: nox.Session) -> None:
+    """The main job: every property against every built-in policy, with the verdict table."""
+    install(session)
+    session.run("crossattn-sizing", "verify", *session.posargs, env=CPU_ENV)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff>=0.5")
+    session.run("ruff", "check", "src", "properties", "reference", "tests", "benchmarks", "noxfile.py")
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """The whole property suite on CUDA with compiled Triton kernels. Stops with an error without CUDA."""
+    install(session, GPU_TORCH)
+    session.run(
+        "python",
+        "-c",
+        "from crossattn_sizing.devices import require_device as r; "
+        "from crossattn_sizing.errors import HarnessError as E\n"
+        "try: r('cuda')\nexcept E as e: raise SystemExit(f'nox -s gpu: {e}')",
+    )
+    env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    for impl in ("torch", "triton"):
+        session.run("pytest", "properties", "--device", "cuda", "--impl", impl, *session.posargs, env=env)
+
+
+@nox.session
+def fuzz(session: nox.Session) -> None:
+    """Nightly fuzzing: ``nox -s fuzz -- --minutes N [--policy P]``."""
+    install(session)
+    env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
+    session.run("crossattn-sizing", "fuzz", *session.posargs, env=env)
+
+
+@nox.session
+def audit(session: nox.Session) -> None:
+    """Audit real vLLM releases end to end (downloads wheels; not part of the default run)."""
+    install(session)
+    releases = session.posargs or ["0.19.0", "0.23.0", "0.24.0", "0.25.0"]
+    args = [a for r in releases for a in ("--vllm", r)]
+    session.run("crossattn-sizing", "audit", *args, "--json", "reports/audit.json", env=CPU_ENV)
+
+
+@nox.session
+def benchmarks(session: nox.Session) -> None:
+    """Print the benchmark figures (never timed tests) and write them under reports/."""
+    install(session)
+    for script in sorted(os.listdir("benchmarks")):
+        if script.startswith("bench_") and script.endswith(".py"):
+            session.run("python", f"benchmarks/{script}", *session.posargs, env=CPU_ENV)

@@ -1,0 +1,78 @@
+"""``crossattn-sizing check``: judge one config and batch of encoder lengths under a policy.
+
+This is the reproduce command every capacity failure prints: it replays the
+shrunk case without pytest or Hypothesis and prints the same diagnosis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from crossattn_sizing import admission
+from crossattn_sizing.checks import violations
+from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.policies import checked_widths, load_policy
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
+    p.add_argument("--policy", default="mrv2", help="built-in policy name or module:attr (default mrv2)")
+    p.add_argument("--config", required=True, help="the runner config as JSON text or a path to a JSON file")
+    p.add_argument(
+        "--encoder-lens",
+        required=True,
+        help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
+    )
+    p.set_defaults(func=run)
+
+
+def parse_config(text: str) -> RunnerConfig:
+    """A config from JSON text or from a file holding it."""
+    source = text
+    if not text.lstrip().startswith("{"):
+        path = Path(text)
+        if not path.is_file():
+            raise ConfigError("--config", text, "must be JSON text or the path of a JSON file")
+        source = path.read_text()
+    try:
+        data = json.loads(source)
+    except json.JSONDecodeError as exc:
+        reason = f"is not valid JSON ({exc.msg} at line {exc.lineno})"
+        raise ConfigError("--config", text[:60], reason) from None
+    return RunnerConfig.from_dict(data)
+
+
+def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
+    out = []
+    for part in text.split(","):
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError("--encoder-lens", part, "must be comma-separated integers") from None
+        if not admission.admits(config, value):
+            raise ConfigError(
+                "--encoder-lens",
+                value,
+                f"is not admitted by this config (1 <= e <= min(E, B) = {admission.encoder_bound(config)})",
+            )
+        out.append(value)
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    config = parse_config(args.config)
+    lens = parse_lengths(args.encoder_lens, config)
+    print(f"policy:         {args.policy}")
+    print(f"config:         {config.describe()}")
+    print(f"encoder tokens: {lens}")
+    print(f"widths given:   {checked_widths(policy, config)} entries per group")
+    found = violations(policy, config, lens)
+    for v in found:
+        print(f"FAIL  {v.explain()}")
+    if not found:
+        print("OK    every encoder and decoder token has a column, and every row holds what it receives")
+    return 1 if found else 0

@@ -1,0 +1,169 @@
+"""The verify report: a verdict table for people, JSON and JUnit XML for machines.
+
+All three are rendered from the same :class:`PolicyVerdict` records, so the
+terminal, the JSON file and the CI system can never disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from crossattn_sizing.suite import PropertyResult
+
+# Diagnoses hold shell commands: never wrap, colour or interpret them.
+PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
+
+
+@dataclass
+class PolicyVerdict:
+    """Every property's result for one policy, and whether that was the expected outcome."""
+
+    policy: str
+    expected_to_hold: bool
+    properties: list[PropertyResult]
+    error: str = ""
+
+    @property
+    def holds(self) -> bool:
+        return not self.error and all(p.outcome != "fails" for p in self.properties)
+
+    @property
+    def verdict(self) -> str:
+        if self.error:
+            return "error"
+        return "holds" if self.holds else "fails"
+
+    @property
+    def unexpected(self) -> bool:
+        """A policy expected to hold that fails (or errors) makes the run fail."""
+        return self.expected_to_hold and not self.holds
+
+
+@dataclass
+class Finding:
+    """A reported issue that is not a failure of the policy under test (e.g. the DCP cross path)."""
+
+    title: str
+    detail: str
+
+
+@dataclass
+class VerifyReport:
+    profile: str
+    impl: str
+    device: str
+    seed: int | None
+    verdicts: list[PolicyVerdict]
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def exit_status(self) -> int:
+        return 1 if any(v.unexpected for v in self.verdicts) else 0
+
+    def property_names(self) -> list[str]:
+        names: list[str] = []
+        for v in self.verdicts:
+            for p in v.properties:
+                if p.name not in names:
+                    names.append(p.name)
+        return names
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "impl": self.impl,
+            "device": self.device,
+            "seed": self.seed,
+            "exit_status": self.exit_status,
+            "policies": [
+                {
+                    "policy": v.policy,
+                    "expected_to_hold": v.expected_to_hold,
+                    "verdict": v.verdict,
+                    "unexpected": v.unexpected,
+                    "error": v.error,
+                    "properties": [asdict(p) for p in v.properties],
+                }
+                for v in self.verdicts
+            ],
+            "findings": [asdict(f) for f in self.findings],
+        }
+
+    def write_json(self, path: Path) -> None:
+        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+
+    def write_junit(self, path: Path) -> None:
+        """One test suite per policy, one test case per property; a policy expected to fail
+        that fails is a pass (the harness caught it), and the case says so."""
+        suites = ET.Element("testsuites", name="crossattn-sizing verify")
+        for v in self.verdicts:
+            failures = sum(1 for p in v.properties if (p.outcome == "fails") == v.expected_to_hold)
+            suite = ET.SubElement(
+                suites, "testsuite", name=v.policy, tests=str(len(v.properties)), failures=str(failures)
+            )
+            if v.error:
+                case = ET.SubElement(suite, "testcase", classname=v.policy, name="load")
+                ET.SubElement(case, "error", message=v.error)
+            for p in v.properties:
+                case = ET.SubElement(
+                    suite, "testcase", classname=v.policy, name=p.name, time=f"{p.duration_s:.3f}"
+                )
+                if p.outcome == "n/a":
+                    ET.SubElement(case, "skipped", message=p.reason or "not applicable")
+                elif v.expected_to_hold and p.outcome == "fails":
+                    failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
+                    failure.text = f"{p.diagnosis}\n\nreproduce: {p.reproduce}"
+                elif not v.expected_to_hold and p.outcome == "holds":
+                    message = f"{p.name} did not catch {v.policy}, a policy known to be wrong"
+                    ET.SubElement(case, "failure", message=message)
+        ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+
+    def render(self, console: Console) -> None:
+        names = self.property_names()
+        table = Table(
+            title=f"crossattn-sizing verify  (impl={self.impl}, device={self.device}, profile={self.profile})"
+        )
+        table.add_column("policy", style="bold")
+        table.add_column("expected")
+        for name in names:
+            table.add_column(name.replace("::", "\n"))
+        table.add_column("verdict")
+        style = {"holds": "green", "fails": "red", "n/a": "dim"}
+        for v in self.verdicts:
+            by_name = {p.name: p for p in v.properties}
+            cells = [
+                f"[{style[by_name[n].outcome]}]{by_name[n].outcome}[/]" if n in by_name else "[dim]-[/]"
+                for n in names
+            ]
+            verdict = v.verdict + (" (UNEXPECTED)" if v.unexpected else "")
+            color = "red" if v.unexpected else ("green" if v.holds else "yellow")
+            expected = "holds" if v.expected_to_hold else "fails"
+            table.add_row(v.policy, expected, *cells, f"[{color}]{verdict}[/]")
+        console.print(table)
+        for v in self.verdicts:
+            if v.error:
+                console.print(f"\n[red]{v.policy}: could not run: {v.error}[/]")
+            for p in v.properties:
+                if p.outcome != "fails":
+                    continue
+                console.print(f"\n[bold]{v.policy} / {p.name}[/] fails:")
+                console.print(p.diagnosis.removeprefix("AssertionError: "), **PLAIN)
+                if p.falsifying_example and "reproduce:" not in p.diagnosis:
+                    console.print(f"  shrunk example: {p.falsifying_example}", **PLAIN)
+                if p.reproduce and p.reproduce not in p.diagnosis:
+                    console.print(f"  reproduce: {p.reproduce}", **PLAIN)
+        for f in self.findings:
+            console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
+            console.print(f.detail, **PLAIN)
+        if self.exit_status == 0:
+            status = "every policy expected to hold holds"
+        else:
+            status = "a policy expected to hold FAILS"
+        console.print(f"\n{status}; exit status {self.exit_status}")
