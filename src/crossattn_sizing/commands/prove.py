@@ -1,0 +1,199 @@
+"""``crossattn-sizing prove``: check the coverage invariant on every config of a bounded domain.
+
+Exit status: 0 when the invariant holds on the whole domain, 1 when there are
+counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.errors.HarnessError`
+the CLI prints as one line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.policies import load_policy, policy_name
+from crossattn_sizing.prove import (
+    DEFAULT_CHUNK_SIZE,
+    Counterexample,
+    Domain,
+    DomainError,
+    ProveResult,
+    prove,
+    vector_form,
+)
+
+DEFAULTS = {
+    "block_sizes": "1-512",
+    "kernel_block_sizes": "all",
+    "dcp": "1",
+    # Odd steps so the values fall on both sides of block-size multiples.
+    "max_model_len": "1-4096:63",
+    "encoder_tokens": "1-8192:63",
+    "source_positions": "absent,0,448,1500,2048",
+}
+
+_COLUMNS = ("bs", "kbs", "C", "I", "M", "E", "S", "B", "e", "needed", "allocated", "given")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``prove`` subcommand."""
+    p = subparsers.add_parser(
+        "prove",
+        help="check the coverage invariant on every config of a bounded domain (vectorised)",
+        description=(
+            "Check cdiv(e, kbs*C) <= W and cdiv(e, bs*C)*bpk <= W for one DCP-sharded "
+            "cross-attention group on every config of the product of the options below. "
+            "LIST is comma-separated N, LO-HI or LO-HI:STEP items. B = max(M, E), the smallest "
+            "max_num_batched_tokens the engine accepts that admits E, so e = E. "
+            "Exit 0: holds; 1: counterexamples; 2: bad arguments."
+        ),
+    )
+    p.add_argument("--policy", required=True, metavar="P", help="built-in policy name or module:attr")
+    p.add_argument(
+        "--block-sizes", default=DEFAULTS["block_sizes"], metavar="LIST", help="bs, manager (%(default)s)"
+    )
+    p.add_argument(
+        "--kernel-block-sizes",
+        default=DEFAULTS["kernel_block_sizes"],
+        metavar="LIST",
+        help="kernel block sizes, kept where they divide bs; 'all' = every divisor (%(default)s)",
+    )
+    p.add_argument(
+        "--dcp",
+        default=DEFAULTS["dcp"],
+        metavar="LIST",
+        help="DCP sizes; C > 1 adds every interleave dividing kbs (%(default)s)",
+    )
+    p.add_argument(
+        "--max-model-len", default=DEFAULTS["max_model_len"], metavar="LIST", help="M (%(default)s)"
+    )
+    p.add_argument(
+        "--encoder-tokens", default=DEFAULTS["encoder_tokens"], metavar="LIST", help="E (%(default)s)"
+    )
+    p.add_argument(
+        "--source-positions",
+        default=DEFAULTS["source_positions"],
+        metavar="LIST",
+        help="S; 'absent' = the config has no max_source_positions (%(default)s)",
+    )
+    p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
+    p.add_argument(
+        "--chunk-size",
+        default=str(DEFAULT_CHUNK_SIZE),
+        metavar="N",
+        help="(M, E, S) combinations decoded at once, ~150 bytes each (%(default)s)",
+    )
+    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--dry-run", action="store_true", help="print the domain and its size; check nothing")
+    p.set_defaults(func=run)
+
+
+def _int_option(text: str, option: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise DomainError(f"{option} {text!r}: must be an integer >= {minimum}") from None
+    if value < minimum:
+        raise DomainError(f"{option} {text!r}: must be an integer >= {minimum}")
+    return value
+
+
+def _table(examples: list[Counterexample]) -> list[str]:
+    rows = [
+        [
+            c.block_size,
+            c.kernel_block_size,
+            c.dcp_size,
+            c.dcp_interleave,
+            c.max_model_len,
+            c.max_num_encoder_input_tokens,
+            "absent" if c.max_source_positions is None else c.max_source_positions,
+            c.max_num_batched_tokens,
+            c.encoder_tokens,
+            c.entries_needed,
+            c.entries_allocated,
+            c.entries_given,
+        ]
+        for c in examples
+    ]
+    cells = [list(_COLUMNS)] + [[str(v) for v in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(_COLUMNS))]
+    return ["  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
+
+
+def _report(result: ProveResult) -> None:
+    rate = result.configs / result.seconds if result.seconds > 0 else float("inf")
+    how = "vectorised" if result.vectorised else "one call per config"
+    timing = f"{result.seconds:.2f} s, {rate:.3g} configs/s, {how}"
+    if result.holds:
+        print(f"{result.policy}: holds on the whole domain: {result.configs:,} configs checked ({timing})")
+        return
+    print(f"{result.policy}: FAILS on {result.failures:,} of {result.configs:,} configs checked ({timing})")
+    if result.counterexamples:
+        print(
+            f"first {len(result.counterexamples)} counterexamples in (bs, kbs, C, I, M, E, S) order "
+            "(entries needed / allocated vs the row's given width):"
+        )
+        print("\n".join(_table(result.counterexamples)))
+
+
+def run(args: argparse.Namespace) -> int:
+    """Parse the domain, run :func:`prove`, print the report; the exit status says whether it holds."""
+    examples = _int_option(args.examples, "--examples", 0)
+    chunk_size = _int_option(args.chunk_size, "--chunk-size", 1)
+    domain = Domain.parse(
+        block_sizes=args.block_sizes,
+        kernel_block_sizes=args.kernel_block_sizes,
+        dcp=args.dcp,
+        max_model_len=args.max_model_len,
+        encoder_tokens=args.encoder_tokens,
+        source_positions=args.source_positions,
+    )
+    policy = load_policy(args.policy)
+    if args.json and not Path(args.json).resolve().parent.is_dir():
+        raise HarnessError(f"--json {args.json!r}: the folder it names does not exist")
+    print(f"domain: {domain.size:,} configs")
+    for axis, text in domain.describe().items():
+        print(f"  {axis}: {text}")
+    if args.dry_run:
+        return 0
+    err = Console(stderr=True)
+    if vector_form(policy) is None:
+        print(
+            f"note: policy {policy_name(policy)} has no vectorised form; calling it once per config "
+            f"({domain.size:,} calls, slow)",
+            file=sys.stderr,
+        )
+    with Progress(
+        TextColumn("prove"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=args.no_progress or not err.is_terminal,
+    ) as bar:
+        task = bar.add_task("prove", total=domain.size)
+        result = prove(
+            domain,
+            policy,
+            examples=examples,
+            chunk_size=chunk_size,
+            progress=lambda n: bar.advance(task, n),
+        )
+    _report(result)
+    if args.json:
+        payload = result.to_dict() | {"domain": {"options": domain.specs, "axes": domain.describe()}}
+        try:
+            Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        except OSError as exc:
+            raise HarnessError(f"--json {args.json!r}: cannot write the file ({exc.strerror})") from None
+        print(f"wrote {args.json}", file=sys.stderr)
+    return 0 if result.holds else 1

@@ -1,0 +1,336 @@
+"""``prove``: the vectorised exhaustive check agrees with the scalar definitions, on small domains."""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from crossattn_sizing import prove as prove_mod
+from crossattn_sizing.cli import main
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
+from crossattn_sizing.prove import (
+    ABSENT,
+    Domain,
+    DomainError,
+    group_table,
+    parse_values,
+    prove,
+    scalar_check,
+    vector_form,
+    vector_widths,
+)
+from tests.broken_policies import BROKEN
+
+SMALL = {
+    "block_sizes": "1-8,12,16",
+    "dcp": "1-3",
+    "max_model_len": "1-40:13",
+    "encoder_tokens": "1-300:23",
+    "source_positions": "absent,0,7,200",
+}
+
+
+def small_domain(**changes: str) -> Domain:
+    return Domain.parse(**(SMALL | changes))
+
+
+def all_failures_by_loop(domain: Domain, policy) -> list[tuple]:  # type: ignore[no-untyped-def]
+    """Every failing config in canonical order, by a plain Python loop over the scalar check."""
+    t = domain.groups
+    lengths = list(zip(*(a.tolist() for a in domain.lengths(0, domain.num_lengths)), strict=True))
+    out = []
+    for bs, kbs, dcp, inter in zip(*(a.tolist() for a in t), strict=True):
+        for m, e, s in lengths:
+            config = RunnerConfig(
+                max_model_len=m,
+                max_num_batched_tokens=max(m, e),
+                groups=(KVCacheGroup(GroupKind.CROSS, bs, kbs),),
+                max_num_encoder_input_tokens=e,
+                max_source_positions=None if s == ABSENT else s,
+                dcp_size=dcp,
+                dcp_interleave=inter,
+            )
+            found = scalar_check(policy, config)
+            if found is not None:
+                out.append(found)
+    return out
+
+
+@functools.cache
+def expected_failures(name: str) -> tuple[Domain, list[prove_mod.Counterexample]]:
+    """The loop's answer on the chunking test's domain, computed once per policy."""
+    domain = small_domain(block_sizes="1-8,12", dcp="1-2", encoder_tokens="1-300:37")
+    return domain, all_failures_by_loop(domain, BUILTIN_POLICIES[name])
+
+
+def _canonical_key(c: prove_mod.Counterexample) -> tuple[int, ...]:
+    s = ABSENT if c.max_source_positions is None else c.max_source_positions
+    return (
+        c.block_size, c.kernel_block_size, c.dcp_size, c.dcp_interleave,
+        c.max_model_len, c.max_num_encoder_input_tokens, s,
+    )  # fmt: skip
+
+
+# ------------------------------------------------------------ vectorised == scalar
+
+
+def test_vector_widths_equal_scalar_widths_on_random_configs() -> None:
+    """The numpy mirror and policies.widths cannot drift: 4000 random configs, every rule pair."""
+    rng = np.random.default_rng(20260626)
+    n = 4000
+    bs = rng.integers(1, 1025, n)
+    kbs = np.array([rng.choice([d for d in range(1, b + 1) if b % d == 0]) for b in bs.tolist()])
+    dcp = rng.integers(1, 9, n)
+    inter = np.array([rng.choice([d for d in range(1, k + 1) if k % d == 0]) for k in kbs.tolist()])
+    m = rng.integers(1, 20000, n)
+    e = rng.integers(1, 20000, n)
+    s = np.where(rng.random(n) < 0.3, ABSENT, rng.integers(0, 20000, n))
+    configs = [
+        RunnerConfig(
+            max_model_len=int(m[i]),
+            max_num_batched_tokens=int(max(m[i], e[i])),
+            groups=(KVCacheGroup(GroupKind.CROSS, int(bs[i]), int(kbs[i])),),
+            max_num_encoder_input_tokens=int(e[i]),
+            max_source_positions=None if s[i] == ABSENT else int(s[i]),
+            dcp_size=int(dcp[i]),
+            dcp_interleave=int(inter[i]) if dcp[i] > 1 else 1,
+        )
+        for i in range(n)
+    ]
+    for length, alignment in itertools.product(("fixed", "prefix", "v1"), ("none", "pow2", "gcd")):
+        fast = vector_widths(length, alignment, bs, kbs, dcp, m, e, s)
+        slow = [widths(c, length, alignment)[0] for c in configs]
+        assert fast.tolist() == slow, (length, alignment)
+
+
+@pytest.mark.parametrize(("tile", "chunk"), [(5, 3), (64, 50), (prove_mod.TILE, 10**6)])
+@pytest.mark.parametrize("name", ["mrv2-prefix", "mrv2-prefix-noalign", "mrv2-prefix-gcd"])
+def test_vectorised_failures_are_exactly_the_scalar_ones(
+    monkeypatch: pytest.MonkeyPatch, name: str, tile: int, chunk: int
+) -> None:
+    """Same count and same canonical order, however the product is cut into chunks and tiles."""
+    monkeypatch.setattr(prove_mod, "TILE", tile)
+    domain, expected = expected_failures(name)
+    result = prove(domain, BUILTIN_POLICIES[name], examples=len(expected) + 1, chunk_size=chunk)
+    assert result.vectorised
+    assert result.failures == len(expected) > 0
+    assert result.counterexamples == expected
+    assert [_canonical_key(c) for c in expected] == sorted(_canonical_key(c) for c in expected)
+
+
+def test_first_n_counterexamples_are_the_canonical_first_n() -> None:
+    domain = small_domain()
+    policy = BUILTIN_POLICIES["mrv2-prefix"]
+    result = prove(domain, policy, examples=5, chunk_size=7)
+    assert result.counterexamples == all_failures_by_loop(domain, policy)[:5]
+
+
+# ------------------------------------------------------------ what prove finds
+
+
+def test_mrv2_prefix_counterexamples_are_nemotron_shaped() -> None:
+    """Every failure of the pre-fix length has e > max(M, S): the encoder outgrows the row."""
+    domain = small_domain(block_sizes="1-8", dcp="1-2")
+    result = prove(domain, BUILTIN_POLICIES["mrv2-prefix-noalign"], examples=10**5)
+    assert result.failures == len(result.counterexamples) > 0
+    for c in result.counterexamples:
+        assert c.encoder_tokens > max(c.max_model_len, c.max_source_positions or 0)
+    assert any(c.max_source_positions is None for c in result.counterexamples)
+
+
+def test_nemotron_parse_page_overflows_prefix_sizing() -> None:
+    """2048x1664 page: 3329 tokens, bs 16, M 2048 -> 128 columns against 209 (shared/spec.md)."""
+    domain = Domain.parse(
+        block_sizes="16",
+        kernel_block_sizes="16",
+        max_model_len="2048,3328,9000",
+        encoder_tokens="3329",
+        source_positions="absent",
+    )
+    result = prove(domain, BUILTIN_POLICIES["mrv2-prefix"])
+    assert [(c.max_model_len, c.entries_needed, c.entries_given) for c in result.counterexamples] == [
+        (2048, 209, 128),
+        (3328, 209, 208),
+    ]
+    assert prove(domain, BUILTIN_POLICIES["mrv2"]).holds
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN_POLICIES))
+def test_builtins_hold_exactly_when_expected(name: str) -> None:
+    policy = BUILTIN_POLICIES[name]
+    result = prove(small_domain(dcp="1-4"), policy)
+    assert result.holds is policy.expected_to_hold
+
+
+def test_mrv2_holds_with_every_kernel_block_size_and_interleave() -> None:
+    domain = small_domain(block_sizes="1-64", dcp="1-8", encoder_tokens="1-2000:41")
+    result = prove(domain, BUILTIN_POLICIES["mrv2"])
+    assert result.holds and result.configs == domain.size > 10**6
+
+
+@pytest.mark.parametrize("name", sorted(set(BROKEN) - {"dcp_on_replicated"}))
+def test_broken_policies_are_caught_through_the_scalar_fallback(name: str) -> None:
+    """Each broken width formula (tests/broken_policies.py) fails somewhere on a small domain.
+
+    ``dcp_on_replicated`` is left out: a lone cross group is sharded, so it is right here.
+    """
+    domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
+    result = prove(domain, BROKEN[name], examples=3)
+    assert not result.vectorised
+    assert not result.holds
+    assert len(result.counterexamples) == 3
+    assert all(max(c.entries_needed, c.entries_allocated) > c.entries_given for c in result.counterexamples)
+
+
+def test_subclass_overriding_call_is_not_trusted_to_be_vectorisable() -> None:
+    class OffByOne(SizingPolicy):
+        def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+            return tuple(w - 1 for w in super().__call__(config))
+
+    policy = OffByOne("off-by-one", "fixed", "none", "broken", False)
+    assert vector_form(policy) is None
+    domain = small_domain(block_sizes="1-4", dcp="1", max_model_len="1,9", encoder_tokens="1-30:7")
+    result = prove(domain, policy, examples=1)
+    assert not result.vectorised and not result.holds
+    assert vector_form(BUILTIN_POLICIES["mrv2"]) == ("fixed", "gcd")
+    assert vector_form(SizingPolicy("odd", "fixed", "pow3", "unknown rule", True)) is None  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------ domain
+
+
+def test_group_table_is_every_valid_shape_in_canonical_order() -> None:
+    table = group_table(np.array([1, 4, 6, 12]), np.array([1, 2, 3]), None)
+    got = list(zip(*(a.tolist() for a in table), strict=True))
+    expected = [
+        (bs, kbs, c, i)
+        for bs in (1, 4, 6, 12)
+        for kbs in range(1, bs + 1)
+        if bs % kbs == 0
+        for c in (1, 2, 3)
+        for i in (range(1, kbs + 1) if c > 1 else [1])
+        if kbs % i == 0
+    ]
+    assert got == expected
+    for bs, kbs, c, i in got:  # the engine's own validation accepts each of them
+        RunnerConfig(8, 8, (KVCacheGroup("cross", bs, kbs),), dcp_size=c, dcp_interleave=i)
+
+
+def test_size_is_counted_without_materialising_the_product() -> None:
+    domain = Domain.parse(
+        block_sizes="1-512",
+        dcp="1-8",
+        max_model_len="1-1000000",
+        encoder_tokens="1-1000000",
+        source_positions="absent,0-1000000",
+    )
+    assert domain.size == domain.groups.block_size.size * 10**12 * 1_000_002
+    assert domain.size > 2**63  # a Python int: no numpy array of that size exists
+
+
+def test_parse_values_ranges_steps_and_absent() -> None:
+    got = parse_values("absent,0-10:5,3,7-7", "--source-positions", minimum=0, maximum=99, allow_absent=True)
+    assert got.tolist() == [ABSENT, 0, 3, 5, 7, 10]
+
+
+@pytest.mark.parametrize(
+    ("argv", "fragment"),
+    [
+        (["--max-model-len", "5-1"], "--max-model-len '5-1': start 5 is greater than end 1"),
+        (["--encoder-tokens", "0-10"], "--encoder-tokens '0-10': values must lie in 1.."),
+        (["--block-sizes", "absent"], "--block-sizes 'absent': 'absent' is only allowed"),
+        (["--dcp", "1-8:0"], "--dcp '1-8:0': step must be >= 1"),
+        (["--source-positions", "abc"], "item 'abc' is not N, LO-HI or LO-HI:STEP"),
+        (["--max-model-len", "1-4096,"], "item '' is not N, LO-HI or LO-HI:STEP"),
+        (["--block-sizes", "4", "--kernel-block-sizes", "3"], "no listed kernel block size divides"),
+        (["--block-sizes", "1-65536", "--dcp", "1-1024"], "group shapes (bs, kbs, C, I) exceed"),
+        (["--max-model-len", "1-99999999999"], "--max-model-len '1-99999999999': values must lie in"),
+        (["--examples", "-1"], "--examples '-1': must be an integer >= 0"),
+        (["--chunk-size", "0"], "--chunk-size '0': must be an integer >= 1"),
+        (["--policy", "no-such-policy"], "unknown sizing policy 'no-such-policy'"),
+    ],
+)
+def test_bad_arguments_exit_2_with_one_line_naming_the_option(
+    capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
+) -> None:
+    base = ["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--max-model-len", "1-9"]
+    base += ["--encoder-tokens", "1-9", "--source-positions", "absent"]
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert fragment in err and "\n" not in err
+
+
+def test_domain_errors_are_harness_errors() -> None:
+    with pytest.raises(HarnessError):
+        parse_values("9-1", "--dcp", minimum=1, maximum=8)
+    assert issubclass(DomainError, HarnessError)
+
+
+# ------------------------------------------------------------ CLI
+
+
+CLI_DOMAIN = ["--block-sizes", "1-16", "--dcp", "1-2", "--max-model-len", "1-64:9"]
+CLI_DOMAIN += ["--encoder-tokens", "1-400:17", "--source-positions", "absent,0,100", "--no-progress"]
+
+
+def test_cli_exit_0_when_it_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "prove.json"
+    assert main(["prove", "--policy", "mrv2", *CLI_DOMAIN, "--json", str(out_file)]) == 0
+    out = capsys.readouterr().out
+    assert "mrv2: holds on the whole domain" in out
+    data = json.loads(out_file.read_text())
+    assert data["holds"] is True and data["counterexamples"] == []
+    assert data["configs_checked"] == small_domain(
+        block_sizes="1-16", dcp="1-2", max_model_len="1-64:9", encoder_tokens="1-400:17",
+        source_positions="absent,0,100",
+    ).size  # fmt: skip
+
+
+def test_cli_exit_1_with_counterexamples(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out_file = tmp_path / "prove.json"
+    argv = ["prove", "--policy", "mrv2-prefix", *CLI_DOMAIN, "--examples", "3", "--json", str(out_file)]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "mrv2-prefix: FAILS on" in out
+    assert "first 3 counterexamples in (bs, kbs, C, I, M, E, S) order" in out
+    assert "needed  allocated  given" in out
+    data = json.loads(out_file.read_text())
+    assert data["holds"] is False and len(data["counterexamples"]) == 3
+    assert data["counterexamples_total"] >= 3
+    first = data["counterexamples"][0]
+    assert first["entries_needed"] > first["entries_given"]
+
+
+def test_cli_user_policy_falls_back_and_says_so(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "my_sizing.py").write_text(
+        "from crossattn_sizing.policies import widths\n"
+        "def short_by_one(config):\n"
+        "    return tuple(max(w - 1, 0) for w in widths(config, 'fixed', 'none'))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-sizes", "1-4", "--max-model-len", "1-9"]
+    argv += ["--encoder-tokens", "1-20:3", "--source-positions", "absent", "--no-progress"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert "has no vectorised form; calling it once per config" in captured.err
+    assert "one call per config" in captured.out
+
+
+def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["prove", "--policy", "mrv2", "--max-model-len", "1-1000000", "--encoder-tokens", "1-1000000"]
+    assert main([*argv, "--source-positions", "absent", "--dry-run"]) == 0
+    domain = Domain.parse(max_model_len="1-1000000", encoder_tokens="1-1000000", source_positions="absent")
+    assert f"domain: {domain.size:,} configs" in capsys.readouterr().out
+
+
+def test_loaded_builtin_is_the_vectorised_object() -> None:
+    assert vector_form(load_policy("mrv2-prefix")) == ("prefix", "pow2")
