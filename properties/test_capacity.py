@@ -14,7 +14,7 @@ from crossattn_sizing import admission
 from crossattn_sizing.checks import Invariant
 from crossattn_sizing.policies import Policy, checked_widths
 from properties.assertions import assert_invariant
-from properties.regressions import pinned_cases
+from properties.regressions import pinned_cases, record_failure
 from properties.strategies import CapacityCase, capacity_cases
 
 
@@ -33,7 +33,11 @@ def _property(invariant: Invariant):  # type: ignore[no-untyped-def]
     @given(case=capacity_cases())
     def prop(sizing_policy: Policy, sizing_policy_spec: str, case: CapacityCase) -> None:
         _record_slack(sizing_policy, case)
-        assert_invariant(sizing_policy, case, invariant, sizing_policy_spec)
+        try:
+            assert_invariant(sizing_policy, case, invariant, sizing_policy_spec)
+        except AssertionError:
+            record_failure(case, f"test_{invariant}", sizing_policy_spec)
+            raise
 
     for pinned in pinned_cases():
         prop = example(case=pinned)(prop)

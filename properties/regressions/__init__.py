@@ -8,13 +8,21 @@ and Hypothesis upgrades, so nothing a nightly run finds is lost.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from properties.strategies import CapacityCase
 
 HERE = Path(__file__).parent
+DIR_ENV = "CROSSATTN_REGRESSIONS_DIR"  # where regression files are read and written
+RECORD_ENV = "CROSSATTN_RECORD_REGRESSIONS"  # set by `crossattn-sizing fuzz`
+
+
+def regressions_dir() -> Path:
+    return Path(os.environ.get(DIR_ENV, str(HERE)))
 
 
 def nemotron_parse(max_model_len: int) -> CapacityCase:
@@ -51,8 +59,37 @@ def case_to_json(case: CapacityCase, **meta: object) -> str:
     return json.dumps(payload, indent=2, sort_keys=True) + "\n"
 
 
+def hand_pinned_cases() -> list[CapacityCase]:
+    """The known bug at both ends of its range, and the model it spares."""
+    return [nemotron_parse(2048), nemotron_parse(3328), whisper()]
+
+
 def pinned_cases() -> list[CapacityCase]:
     """Every case to replay: the hand-pinned shapes, then the fuzzer's files in name order."""
-    cases = [nemotron_parse(2048), nemotron_parse(3328), whisper()]
-    cases.extend(load_case(p) for p in sorted(HERE.glob("*.json")))
+    cases = hand_pinned_cases()
+    cases.extend(load_case(p) for p in sorted(regressions_dir().glob("*.json")))
     return cases
+
+
+def record_failure(case: CapacityCase, prop: str, policy: str) -> Path | None:
+    """Write a shrunk failing case as a regression file, once per distinct case.
+
+    Only when the fuzzer asked for it, and only on Hypothesis's final replay of
+    the minimal example, so shrinking does not litter the folder. The name is
+    a digest of the case, so the same failure found twice is one file.
+    """
+    from hypothesis.control import current_build_context
+
+    if os.environ.get(RECORD_ENV) != "1" or not current_build_context().is_final:
+        return None
+    if case in hand_pinned_cases():  # these already replay on every run
+        return None
+    text = case_to_json(case, property=prop, policy=policy)
+    body = json.dumps(json.loads(text)["config"], sort_keys=True) + repr(case.encoder_lens)
+    digest = hashlib.sha256(body.encode()).hexdigest()[:12]
+    path = regressions_dir() / f"{prop}-{digest}.json"
+    if path.exists():
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path

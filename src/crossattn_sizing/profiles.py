@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     ExampleDatabase,
@@ -28,7 +28,7 @@ from hypothesis.database import (
 PROFILE_ENV = "CROSSATTN_PROFILE"
 DB_ENV = "CROSSATTN_DB"
 SHARED_DB_ENV = "CROSSATTN_SHARED_DB"
-PROFILES = ("dev", "ci", "nightly", "gpu")
+PROFILES = ("dev", "ci", "nightly", "gpu", "replay")
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
 
@@ -70,6 +70,11 @@ def register_profiles() -> None:
         "gpu", max_examples=200, deadline=None, print_blob=True, suppress_health_check=quiet,
         database=example_database(),
     )
+
+
+    # Only the pinned examples (hand-pinned shapes and regression files), no generation:
+    # the quick check that what the fuzzer found still fails (or is fixed).
+    settings.register_profile("replay", phases=[Phase.explicit], database=None, print_blob=True)
 
 
 def selected_profile(explicit: str | None = None) -> str:

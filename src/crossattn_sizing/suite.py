@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +46,22 @@ class PropertyResult:
     reason: str = ""  # why not applicable
     duration_s: float = 0.0
     nodeids: list[str] = field(default_factory=list)
+    # Hypothesis statistics, summed over parametrizations (fuzz summaries read these).
+    examples: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+    best_targets: dict[str, float] = field(default_factory=dict)
+
+    def add_statistics(self, stats: dict) -> None:  # type: ignore[type-arg]
+        """Fold one Hypothesis statistics dict in (its format is Hypothesis's, read defensively)."""
+        for key, phase in stats.items():
+            if not key.endswith("-phase") or not isinstance(phase, dict):
+                continue
+            for case in phase.get("test-cases", []):
+                self.examples += 1
+                for event in case.get("events", []):
+                    self.events[event] = self.events.get(event, 0) + 1
+        for label, score in (stats.get("targets") or {}).items():
+            self.best_targets[label] = max(score, self.best_targets.get(label, float("-inf")))
 
 
 def property_name(nodeid: str) -> str:
@@ -57,13 +74,21 @@ _REPRODUCE = re.compile(r"reproduce:\s*(.+)")
 
 
 def _failure_details(report: pytest.TestReport) -> tuple[str, str, str]:
-    """Diagnosis, falsifying example and reproduce line out of a failed report."""
+    """Diagnosis, falsifying example and reproduce line out of a failed report.
+
+    Hypothesis attaches the falsifying example and the reproduce blob to the
+    exception as notes, so they arrive inside the crash message; they are split
+    off here so the diagnosis reads as the assertion wrote it.
+    """
     text = report.longreprtext
     crash = getattr(report.longrepr, "reprcrash", None)
-    message = crash.message if crash is not None else text.splitlines()[-1:][0] if text else ""
-    diagnosis = message.split("\n(note:")[0]
+    message = crash.message if crash is not None else (text.splitlines() or [""])[-1]
+    split = re.search(r"\n(?:Falsifying|Failing) (?:explicit )?(?:example|test case): ", message)
+    diagnosis = message[: split.start()] if split else message
+    diagnosis = diagnosis.split("\n(note:")[0].strip()
     example = ""
-    match = re.search(r"(?:Falsifying|Failing) (?:explicit )?example: (.+?)(?:\n\n|\Z)", text, re.S)
+    pattern = r"(?:Falsifying|Failing) (?:explicit )?(?:example|test case): (.+?)(?:\n\n|\Z)"
+    match = re.search(pattern, text, re.S)
     if match:
         example = match.group(1).strip()
     blob = re.search(r"(@reproduce_failure\([^)]*\))", text)
@@ -77,7 +102,10 @@ def _failure_details(report: pytest.TestReport) -> tuple[str, str, str]:
 class _Collector:
     """A pytest plugin that turns reports into :class:`PropertyResult` records."""
 
-    def __init__(self, on_progress: Callable[[int, int, str], None] | None) -> None:
+    def __init__(self, on_progress: Callable[[int, int, str], None] | None, stop_at: float | None) -> None:
+        self.stop_at = stop_at
+        self.stopped_early = False
+        self.session: pytest.Session | None = None
         self.results: dict[str, PropertyResult] = {}
         self.total = 0
         self.done = 0
@@ -86,10 +114,31 @@ class _Collector:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # After deselection (-k), so the table lists only what ran.
+        self.session = session
         self.total = len(session.items)
         for item in session.items:
             name = property_name(item.nodeid)
             self.results.setdefault(name, PropertyResult(name)).nodeids.append(item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    def pytest_runtest_call(self, item: pytest.Item):  # type: ignore[no-untyped-def]
+        """Listen to Hypothesis's statistics for this test, then pass them on to its own plugin.
+
+        ``trylast`` makes this the innermost wrapper, so our callback is the one
+        Hypothesis sees; it forwards to whatever was installed before.
+        """
+        from hypothesis.statistics import collector
+
+        previous = collector.value
+        name = property_name(item.nodeid)
+
+        def note(stats: dict) -> None:  # type: ignore[type-arg]
+            self.results.setdefault(name, PropertyResult(name)).add_statistics(stats)
+            if previous is not None:
+                previous(stats)
+
+        with collector.with_value(note):
+            yield
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -110,6 +159,10 @@ class _Collector:
             self.done += 1
             if self.on_progress:
                 self.on_progress(self.done, self.total, report.nodeid)
+            if self.stop_at is not None and time.monotonic() > self.stop_at and self.session is not None:
+                # A time budget ends the run between tests; what ran is kept and reported.
+                self.stopped_early = self.done < self.total
+                self.session.shouldstop = "time budget spent"
 
 
 def run_suite(
@@ -120,10 +173,16 @@ def run_suite(
     profile: str = "ci",
     seed: int | None = None,
     select: Sequence[str] = (),
+    deselect: Sequence[str] = (),
     extra_args: Sequence[str] = (),
     on_progress: Callable[[int, int, str], None] | None = None,
+    stop_at: float | None = None,
 ) -> tuple[list[PropertyResult], int]:
-    """Run ``properties/`` under one policy; return per-property results and pytest's exit code."""
+    """Run ``properties/`` under one policy; return per-property results and pytest's exit code.
+
+    ``stop_at`` (a ``time.monotonic()`` value) stops the run after the test
+    that passes it; pytest then reports exit code 2 (interrupted).
+    """
     root = properties_dir()
     args = [
         str(root),
@@ -152,7 +211,9 @@ def run_suite(
         args += ["--hypothesis-seed", str(seed)]
     for expr in select:
         args += ["-k", expr]
-    collector = _Collector(on_progress)
+    for nodeid in deselect:
+        args += ["--deselect", nodeid]
+    collector = _Collector(on_progress, stop_at)
     code = pytest.main(args, plugins=[collector])
     if collector.collect_errors:
         raise HarnessError("the property suite did not collect:\n" + "\n".join(collector.collect_errors))
