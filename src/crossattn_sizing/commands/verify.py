@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     profile = _profile(args.profile, args.max_examples)
     console = Console(stderr=False)
     verdicts: list[PolicyVerdict] = []
+    interrupted = False
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -103,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
 
             # Hypothesis and pytest print to stdout as they go; the report below says it all once.
             with contextlib.redirect_stdout(io.StringIO()):
-                results, _ = run_suite(
+                results, code = run_suite(
                     spec,
                     impl=args.impl,
                     device=args.device,
@@ -115,10 +116,15 @@ def run(args: argparse.Namespace) -> int:
             verdicts.append(PolicyVerdict(policy_name(load_policy(spec)), expected_to_hold(spec), results))
             progress.remove_task(task)
             progress.advance(overall)
+            if code == 2:  # Ctrl-C inside pytest: report what ran, then stop
+                interrupted = True
+                break
     report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, collect_findings())
+    if interrupted:
+        console.print("[yellow]interrupted: the report covers the policies that ran[/]")
     report.render(console)
     if args.json:
         report.write_json(args.json)
     if args.junit_xml:
         report.write_junit(args.junit_xml)
-    return report.exit_status
+    return 130 if interrupted else report.exit_status
