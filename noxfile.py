@@ -77,11 +77,15 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session
 def audit(session: nox.Session) -> None:
-    """Audit real vLLM releases end to end (downloads wheels; not part of the default run)."""
-    install(session)
-    releases = session.posargs or ["0.19.0", "0.23.0", "0.24.0", "0.25.0"]
+    """Audit real vLLM releases end to end (downloads wheels once into a cache; not in the default run).
+
+    Exit 1 means some runner fails, which is the expected verdict for 0.24.0
+    (the pre-fix sizing); the JSON report under reports/ carries every verdict.
+    """
+    session.install("-e", ".")  # the audit reads wheels as zip files: no torch, no vLLM install
+    releases = session.posargs or ["0.19.0", "0.23.0", "0.24.0", "0.25.0", "0.34.0"]
     args = [a for r in releases for a in ("--vllm", r)]
-    session.run("crossattn-sizing", "audit", *args, "--json", "reports/audit.json", env=CPU_ENV)
+    session.run("crossattn-sizing", "audit", *args, "--json", "reports/audit.json", success_codes=[0, 1, 3])
 
 
 @nox.session

@@ -1,0 +1,34 @@
+"""Audit real vLLM releases: read the block-table sizing out of their source and check it.
+
+The audit never installs, imports or runs vLLM. It reads the model runners'
+Python files out of a release wheel (or a directory), walks the syntax tree of
+``initialize_kv_cache`` and the block-table classes it builds, and evaluates
+only the sizing arithmetic against the harness's
+:class:`~crossattn_sizing.config.RunnerConfig`. Anything it cannot evaluate is
+reported as "could not be read", naming what was missing: a guess would turn a
+real overflow into a false "holds".
+
+Modules: :mod:`.sources` (wheels, cache, reading files), :mod:`.modules`
+(parsed modules and name resolution), :mod:`.known` (what engine names mean),
+:mod:`.interp` (the restricted evaluator), :mod:`.extract` (runners to
+policies), :mod:`.check` (coverage and allocation over a sweep) and
+:mod:`.report` (table and JSON).
+"""
+
+from crossattn_sizing.audit.check import RunnerVerdict, audit_tree
+from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, read_runner
+from crossattn_sizing.audit.sources import DirTree, SourceTree, ZipTree, fetch_wheel, open_dir
+
+__all__ = [
+    "RUNNERS",
+    "DirTree",
+    "ExtractedPolicy",
+    "ReadError",
+    "RunnerVerdict",
+    "SourceTree",
+    "ZipTree",
+    "audit_tree",
+    "fetch_wheel",
+    "open_dir",
+    "read_runner",
+]

@@ -1,0 +1,156 @@
+"""Turn a release's model runner into a sizing policy the harness can check.
+
+A runner is found by its method, not by a fixed class: the file where each
+release keeps it is tried first, then the runner's folder is searched for a
+class defining ``initialize_kv_cache``. The resulting
+:class:`ExtractedPolicy` is a ``(RunnerConfig) -> tuple[int, ...]`` callable
+like the built-ins of :mod:`crossattn_sizing.policies`: per config it
+evaluates the runner's ``__init__`` (for the attributes it sets, entering no
+calls), then ``initialize_kv_cache`` and the block-table classes it builds,
+and returns the row widths of the tables allocated, one per KV-cache group,
+in stored entries.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from crossattn_sizing.audit.interp import Allocation, Interpreter, ReadError, _Raise
+from crossattn_sizing.audit.modules import ModuleIndex
+from crossattn_sizing.audit.sources import SourceTree
+from crossattn_sizing.audit.values import ClassRef, FuncRef, Instance, Sym, Unknown
+from crossattn_sizing.config import RunnerConfig
+
+METHOD = "initialize_kv_cache"
+
+
+@dataclass(frozen=True)
+class RunnerSpec:
+    """Where a runner lives: the usual file, and the folder to search when it moved."""
+
+    key: str
+    title: str
+    path: str
+    search_under: str
+    recursive: bool
+    class_name: str
+
+
+RUNNERS: dict[str, RunnerSpec] = {
+    "v2": RunnerSpec(
+        "v2", "ModelRunner V2", "vllm/v1/worker/gpu/model_runner.py", "vllm/v1/worker/gpu/", True,
+        "GPUModelRunner",
+    ),
+    "v1": RunnerSpec(
+        "v1", "ModelRunner V1", "vllm/v1/worker/gpu_model_runner.py", "vllm/v1/worker/", False,
+        "GPUModelRunner",
+    ),
+}  # fmt: skip
+
+
+def locate(index: ModuleIndex, spec: RunnerSpec) -> tuple[ClassRef, FuncRef]:
+    """The runner class and its ``initialize_kv_cache``, or a ReadError naming what is missing."""
+    if index.module_for_path(spec.path) is not None:
+        found = _pick(index.classes_defining(spec.path, METHOD), spec)
+        if found is not None:
+            return found
+    candidates = []
+    for path in index.tree.files(spec.search_under):
+        if path == spec.path or (not spec.recursive and "/" in path[len(spec.search_under) :]):
+            continue
+        candidates.extend(index.classes_defining(path, METHOD))
+    found = _pick(candidates, spec)
+    if found is not None:
+        return found
+    if index.module_for_path(spec.path) is not None:
+        raise ReadError(f"method {METHOD} not found in {spec.path}")
+    if not any(True for _ in index.tree.files(spec.search_under)):
+        raise ReadError(f"{spec.search_under} not found: no {spec.title} in this release")
+    raise ReadError(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
+
+
+def _pick(classes: list[ClassRef], spec: RunnerSpec) -> tuple[ClassRef, FuncRef] | None:
+    # Prefer the GPU runner by name; CPU/XPU runners subclass it and inherit the method.
+    ranked = sorted(
+        classes,
+        key=lambda c: (c.name != spec.class_name, not c.name.endswith("ModelRunner"), c.module),
+    )
+    for cls in ranked:
+        if cls.name == spec.class_name or cls.name.endswith("ModelRunner") or len(ranked) == 1:
+            return cls, _method(cls)
+    return None
+
+
+def _method(cls: ClassRef) -> FuncRef:
+    for stmt in cls.node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == METHOD:
+            return FuncRef(cls.module, stmt, cls)
+    raise ReadError(f"{cls.name}.{METHOD} is inherited from outside the tree")
+
+
+class ExtractedPolicy:
+    """The sizing a release's runner computes, as a harness sizing policy.
+
+    Calling it raises :class:`ReadError` when a width depends on something
+    the audit does not know; ``conditions`` then holds the undecided
+    conditions under which the last call's tables were built.
+    """
+
+    def __init__(self, index: ModuleIndex, spec: RunnerSpec, label: str) -> None:
+        self.index = index
+        self.spec = spec
+        self.cls, self.method = locate(index, spec)
+        self.name = f"vllm {label} {spec.title}"
+        module = index.module_of(self.method)
+        self.where = f"{module.path}:{self.method.node.lineno} {self.cls.name}.{METHOD}"
+        self.conditions: tuple[str, ...] = ()
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        interp = Interpreter(self.index, config)
+        runner = Instance(self.cls, config_fallback=True)
+        init = self.index.find_method(self.cls, "__init__")
+        if init is not None:
+            params = [a.arg for a in init.node.args.posonlyargs + init.node.args.args][1:]
+            interp.run_init(runner, [Sym(p) for p in params], {})
+        try:
+            interp.call(self.method, [Sym("kv_cache_config")], {}, runner)
+        except _Raise as exc:
+            raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
+        widths, self.conditions = _widths(interp.allocations, config, self.where)
+        return widths
+
+
+def _widths(
+    allocations: list[Allocation], config: RunnerConfig, where: str
+) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    if not allocations:
+        raise ReadError(f"no block-table allocation reached from {where}")
+    groups = len(config.groups)
+    if len(allocations) % groups:
+        sites = ", ".join(sorted({a.where for a in allocations}))
+        raise ReadError(f"{len(allocations)} block-table allocations for {groups} KV-cache groups ({sites})")
+    for alloc in allocations:
+        if isinstance(alloc.width, Unknown):
+            raise ReadError(f"row width at {alloc.where} could not be read: {alloc.width.reason}")
+        if isinstance(alloc.width, bool) or not isinstance(alloc.width, int):
+            raise ReadError(f"row width at {alloc.where} is {alloc.width!r}, not an integer")
+    chunks = [allocations[i : i + groups] for i in range(0, len(allocations), groups)]
+    widths = tuple(a.width for a in chunks[0])
+    for chunk in chunks[1:]:
+        if tuple(a.width for a in chunk) != widths:
+            raise ReadError(
+                f"tables are built with different widths on different paths "
+                f"({chunks[0][0].where} vs {chunk[0].where})"
+            )
+    conditions = tuple(dict.fromkeys(c for a in allocations for c in a.conditions))
+    return widths, conditions
+
+
+def read_runner(tree: SourceTree | ModuleIndex, runner: str, label: str | None = None) -> ExtractedPolicy:
+    """The extracted policy of ``runner`` (``v1``/``v2``) in ``tree``; ReadError if not locatable."""
+    index = tree if isinstance(tree, ModuleIndex) else ModuleIndex(tree)
+    return ExtractedPolicy(index, RUNNERS[runner], label or index.tree.label)
+
+
+__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerSpec", "locate", "read_runner"]

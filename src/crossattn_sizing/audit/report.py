@@ -1,0 +1,114 @@
+"""The audit's report: a releases x runners table, the details behind each cell, and JSON.
+
+Exit statuses (documented in ``crossattn-sizing audit --help``): 0 when every
+runner was read and holds, 1 when some runner fails, 3 when nothing fails but
+some runner could not be read (so an unreadable release never passes as a
+holding one). User errors (unknown version, download failure) exit 2 from the
+CLI before any report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from crossattn_sizing.audit.check import FAILS, HOLDS, UNREADABLE, RunnerVerdict
+from crossattn_sizing.audit.extract import RUNNERS
+from crossattn_sizing.errors import HarnessError
+
+EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
+_STYLE = {HOLDS: "green", FAILS: "bold red", UNREADABLE: "yellow"}
+
+
+def exit_status(verdicts: list[RunnerVerdict]) -> int:
+    """0 all hold, 1 some fail, 3 some could not be read (and none fail)."""
+    statuses = {v.status for v in verdicts}
+    if FAILS in statuses:
+        return EXIT_FAILS
+    if UNREADABLE in statuses:
+        return EXIT_UNREADABLE
+    return EXIT_HOLDS
+
+
+def _cell(verdict: RunnerVerdict | None) -> str:
+    if verdict is None:
+        return "-"
+    text = f"[{_STYLE[verdict.status]}]{verdict.status}[/]"
+    if verdict.status == HOLDS:
+        return f"{text}\n{verdict.configs_checked} configs"
+    if verdict.status == FAILS and verdict.nemotron is not None and not verdict.nemotron["holds"]:
+        n = verdict.nemotron
+        return f"{text}\nNemotron: {n['columns_needed']} needed, {n['columns_given']} given"
+    if verdict.status == FAILS and verdict.counterexample is not None:
+        c = verdict.counterexample
+        return f"{text}\n{c.needed} needed, {c.given} given"
+    return text
+
+
+def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | None = None) -> None:
+    """Print the table and one detail block per verdict that is not a plain "holds"."""
+    console = console or Console(highlight=False)
+    runners = [key for key in RUNNERS if any(v.runner == key for _, vs in results for v in vs)]
+    table = Table(title="Cross-attention block-table sizing of vLLM releases", show_lines=True)
+    table.add_column("vLLM")
+    for key in runners:
+        table.add_column(RUNNERS[key].title)
+    for label, verdicts in results:
+        by_runner = {v.runner: v for v in verdicts}
+        table.add_row(escape(label), *(_cell(by_runner.get(key)) for key in runners))
+    console.print(table)
+    for _, verdicts in results:
+        for verdict in verdicts:
+            for line in detail_lines(verdict):
+                console.print(escape(line), soft_wrap=True)
+
+
+def detail_lines(verdict: RunnerVerdict) -> list[str]:
+    """Plain-text lines explaining one verdict (counterexample, reproduction, reason)."""
+    head = f"{verdict.source} {verdict.title}: {verdict.status}"
+    lines: list[str] = []
+    if verdict.status == UNREADABLE:
+        lines.append(f"{head}: {verdict.reason}")
+    elif verdict.status == FAILS and verdict.counterexample is not None:
+        c = verdict.counterexample
+        lines.append(f"{head} ({verdict.where})")
+        lines.append(
+            f"  counterexample ({c.check}, cross group {c.group}): {c.config.describe()}: "
+            f"{c.encoder_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given}"
+        )
+    elif verdict.conditions:
+        lines.append(f"{head} ({verdict.where})")
+    if verdict.nemotron is not None and verdict.status == FAILS:
+        n = verdict.nemotron
+        outcome = "overflows" if not n["holds"] else "fits"
+        lines.append(
+            f"  Nemotron-Parse-like reproduction (2048x1664 page, {n['encoder_tokens']} encoder tokens; "
+            f"{n['config']}): {n['columns_needed']} columns needed, {n['columns_given']} given: {outcome}"
+        )
+    for condition in verdict.conditions:
+        lines.append(f"  note: the tables checked are built when `{condition}` (undecidable from the config)")
+    return lines
+
+
+def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
+    """The same verdicts as a JSON-ready dict."""
+    verdicts = [v for _, vs in results for v in vs]
+    return {
+        "exit_status": exit_status(verdicts),
+        "exit_statuses": {"0": "all hold", "1": "some runner fails", "3": "some runner could not be read"},
+        "results": [v.to_dict() for v in verdicts],
+    }
+
+
+def write_json(path: str | Path, results: list[tuple[str, list[RunnerVerdict]]]) -> None:
+    """Write :func:`to_json` to ``path``; an unwritable path is the user's error."""
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(to_json(results), indent=2) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise HarnessError(f"cannot write --json {path}: {exc}") from None

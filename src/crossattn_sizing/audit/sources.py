@@ -1,0 +1,216 @@
+"""Where the audited source comes from: a release wheel (downloaded once, cached) or a directory.
+
+A wheel is a zip file; reading the few ``.py`` members the audit needs straight
+out of it avoids installing vLLM (which pulls in CUDA wheels and gigabytes of
+dependencies) and guarantees nothing of the engine ever runs. Paths inside a
+tree are always package-relative with forward slashes (``vllm/v1/...``), the
+same for a wheel, an installed package directory and a source checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from crossattn_sizing.errors import HarnessError
+
+PACKAGE = "vllm"
+_VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|post|dev)[0-9]*)*$")
+
+
+class FetchError(HarnessError, RuntimeError):
+    """A release could not be obtained: unknown version, download failure, unusable path."""
+
+
+class SourceTree(Protocol):
+    """Read-only access to a vLLM source tree, by package-relative path."""
+
+    label: str
+
+    def read(self, path: str) -> str | None:
+        """The file's text, or None when the tree has no such file."""
+
+    def files(self, prefix: str) -> Iterator[str]:
+        """Paths of ``.py`` files under ``prefix`` (a folder path ending in ``/``)."""
+
+
+class ZipTree:
+    """A wheel (or any zip) holding the ``vllm/`` package."""
+
+    def __init__(self, path: Path, label: str | None = None) -> None:
+        self.path = Path(path)
+        self.label = label or self.path.name
+        try:
+            self._zip = zipfile.ZipFile(self.path)
+        except (OSError, zipfile.BadZipFile) as exc:
+            raise FetchError(f"{self.path}: not a readable wheel ({exc})") from None
+        self._names = set(self._zip.namelist())
+
+    def read(self, path: str) -> str | None:
+        if path not in self._names:
+            return None
+        return self._zip.read(path).decode("utf-8", errors="replace")
+
+    def files(self, prefix: str) -> Iterator[str]:
+        return iter(sorted(n for n in self._names if n.startswith(prefix) and n.endswith(".py")))
+
+
+class DirTree:
+    """An installed ``vllm`` package directory, seen as if it sat under ``vllm/``."""
+
+    def __init__(self, package_dir: Path, label: str | None = None) -> None:
+        self.package_dir = Path(package_dir)
+        self.label = label or str(package_dir)
+
+    def _local(self, path: str) -> Path | None:
+        head, _, rest = path.partition("/")
+        if head != PACKAGE:
+            return None
+        return self.package_dir / rest
+
+    def read(self, path: str) -> str | None:
+        local = self._local(path)
+        if local is None or not local.is_file():
+            return None
+        return local.read_text(encoding="utf-8", errors="replace")
+
+    def files(self, prefix: str) -> Iterator[str]:
+        local = self._local(prefix.rstrip("/"))
+        if local is None or not local.is_dir():
+            return iter(())
+        found = sorted(local.rglob("*.py"))
+        base = prefix.rstrip("/")
+        return iter(f"{base}/{p.relative_to(local).as_posix()}" for p in found)
+
+
+def open_dir(path: str | os.PathLike[str]) -> DirTree:
+    """A tree for ``--vllm-path``: a ``vllm`` package directory or a checkout holding one.
+
+    A checkout (``DIR/vllm/v1`` exists) and an installed package (``DIR/v1``
+    exists) are both accepted, so the same flag audits ``site-packages/vllm``
+    and a git clone.
+    """
+    root = Path(path).expanduser()
+    if not root.is_dir():
+        raise FetchError(f"--vllm-path {path}: not a directory")
+    if (root / PACKAGE / "v1").is_dir():
+        package = root / PACKAGE
+    elif (root / "v1").is_dir():
+        package = root
+    else:
+        raise FetchError(
+            f"--vllm-path {path}: neither a vllm package directory (no v1/) "
+            f"nor a source checkout (no {PACKAGE}/v1/)"
+        )
+    tree = DirTree(package)
+    version = release_version(tree)
+    tree.label = f"{path} ({version})" if version else str(path)
+    return tree
+
+
+def release_version(tree: SourceTree) -> str | None:
+    """The version string a tree declares in ``vllm/_version.py``, if any (read, not imported)."""
+    text = tree.read(f"{PACKAGE}/_version.py")
+    if text is None:
+        return None
+    match = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", text)
+    return match.group(1) if match else None
+
+
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/crossattn-sizing/wheels``, else ``~/.cache/crossattn-sizing/wheels``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "crossattn-sizing" / "wheels"
+
+
+def check_version(version: str) -> str:
+    """Reject what cannot be a release number before pip sees it (one clear line, no pip noise)."""
+    version = version.strip()
+    if version.startswith("v") and version[1:2].isdigit():
+        version = version[1:]
+    if not _VERSION_RE.match(version):
+        raise FetchError(f"--vllm {version!r}: not a release version (expected e.g. 0.24.0)")
+    return version
+
+
+def _release_key(version: str) -> tuple[str, ...]:
+    # 0.24 and 0.24.0 name the same release; pip saves the wheel under the full number.
+    parts = version.split(".")
+    while len(parts) > 1 and parts[-1] == "0":
+        parts.pop()
+    return tuple(parts)
+
+
+def cached_wheel(version: str, cache_dir: Path) -> Path | None:
+    """A wheel for ``version`` already in the cache, if one is there."""
+    if not cache_dir.is_dir():
+        return None
+    key = _release_key(version)
+    for wheel in sorted(cache_dir.glob(f"{PACKAGE}-*.whl")):
+        parts = wheel.name.split("-")
+        if len(parts) >= 2 and _release_key(parts[1]) == key:
+            return wheel
+    return None
+
+
+Downloader = Callable[[str, Path], None]
+
+
+def pip_download(version: str, dest: Path) -> None:
+    """Download the release wheel with pip (no dependencies, binary only) into ``dest``."""
+    cmd = [
+        sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
+        "--disable-pip-version-check", "--quiet", "--dest", str(dest), f"{PACKAGE}=={version}",
+    ]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise FetchError(f"could not run pip to download {PACKAGE}=={version}: {exc}") from None
+    if proc.returncode != 0:
+        lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("ERROR")]
+        why = (errors or lines or [f"pip exited {proc.returncode}"])[0]
+        why = re.sub(r"\s*\(from versions:.*\)$", "", why)  # pip lists every release here
+        raise FetchError(f"could not download {PACKAGE}=={version}: {why}")
+
+
+def fetch_wheel(
+    version: str,
+    cache_dir: Path | None = None,
+    *,
+    offline: bool = False,
+    downloader: Downloader | None = None,
+) -> Path:
+    """The wheel of release ``version``, from the cache or downloaded into it once.
+
+    ``offline`` only looks in the cache, so CI and tests never reach a network.
+    """
+    version = check_version(version)
+    cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    wheel = cached_wheel(version, cache)
+    if wheel is not None:
+        return wheel
+    if offline:
+        raise FetchError(f"{PACKAGE}=={version} is not in the wheel cache {cache} (--offline)")
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise FetchError(f"cannot create the wheel cache {cache}: {exc}") from None
+    (downloader or pip_download)(version, cache)
+    wheel = cached_wheel(version, cache)
+    if wheel is None:
+        raise FetchError(f"pip reported success but no {PACKAGE} {version} wheel is in {cache}")
+    return wheel
+
+
+def open_release(version: str, cache_dir: Path | None = None, *, offline: bool = False,
+                 downloader: Downloader | None = None) -> ZipTree:  # fmt: skip
+    """A tree over a release's wheel, labelled with the version asked for."""
+    wheel = fetch_wheel(version, cache_dir, offline=offline, downloader=downloader)
+    return ZipTree(wheel, label=check_version(version))

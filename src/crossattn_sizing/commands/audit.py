@@ -1,0 +1,82 @@
+"""``crossattn-sizing audit``: check the block-table sizing of real vLLM releases.
+
+Each ``--vllm VERSION`` is downloaded once as a wheel (pip, no dependencies)
+into a cache; each ``--vllm-path DIR`` is read in place. Nothing of vLLM is
+installed, imported or run: the sizing is read from the source (see
+:mod:`crossattn_sizing.audit`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from crossattn_sizing.audit.check import audit_tree
+from crossattn_sizing.audit.extract import RUNNERS
+from crossattn_sizing.audit.report import exit_status, render, write_json
+from crossattn_sizing.audit.sources import (
+    SourceTree,
+    cached_wheel,
+    check_version,
+    default_cache_dir,
+    open_dir,
+    open_release,
+)
+from crossattn_sizing.errors import HarnessError
+
+EPILOG = """\
+exit status:
+  0  every runner was read and its sizing holds
+  1  some runner fails (a counterexample config is printed)
+  2  usage or user error: unknown version, download failure, bad path
+  3  nothing fails, but some runner could not be read (what was not found is printed)
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser(
+        "audit",
+        help="read the block-table sizing out of vLLM releases and check it",
+        description="Read the cross-attention block-table sizing of vLLM releases from their source "
+        "(wheel or directory; never installed or imported) and check coverage and allocation fit.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--vllm", action="append", default=[], metavar="VERSION",
+                        help="a release to audit, e.g. 0.24.0 (repeatable)")  # fmt: skip
+    parser.add_argument("--vllm-path", action="append", default=[], metavar="DIR",
+                        help="an installed vllm package dir or a source checkout (repeatable)")  # fmt: skip
+    parser.add_argument("--runner", action="append", choices=sorted(RUNNERS), default=None,
+                        help="audit only this runner (repeatable; default: all)")  # fmt: skip
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help=f"wheel cache (default: {default_cache_dir()})")  # fmt: skip
+    parser.add_argument("--offline", action="store_true",
+                        help="never download: use only wheels already in the cache")  # fmt: skip
+    parser.add_argument("--json", metavar="FILE", default=None, help="also write the verdicts as JSON")
+    parser.set_defaults(func=run)
+
+
+def _sources(args: argparse.Namespace) -> list[SourceTree]:
+    """Every tree to audit, obtained before any is audited so a bad version fails fast."""
+    if not args.vllm and not args.vllm_path:
+        raise HarnessError("audit: give at least one --vllm VERSION or --vllm-path DIR")
+    trees: list[SourceTree] = []
+    cache = args.cache_dir
+    for version in args.vllm:
+        version = check_version(version)
+        if cached_wheel(version, cache or default_cache_dir()) is None and not args.offline:
+            print(f"crossattn-sizing: downloading the vllm {version} wheel (once, into the cache)",
+                  file=sys.stderr)  # fmt: skip
+        trees.append(open_release(version, cache, offline=args.offline))
+    trees.extend(open_dir(path) for path in args.vllm_path)
+    return trees
+
+
+def run(args: argparse.Namespace) -> int:
+    runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
+    results = [(tree.label, audit_tree(tree, runners)) for tree in _sources(args)]
+    render(results)
+    if args.json:
+        write_json(args.json, results)
+    return exit_status([v for _, verdicts in results for v in verdicts])
