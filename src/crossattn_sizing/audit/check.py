@@ -6,11 +6,25 @@ config of shared/spec.md, the known bug shape, so a pre-fix release is
 reported with that config. For each cross-attention group the admitted bound
 ``e = admission.encoder_bound(config)`` is checked: the width needs are
 monotone in ``e``, so the bound is the worst admitted request.
+
+Which ids a row stores is read, not assumed. Where a config splits manager
+blocks into smaller kernel blocks, the policy is also evaluated on its
+"manager twin" (kernel block = manager block): a width ``bpk`` times the
+twin's means the row stores kernel-block ids (checked as such); a width equal
+to the twin's, from a table class that never names a kernel block size, means
+the row stores manager-block ids, and the config is checked as the twin (the
+release either has no kernel-block split or expands ids elsewhere). Anything
+else is "could not be read".
+
+The extracted widths are also compared with every built-in policy of
+:mod:`crossattn_sizing.policies` on the same checked configs, so the report
+says which modelled rule a release implements.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +33,7 @@ from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, 
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.config import ConfigError, GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import Policy
+from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, widths
 
 # Nemotron-Parse, 2048x1664 page with patch 16: (2048//16) * ((1664//16)//4) + 1 encoder tokens.
 NEMOTRON_TOKENS = 3329
@@ -31,7 +45,11 @@ NEMOTRON = RunnerConfig(
     groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
 )
 
+# Whisper: 1500 encoder frames (30 s padded), S = 1500, M = 448 (shared/spec.md).
+WHISPER_TOKENS = 1500
+
 HOLDS, FAILS, UNREADABLE = "holds", "fails", "could not be read"
+KERNEL_IDS, MANAGER_IDS = "kernel-block ids", "manager-block ids"
 
 
 @dataclass(frozen=True)
@@ -68,9 +86,16 @@ class RunnerVerdict:
     where: str | None = None
     reason: str | None = None
     configs_checked: int = 0
+    configs_failing: int = 0
     counterexample: Shortfall | None = None
     nemotron: dict[str, Any] | None = None
+    whisper: dict[str, Any] | None = None
     conditions: list[str] = field(default_factory=list)
+    row_entries: str | None = None
+    row_entries_why: str | None = None
+    matches: list[str] = field(default_factory=list)
+    closest: dict[str, Any] | None = None
+    rules: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -81,15 +106,27 @@ class RunnerVerdict:
             "where": self.where,
             "reason": self.reason,
             "configs_checked": self.configs_checked,
+            "configs_failing": self.configs_failing,
             "counterexample": self.counterexample.to_dict() if self.counterexample else None,
             "nemotron_parse": self.nemotron,
+            "whisper": self.whisper,
             "assumed_conditions": self.conditions,
+            "row_entries": self.row_entries,
+            "row_entries_why": self.row_entries_why,
+            "matches_builtin": self.matches,
+            "closest_builtin": self.closest,
+            "equivalent_rules": self.rules,
         }
 
 
 def shortfall(policy: Policy, config: RunnerConfig, encoder_tokens: int | None = None) -> Shortfall | None:
     """The first cross group whose row cannot hold ``encoder_tokens`` (default: the admitted bound)."""
-    widths = policy(config)
+    return shortfall_of(policy(config), config, encoder_tokens)
+
+
+def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
+                 encoder_tokens: int | None = None) -> Shortfall | None:  # fmt: skip
+    """:func:`shortfall` for widths already computed (in the entries ``config``'s rows store)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
     e = admission.encoder_bound(config) if encoder_tokens is None else encoder_tokens
@@ -102,6 +139,44 @@ def shortfall(policy: Policy, config: RunnerConfig, encoder_tokens: int | None =
         if received > widths[gi]:
             return Shortfall(config, gi, "allocation", e, received, widths[gi])
     return None
+
+
+def manager_twin(config: RunnerConfig) -> RunnerConfig:
+    """``config`` with every kernel block size equal to its manager block size."""
+    groups = tuple(KVCacheGroup(g.kind, g.block_size, None, g.dcp_sharded) for g in config.groups)
+    return config.replace(groups=groups)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One sweep config as the release runs it: the config checked, its widths and the row entries."""
+
+    config: RunnerConfig  # the sweep's config, or its manager twin for manager-id rows
+    widths: tuple[int, ...]
+    entries: str | None  # KERNEL_IDS, MANAGER_IDS, or None when no group splits its blocks
+
+
+def evaluate(policy: ExtractedPolicy, config: RunnerConfig) -> Checked:
+    """Widths of ``config`` and, where kernel blocks are smaller, which ids the rows store."""
+    widths = policy(config)
+    if all(g.bpk == 1 for g in config.groups):
+        return Checked(config, widths, None)
+    twin = manager_twin(config)
+    twin_widths = policy(twin)
+    if widths == tuple(w * g.bpk for w, g in zip(twin_widths, config.groups, strict=True)):
+        return Checked(config, widths, KERNEL_IDS)
+    if widths == twin_widths:
+        mentions = policy.kernel_block_mentions()
+        if not mentions:
+            return Checked(twin, widths, MANAGER_IDS)
+        raise ReadError(
+            f"for {config.describe()} the row width ignores the kernel block size, but the table "
+            f"class handles kernel blocks ({mentions[0]}): which ids a row stores is not determined"
+        )
+    raise ReadError(
+        f"for {config.describe()} the widths {widths} are neither the manager-block widths "
+        f"{twin_widths} nor those times the kernel blocks per manager block"
+    )
 
 
 def _groups(bs: int, kbs: int, sharded: bool) -> tuple[KVCacheGroup, ...]:
@@ -138,11 +213,109 @@ def sweep_configs() -> list[RunnerConfig]:
 
 def check_policy(policy: ExtractedPolicy, configs: list[RunnerConfig]) -> tuple[Shortfall | None, int]:
     """The first shortfall over ``configs`` and how many configs were checked."""
-    for n, config in enumerate(configs, 1):
-        found = shortfall(policy, config)
+    checked = [evaluate(policy, c) for c in configs]
+    for n, item in enumerate(checked, 1):
+        found = shortfall_of(item.widths, item.config)
         if found is not None:
             return found, n
     return None, len(configs)
+
+
+def row_entries(checked: list[Checked]) -> tuple[str | None, str | None]:
+    """Which ids the rows store over a sweep, and how that was read; mixed answers are unreadable."""
+    kinds = {c.entries for c in checked} - {None}
+    if len(kinds) > 1:
+        raise ReadError("rows store kernel-block ids for some configs and manager-block ids for others")
+    if not kinds:
+        return None, "no checked config splits a manager block into kernel blocks"
+    (kind,) = kinds
+    n = sum(c.entries is not None for c in checked)
+    if kind == KERNEL_IDS:
+        why = f"on {n} configs with kernel block < manager block the width is the manager width times bs//kbs"
+    else:
+        why = (
+            f"on {n} configs with kernel block < manager block the width ignores the kernel block size "
+            "and the table class never names one; those configs are checked with kernel block = manager block"
+        )
+    return kind, why
+
+
+def builtin_matches(checked: list[Checked],
+                    builtins: dict[str, Callable[[RunnerConfig], tuple[int, ...]]] | None = None,
+                    ) -> tuple[list[str], dict[str, Any] | None]:  # fmt: skip
+    """The built-in policies equal to the extracted widths on every checked config.
+
+    With none equal, the one agreeing on the most configs is returned with the
+    first config where it differs.
+    """
+    builtins = dict(BUILTIN_POLICIES) if builtins is None else builtins
+    matches: list[str] = []
+    best: dict[str, Any] | None = None
+    for name, builtin in builtins.items():
+        differing = [c for c in checked if builtin(c.config) != c.widths]
+        if not differing:
+            matches.append(name)
+            continue
+        agree = len(checked) - len(differing)
+        if best is None or agree > best["agreeing_configs"]:
+            first = differing[0]
+            best = {
+                "policy": name,
+                "agreeing_configs": agree,
+                "configs": len(checked),
+                "first_difference": {
+                    "config": first.config.describe(),
+                    "extracted": list(first.widths),
+                    "builtin": list(builtin(first.config)),
+                },
+            }
+    return matches, (None if matches else best)
+
+
+# Every sizing rule policies.widths can express: (length, alignment).
+RULES = tuple(itertools.product(("fixed", "prefix", "v1"), ("none", "pow2", "gcd")))
+LENGTH_TEXT = {"fixed": "max(M, E, S)", "prefix": "max(M, S)", "v1": "max(M, E)"}
+
+
+def rule_matches(checked: list[Checked]) -> list[str]:
+    """Every (length, alignment) rule of :func:`~crossattn_sizing.policies.widths` equal on all configs.
+
+    Names the rule a release implements even where no built-in policy has it
+    (e.g. V1's ``max(M, E)`` with the power-of-two alignment).
+    """
+    return [
+        f"L = {LENGTH_TEXT[length]}, alignment {alignment}"
+        for length, alignment in RULES
+        if all(widths(c.config, length, alignment) == c.widths for c in checked)  # type: ignore[arg-type]
+    ]
+
+
+def whisper_configs() -> list[RunnerConfig]:
+    """Whisper-shaped configs (M = 448, S = 1500) over the sweep's block shapes, without DCP."""
+    shapes = ((16, 16), (32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (256, 128))
+    return [
+        RunnerConfig(
+            max_model_len=448,
+            max_num_batched_tokens=8192,
+            max_source_positions=1500,
+            groups=_groups(bs, kbs, True),
+        )
+        for bs, kbs in shapes
+    ]
+
+
+def whisper_check(policy: ExtractedPolicy) -> dict[str, Any]:
+    """Whether every Whisper-shaped config's cross row holds a 1500-frame encoder output."""
+    configs = whisper_configs()
+    for config in configs:
+        item = evaluate(policy, config)
+        found = shortfall_of(item.widths, item.config, WHISPER_TOKENS)
+        if found is not None:
+            return {"encoder_tokens": WHISPER_TOKENS, "configs": len(configs), "holds": False,
+                    "config": item.config.describe(), "columns_needed": found.needed,
+                    "columns_given": found.given}  # fmt: skip
+    return {"encoder_tokens": WHISPER_TOKENS, "configs": len(configs), "holds": True,
+            "config": "M=448, S=1500, bs in {16, 32, 48, 64, 96, 128, 256}"}  # fmt: skip
 
 
 def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig]) -> RunnerVerdict:
@@ -155,24 +328,31 @@ def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[Runn
     verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where)
     try:
         nemo = shortfall(policy, NEMOTRON, NEMOTRON_TOKENS)
-        widths = policy(NEMOTRON)
+        nemo_widths = policy(NEMOTRON)
         cross = NEMOTRON.cross_groups()[0]
         needed = admission.entries_needed(NEMOTRON, NEMOTRON.groups[cross], NEMOTRON_TOKENS)
         verdict.nemotron = {
             "encoder_tokens": NEMOTRON_TOKENS,
             "config": NEMOTRON.describe(),
             "columns_needed": needed,
-            "columns_given": widths[cross],
+            "columns_given": nemo_widths[cross],
             "holds": nemo is None,
         }
-        verdict.conditions = list(policy.conditions)
-        found, checked = check_policy(policy, configs)
+        conditions = list(policy.conditions)
+        checked = [evaluate(policy, c) for c in configs]
+        verdict.row_entries, verdict.row_entries_why = row_entries(checked)
+        verdict.matches, verdict.closest = builtin_matches(checked)
+        verdict.rules = rule_matches(checked)
+        verdict.whisper = whisper_check(policy)
+        verdict.conditions = list(dict.fromkeys([*conditions, *policy.conditions]))
     except ReadError as exc:
         verdict.status, verdict.reason = UNREADABLE, str(exc)
         return verdict
-    verdict.configs_checked = checked
-    if found is not None:
-        verdict.status, verdict.counterexample = FAILS, found
+    verdict.configs_checked = len(checked)
+    failing = [f for f in (shortfall_of(c.widths, c.config) for c in checked) if f is not None]
+    verdict.configs_failing = len(failing)
+    if failing:
+        verdict.status, verdict.counterexample = FAILS, failing[0]
     return verdict
 
 

@@ -50,27 +50,55 @@ RUNNERS: dict[str, RunnerSpec] = {
 
 
 def locate(index: ModuleIndex, spec: RunnerSpec) -> tuple[ClassRef, FuncRef]:
-    """The runner class and its ``initialize_kv_cache``, or a ReadError naming what is missing."""
+    """The runner class and its ``initialize_kv_cache``, or a ReadError naming what is missing.
+
+    A class found by searching counts only when its ``initialize_kv_cache``
+    is defined in the runner's own folder: a subclass of another runner (an
+    encoder-only variant of V2 kept next to where V1 used to be) is not V1.
+    """
     if index.module_for_path(spec.path) is not None:
-        found = _pick(index.classes_defining(spec.path, METHOD), spec)
+        found = _pick(index.classes_defining(spec.path, METHOD), spec, index)
         if found is not None:
             return found
-    candidates = []
+    candidates: list[ClassRef] = []
+    foreign: list[str] = []
     for path in index.tree.files(spec.search_under):
-        if path == spec.path or (not spec.recursive and "/" in path[len(spec.search_under) :]):
+        if path == spec.path or not _in_scope(path, spec):
             continue
-        candidates.extend(index.classes_defining(path, METHOD))
-    found = _pick(candidates, spec)
+        for cls in index.classes_defining(path, METHOD):
+            origin = _defining_path(index, cls)
+            if _in_scope(origin, spec):
+                candidates.append(cls)
+            else:
+                foreign.append(f"{cls.name} inherits it from {origin}")
+    found = _pick(candidates, spec, index)
     if found is not None:
         return found
     if index.module_for_path(spec.path) is not None:
         raise ReadError(f"method {METHOD} not found in {spec.path}")
     if not any(True for _ in index.tree.files(spec.search_under)):
         raise ReadError(f"{spec.search_under} not found: no {spec.title} in this release")
+    if foreign:
+        raise ReadError(
+            f"{spec.path} not found: no {spec.title} in this release (the only classes under "
+            f"{spec.search_under} with {METHOD} belong to another runner: {'; '.join(sorted(foreign))})"
+        )
     raise ReadError(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
 
 
-def _pick(classes: list[ClassRef], spec: RunnerSpec) -> tuple[ClassRef, FuncRef] | None:
+def _in_scope(path: str, spec: RunnerSpec) -> bool:
+    if not path.startswith(spec.search_under):
+        return False
+    return spec.recursive or "/" not in path[len(spec.search_under) :]
+
+
+def _defining_path(index: ModuleIndex, cls: ClassRef) -> str:
+    method = index.find_method(cls, METHOD)
+    assert method is not None  # classes_defining only lists classes that have it
+    return index.module_of(method).path
+
+
+def _pick(classes: list[ClassRef], spec: RunnerSpec, index: ModuleIndex) -> tuple[ClassRef, FuncRef] | None:
     # Prefer the GPU runner by name; CPU/XPU runners subclass it and inherit the method.
     ranked = sorted(
         classes,
@@ -78,15 +106,15 @@ def _pick(classes: list[ClassRef], spec: RunnerSpec) -> tuple[ClassRef, FuncRef]
     )
     for cls in ranked:
         if cls.name == spec.class_name or cls.name.endswith("ModelRunner") or len(ranked) == 1:
-            return cls, _method(cls)
+            return cls, _method(cls, index)
     return None
 
 
-def _method(cls: ClassRef) -> FuncRef:
-    for stmt in cls.node.body:
-        if isinstance(stmt, ast.FunctionDef) and stmt.name == METHOD:
-            return FuncRef(cls.module, stmt, cls)
-    raise ReadError(f"{cls.name}.{METHOD} is inherited from outside the tree")
+def _method(cls: ClassRef, index: ModuleIndex) -> FuncRef:
+    method = index.find_method(cls, METHOD)
+    if method is None:
+        raise ReadError(f"{cls.name}.{METHOD} is inherited from outside the tree")
+    return method
 
 
 class ExtractedPolicy:
@@ -105,6 +133,7 @@ class ExtractedPolicy:
         module = index.module_of(self.method)
         self.where = f"{module.path}:{self.method.node.lineno} {self.cls.name}.{METHOD}"
         self.conditions: tuple[str, ...] = ()
+        self.table_classes: tuple[ClassRef, ...] = ()
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
         interp = Interpreter(self.index, config)
@@ -118,7 +147,37 @@ class ExtractedPolicy:
         except _Raise as exc:
             raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
         widths, self.conditions = _widths(interp.allocations, config, self.where)
+        owners = (a.owner for a in interp.allocations if a.owner is not None)
+        self.table_classes = tuple(dict.fromkeys(owners))
         return widths
+
+    def kernel_block_mentions(self) -> list[str]:
+        """Where the classes that allocated the last call's tables name a kernel block size.
+
+        Used to tell which ids a row stores: a width that ignores the kernel
+        block size describes manager-block rows only if the table class never
+        handles kernel blocks at all (so it cannot expand ids on append).
+        """
+        found = []
+        for cls in self.table_classes:
+            module = self.index.module_of(cls)
+            for node in ast.walk(cls.node):
+                name = _identifier(node)
+                if name is not None and "kernel_block" in name:
+                    found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")
+        return found
+
+
+def _identifier(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.arg):
+        return node.arg
+    if isinstance(node, ast.keyword):
+        return node.arg
+    return None
 
 
 def _widths(

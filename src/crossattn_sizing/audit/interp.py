@@ -93,11 +93,12 @@ class ListMethod:
 
 @dataclass(frozen=True)
 class Allocation:
-    """One block table the source allocates: its row width and where."""
+    """One block table the source allocates: its row width, where, and the class allocating it."""
 
     width: Any
     where: str
     conditions: tuple[str, ...]
+    owner: ClassRef | None = None
 
 
 class _Return(Exception):
@@ -617,7 +618,9 @@ class Interpreter:
             width = _allocation_width(node)
             if width is not None:
                 value = self.eval(width, frame)
-                self.allocations.append(Allocation(value, self._where(frame, node), tuple(self._conditions)))
+                self.allocations.append(
+                    Allocation(value, self._where(frame, node), tuple(self._conditions), frame.owner)
+                )
                 return Unknown(f"tensor allocated at {self._where(frame, node)}")
         if isinstance(node.func, ast.Name) and node.func.id == "super" and not node.args:
             if frame.owner is None or frame.self_value is None:

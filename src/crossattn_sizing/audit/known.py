@@ -69,7 +69,7 @@ OPTIONAL_ATTRS: dict[str, Callable[[RunnerConfig], int | None]] = {
 }
 
 
-SPEC_DATA_ATTRS = ("block_size", "num_speculative_blocks")
+SPEC_DATA_ATTRS = ("block_size", "num_speculative_blocks", "dcp_sharded")
 
 # The engine's spec class standing for each harness group kind, whose methods
 # (e.g. ``max_num_blocks_per_req``) are read from the release's own source.
@@ -88,6 +88,8 @@ def spec_attr(config: RunnerConfig, spec: SpecVal, name: str) -> Any:
         return spec.group.block_size
     if name == "num_speculative_blocks" and spec.group.kind is GroupKind.MAMBA:
         return config.num_speculative_blocks
+    if name == "dcp_sharded":  # whether DCP splits the group's tokens: the harness's dcp_factor rule
+        return spec.group.kind.is_attention and spec.group.dcp_sharded
     return Unknown(f"kv_cache_spec.{name} has no counterpart in the harness config")
 
 

@@ -39,14 +39,20 @@ def _cell(verdict: RunnerVerdict | None) -> str:
     if verdict is None:
         return "-"
     text = f"[{_STYLE[verdict.status]}]{verdict.status}[/]"
+    if verdict.status == UNREADABLE:
+        return text
     if verdict.status == HOLDS:
-        return f"{text}\n{verdict.configs_checked} configs"
-    if verdict.status == FAILS and verdict.nemotron is not None and not verdict.nemotron["holds"]:
+        text = f"{text}\n{verdict.configs_checked} configs"
+    elif verdict.nemotron is not None and not verdict.nemotron["holds"]:
         n = verdict.nemotron
-        return f"{text}\nNemotron: {n['columns_needed']} needed, {n['columns_given']} given"
-    if verdict.status == FAILS and verdict.counterexample is not None:
+        text = f"{text}\nNemotron: {n['columns_needed']} needed, {n['columns_given']} given"
+    elif verdict.counterexample is not None:
         c = verdict.counterexample
-        return f"{text}\n{c.needed} needed, {c.given} given"
+        text = f"{text}\n{c.needed} needed, {c.given} given"
+    if verdict.matches:
+        text += f"\n= {escape(', '.join(verdict.matches))}"
+    elif verdict.rules:
+        text += f"\n= {escape(verdict.rules[0])}"
     return text
 
 
@@ -69,20 +75,20 @@ def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | No
 
 
 def detail_lines(verdict: RunnerVerdict) -> list[str]:
-    """Plain-text lines explaining one verdict (counterexample, reproduction, reason)."""
+    """Plain-text lines explaining one verdict (counterexample, reproduction, reason, matching rule)."""
     head = f"{verdict.source} {verdict.title}: {verdict.status}"
-    lines: list[str] = []
+    if verdict.status == UNREADABLE and verdict.where is None:
+        return [f"{head}: {verdict.reason}"]
+    lines = [f"{head} ({verdict.where})"]
     if verdict.status == UNREADABLE:
-        lines.append(f"{head}: {verdict.reason}")
-    elif verdict.status == FAILS and verdict.counterexample is not None:
+        lines.append(f"  {verdict.reason}")
+    if verdict.status == FAILS and verdict.counterexample is not None:
         c = verdict.counterexample
-        lines.append(f"{head} ({verdict.where})")
         lines.append(
             f"  counterexample ({c.check}, cross group {c.group}): {c.config.describe()}: "
-            f"{c.encoder_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given}"
+            f"{c.encoder_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given} "
+            f"({verdict.configs_failing} of {verdict.configs_checked} configs fail)"
         )
-    elif verdict.conditions:
-        lines.append(f"{head} ({verdict.where})")
     if verdict.nemotron is not None and verdict.status == FAILS:
         n = verdict.nemotron
         outcome = "overflows" if not n["holds"] else "fits"
@@ -90,8 +96,39 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
             f"  Nemotron-Parse-like reproduction (2048x1664 page, {n['encoder_tokens']} encoder tokens; "
             f"{n['config']}): {n['columns_needed']} columns needed, {n['columns_given']} given: {outcome}"
         )
+    if verdict.whisper is not None and verdict.status == FAILS:
+        w = verdict.whisper
+        outcome = (
+            "fits"
+            if w["holds"]
+            else (f"overflows at {w['config']}: {w['columns_needed']} needed, {w['columns_given']} given")
+        )
+        lines.append(f"  Whisper ({w['encoder_tokens']} frames, {w['configs']} block shapes): {outcome}")
+    if verdict.status != UNREADABLE:
+        lines.extend(_rule_lines(verdict))
     for condition in verdict.conditions:
         lines.append(f"  note: the tables checked are built when `{condition}` (undecidable from the config)")
+    return lines
+
+
+def _rule_lines(verdict: RunnerVerdict) -> list[str]:
+    lines = []
+    if verdict.row_entries is not None:
+        lines.append(f"  rows store {verdict.row_entries}: {verdict.row_entries_why}")
+    if verdict.matches:
+        lines.append(f"  matches built-in policy {', '.join(verdict.matches)} on every checked config")
+    elif verdict.closest is not None:
+        c = verdict.closest
+        d = c["first_difference"]
+        lines.append(
+            f"  matches no built-in policy; closest {c['policy']} ({c['agreeing_configs']} of "
+            f"{c['configs']} configs), first difference at {d['config']}: "
+            f"extracted {d['extracted']}, built-in {d['builtin']}"
+        )
+    if verdict.rules:
+        lines.append(f"  sizing rule: {'; or '.join(verdict.rules)}")
+    elif verdict.closest is not None:
+        lines.append("  no (length, alignment) rule of the harness reproduces these widths")
     return lines
 
 
