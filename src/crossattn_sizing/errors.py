@@ -32,3 +32,42 @@ class PolicyLoadError(HarnessError, ValueError):
 
 class DeviceError(HarnessError, RuntimeError):
     """A device was required (``--device cuda``) but is not available."""
+
+
+class CapacityError(HarnessError, IndexError):
+    """A block-table access past a row, refused before any kernel runs (guarded mode).
+
+    On a GPU the engine's unmasked loads and stores past a row silently read or
+    overwrite another request's row (or memory past the tensor, which can kill
+    the CUDA context), so the harness refuses the access on the host and says
+    which group, row and token had no column. ``needed`` and ``width`` count row
+    entries; ``first_position`` is the first token position without a column.
+    ``access`` is ``"append"``, ``"lookup"`` (a column past the width) or
+    ``"allocation"`` (past the modelled allocation, refused in every mode because
+    the harness cannot model what lies there).
+    """
+
+    def __init__(
+        self,
+        group: int,
+        row: int,
+        needed: int,
+        width: int,
+        first_position: int,
+        access: str = "lookup",
+    ) -> None:
+        self.group = group
+        self.row = row
+        self.needed = needed
+        self.width = width
+        self.first_position = first_position
+        self.access = access
+        where = {
+            "append": "appending block ids",
+            "lookup": "looking up a slot",
+            "allocation": "reading or writing past the modelled allocation",
+        }.get(access, access)
+        super().__init__(
+            f"capacity error {where}: group {group} row {row} needs {needed} entries but the "
+            f"row holds {width}; token positions from {first_position} have no column"
+        )

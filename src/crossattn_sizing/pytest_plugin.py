@@ -76,3 +76,18 @@ def device(request: pytest.FixtureRequest) -> str:
 def impl_spec(request: pytest.FixtureRequest) -> str:
     """The ``--impl`` value as typed."""
     return str(request.config.getoption("impl"))
+
+
+@pytest.fixture(scope="session")
+def impl(impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+    """The implementation chosen with ``--impl`` on ``--device`` (see docs/implementation-interface.md).
+
+    A spec that does not load stops the whole session with one line: every
+    test would fail the same way, so one message says it once.
+    """
+    from crossattn_sizing.impl import load_impl
+
+    try:
+        return load_impl(impl_spec, device)
+    except HarnessError as exc:
+        pytest.exit(f"--impl {impl_spec!r}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)

@@ -1,0 +1,216 @@
+"""Scenarios the attention properties run: engine steps through the implementation, and the oracle's answer.
+
+A scenario allocates block ids from the reference's :class:`BlockPool` (unique,
+non-monotonic), appends them to the implementation's block tables in
+scheduling order, writes every token's distinct key and value by slot into
+NaN-poisoned caches, and attends. The expected output is dense attention over
+the request's own keys and values, computed by the reference in float64: paged
+attention must equal it (spec invariant 7), whatever the block ids.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from crossattn_sizing import admission
+from crossattn_sizing.block_table import expand_block_ids
+from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.impl import Impl
+from crossattn_sizing.policies import Policy, policy_name
+from crossattn_sizing.runner import CrossMode, PagedRunner
+from properties.impl_assertions import RequestReport
+from properties.impl_strategies import AttentionShape, CrossCase, SelfCase, make_content, pool_size
+from reference.attention import attention as reference_attention
+from reference.pool import BlockPool
+
+
+@dataclass
+class ScenarioRun:
+    """What an attention scenario produced, and what the oracle says it should be."""
+
+    out: torch.Tensor
+    expected: torch.Tensor
+    query_owner: list[int]
+    query_position: list[int]
+    reports: list[RequestReport]
+    header: list[str]
+
+
+def _seed(base: int, *parts: int) -> int:
+    """A per-request, per-tensor seed derived from the drawn one."""
+    h = base
+    for p in parts:
+        h = (h * 1_000_003 + p + 1) % (2**32)
+    return h
+
+
+def dense_reference(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """The oracle's dense attention per head, in float64: ``[nq, H, D]``."""
+    heads = query.shape[1]
+    per_head = []
+    for h in range(heads):
+        out, _ = reference_attention(
+            query[:, h].to(torch.float64).tolist(),
+            keys[:, h].to(torch.float64).tolist(),
+            values[:, h].to(torch.float64).tolist(),
+            scale,
+        )
+        per_head.append(torch.tensor(out, dtype=torch.float64).reshape(query.shape[0], query.shape[2]))
+    return torch.stack(per_head, dim=1)
+
+
+def scenario_header(
+    title: str, impl: Impl, policy: Policy, config: RunnerConfig, widths: tuple[int, ...], guarded: bool,
+    shape: AttentionShape, extra: str = "",
+) -> list[str]:
+    """The lines every output diagnosis starts with."""
+    mode = "guarded" if guarded else "unguarded (engine-faithful: ids past a row spill into the next row)"
+    return [
+        title,
+        f"  implementation {impl.name} on {impl.device}, block tables {mode}{extra}",
+        f"  sizing policy {policy_name(policy)}",
+        f"  config: {config.describe()}",
+        f"  widths: {widths} entries per group; heads={shape.num_heads} head_dim={shape.head_dim} "
+        f"dtype={str(shape.dtype).removeprefix('torch.')}",
+    ]
+
+
+def run_cross(
+    impl: Impl,
+    policy: Policy,
+    config: RunnerConfig,
+    widths: tuple[int, ...],
+    case: CrossCase,
+    shape: AttentionShape,
+    seed: int,
+    pool_seed: int,
+    *,
+    guarded: bool,
+    mode: CrossMode,
+) -> ScenarioRun:
+    """One prefill step (encoder K/V written once) and one decode step of cross-attention.
+
+    Raises :class:`~crossattn_sizing.errors.CapacityError` when the guarded table refuses.
+    """
+    g = config.cross_groups()[0]
+    group = config.groups[g]
+    lens = list(case.encoder_lens)
+    num_blocks = pool_size(config, group, lens, slack=2)
+    pool = BlockPool(num_blocks, seed=pool_seed)
+    runner = PagedRunner(
+        config, widths, impl, num_blocks=num_blocks, num_heads=shape.num_heads,
+        head_dim=shape.head_dim, dtype=shape.dtype, guarded=guarded, cross_mode=mode,
+    )
+    given: list[list[int]] = []
+    # All new requests' ids are appended before the step's slot mapping, as in the engine.
+    for row, e in zip(case.rows, lens, strict=True):
+        ids = pool.allocate(admission.blocks_allocated(config, group, e))
+        given.append(expand_block_ids(ids, group.bpk))
+        runner.append(g, row, ids)
+    keys = [make_content(_seed(seed, i, 0), e, shape) for i, e in enumerate(lens)]
+    values = [make_content(_seed(seed, i, 1), e, shape) for i, e in enumerate(lens)]
+    queries = [
+        make_content(_seed(seed, i, 2), nq, shape, spread=2.0) for i, nq in enumerate(case.num_queries)
+    ]
+    runner.write(g, case.rows, [range(e) for e in lens], keys, values)
+    q_pos = [[0] * nq for nq in case.num_queries]  # decoder positions do not matter: non-causal
+    out = runner.attend(g, case.rows, queries, q_pos, lens, causal=False)
+    expected = torch.cat(
+        [dense_reference(q, k, v, runner.scale) for q, k, v in zip(queries, keys, values, strict=True)]
+    )
+    per_entry = group.kbs * (config.dcp_size if mode == "sharded" else 1)
+    reports = [
+        RequestReport(i, row, e, per_entry, widths[g], given[i], runner.tables[g].row(row))
+        for i, (row, e) in enumerate(zip(case.rows, lens, strict=True))
+    ]
+    owner = [i for i, nq in enumerate(case.num_queries) for _ in range(nq)]
+    header = scenario_header(
+        "paged cross-attention differs from dense attention over each request's own encoder keys",
+        impl, policy, config, widths, guarded, shape, extra=f", cross-attention {mode}",
+    )
+    header.append(f"  group {g} (cross, bs={group.block_size}, kbs={group.kbs}): {widths[g]} entries "
+                  f"= {widths[g] * per_entry} encoder tokens per row")
+    return ScenarioRun(out, expected, owner, [0] * len(owner), reports, header)
+
+
+def run_self(
+    impl: Impl,
+    policy: Policy,
+    config: RunnerConfig,
+    widths: tuple[int, ...],
+    case: SelfCase,
+    shape: AttentionShape,
+    seed: int,
+    pool_seed: int,
+    *,
+    guarded: bool,
+) -> ScenarioRun:
+    """A prefill step (all prompt tokens, causal) and a decode step, on every DCP rank, merged.
+
+    Blocks are allocated as the scheduler does, per step: the prompt's blocks
+    first, one more only if the decode token starts a new (virtual) block.
+    """
+    g = next(i for i, grp in enumerate(config.groups) if grp.kind is GroupKind.FULL)
+    group = config.groups[g]
+    totals = [s + int(d) for s, d in zip(case.prompt_lens, case.decode, strict=True)]
+    num_blocks = pool_size(config, group, totals, slack=2)
+    pool = BlockPool(num_blocks, seed=pool_seed)
+    runner = PagedRunner(
+        config, widths, impl, num_blocks=num_blocks, num_heads=shape.num_heads,
+        head_dim=shape.head_dim, dtype=shape.dtype, guarded=guarded,
+    )
+    given: list[list[int]] = [[] for _ in case.rows]
+    keys = [make_content(_seed(seed, i, 0), n, shape) for i, n in enumerate(totals)]
+    values = [make_content(_seed(seed, i, 1), n, shape) for i, n in enumerate(totals)]
+    queries = [make_content(_seed(seed, i, 2), n, shape, spread=2.0) for i, n in enumerate(totals)]
+
+    for i, (row, s) in enumerate(zip(case.rows, case.prompt_lens, strict=True)):
+        ids = pool.allocate(admission.blocks_allocated(config, group, s))
+        given[i] += expand_block_ids(ids, group.bpk)
+        runner.append(g, row, ids)
+    prompts = [range(s) for s in case.prompt_lens]
+    runner.write(g, case.rows, prompts, [k[:s] for k, s in zip(keys, case.prompt_lens, strict=True)],
+                 [v[:s] for v, s in zip(values, case.prompt_lens, strict=True)])
+    outs = [runner.attend(g, case.rows, [q[:s] for q, s in zip(queries, case.prompt_lens, strict=True)],
+                          prompts, list(case.prompt_lens), causal=True)]
+    owner = [i for i, s in enumerate(case.prompt_lens) for _ in range(s)]
+    position = [p for s in case.prompt_lens for p in range(s)]
+
+    dec = [i for i, d in enumerate(case.decode) if d]
+    if dec:
+        for i in dec:
+            s = case.prompt_lens[i]
+            before = admission.blocks_allocated(config, group, s)
+            extra = admission.blocks_allocated(config, group, s + 1) - before
+            ids = pool.allocate(extra)
+            given[i] += expand_block_ids(ids, group.bpk)
+            runner.append(g, case.rows[i], ids)
+        rows = [case.rows[i] for i in dec]
+        pos = [[case.prompt_lens[i]] for i in dec]
+        runner.write(g, rows, pos, [keys[i][p] for i, p in zip(dec, pos, strict=True)],
+                     [values[i][p] for i, p in zip(dec, pos, strict=True)])
+        outs.append(runner.attend(g, rows, [queries[i][p] for i, p in zip(dec, pos, strict=True)], pos,
+                                  [totals[i] for i in dec], causal=True))
+        owner += dec
+        position += [p[0] for p in pos]
+
+    expected = torch.cat(
+        [
+            dense_reference(queries[i][p : p + 1], keys[i][: p + 1], values[i][: p + 1], runner.scale)
+            for i, p in zip(owner, position, strict=True)
+        ]
+    )
+    per_entry = admission.tokens_per_entry(config, group)
+    reports = [
+        RequestReport(i, row, n, per_entry, widths[g], given[i], runner.tables[g].row(row))
+        for i, (row, n) in enumerate(zip(case.rows, totals, strict=True))
+    ]
+    header = scenario_header(
+        "paged causal self-attention (DCP ranks merged by log-sum-exp) differs from dense attention",
+        impl, policy, config, widths, guarded, shape,
+    )
+    return ScenarioRun(torch.cat(outs), expected, owner, position, reports, header)

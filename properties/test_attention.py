@@ -1,0 +1,146 @@
+"""Differential attention properties: paged attention through the block tables equals dense attention.
+
+Run against ``--impl`` on ``--device`` with the widths of ``--sizing-policy``.
+Each scenario writes every token's distinct key and value by slot into
+NaN-poisoned caches and reads them back through the request's row; the oracle
+(reference/, float64) attends densely over the request's own keys. Outputs must
+match within the dtype's tolerance (properties/impl_assertions.py) and stay
+finite.
+
+Cross-attention runs both table modes. Unguarded is the engine: under the
+pre-fix sizing (``--sizing-policy mrv2-prefix``) a Nemotron-Parse-like request
+spills ids into its neighbour's row and the property fails showing the wrong
+output. Guarded refuses the same access before any kernel runs, and the
+property fails with the structured capacity error. Under ``mrv2`` both hold.
+With DCP (``C > 1``) cross-attention runs the consistent sharded layout; the
+engine's unsharded path is the finding of properties/test_dcp_finding.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import event, given
+from hypothesis import strategies as st
+
+from crossattn_sizing import admission
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.errors import CapacityError
+from crossattn_sizing.impl import Impl
+from crossattn_sizing.policies import Policy, checked_widths
+from properties.impl_assertions import assert_outputs_match, refusal_message
+from properties.impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header
+from properties.impl_strategies import (
+    AttentionShape,
+    CrossCase,
+    attention_configs,
+    attention_shapes,
+    cross_cases,
+    seeds,
+    self_cases,
+)
+
+
+def _assert_run(run: ScenarioRun, dtype: torch.dtype) -> None:
+    assert_outputs_match(
+        run.out, run.expected, run.query_owner, run.query_position, run.reports, run.header, dtype
+    )
+
+
+def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guarded: bool) -> None:
+    """The body of the cross-attention property, shared with the meta-tests."""
+    config = data.draw(attention_configs(), label="config")
+    case = data.draw(cross_cases(config), label="requests")
+    shape = data.draw(attention_shapes(), label="shape")
+    seed = data.draw(seeds(), label="content_seed")
+    pool_seed = data.draw(seeds(), label="pool_seed")
+    widths = checked_widths(policy, config)
+    mode = "faithful" if config.dcp_size == 1 else "sharded"
+    event(f"cross-attention {mode}")
+    g = config.cross_groups()[0]
+    group = config.groups[g]
+    per_entry = group.kbs * (1 if mode == "faithful" else config.dcp_size)
+    if any(-(-e // per_entry) > widths[g] for e in case.encoder_lens):
+        event("some request needs more entries than the policy gives")
+    try:
+        run = run_cross(
+            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=guarded, mode=mode
+        )
+    except CapacityError as err:
+        header = scenario_header(
+            "paged cross-attention could not run", impl, policy, config, widths, guarded, shape
+        )
+        header.append(f"  encoder lengths {list(case.encoder_lens)} in rows {list(case.rows)}")
+        raise AssertionError(refusal_message(err, header)) from err
+    _assert_run(run, shape.dtype)
+
+
+def check_self_attention(data: st.DataObject, impl: Impl, policy: Policy) -> None:
+    """The body of the self-attention (DCP, causal) property, shared with the meta-tests."""
+    config = data.draw(attention_configs(), label="config")
+    case = data.draw(self_cases(config), label="requests")
+    shape = data.draw(attention_shapes(), label="shape")
+    seed = data.draw(seeds(), label="content_seed")
+    pool_seed = data.draw(seeds(), label="pool_seed")
+    widths = checked_widths(policy, config)
+    if any(case.decode):
+        event("decode step after the prefill")
+    try:
+        run = run_self(impl, policy, config, widths, case, shape, seed, pool_seed, guarded=True)
+    except CapacityError as err:
+        header = scenario_header(
+            "paged self-attention could not run", impl, policy, config, widths, True, shape
+        )
+        raise AssertionError(refusal_message(err, header)) from err
+    _assert_run(run, shape.dtype)
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
+@given(data=st.data())
+def test_cross_attention_matches_dense(
+    data: st.DataObject, impl: Impl, sizing_policy: Policy, guarded: bool
+) -> None:
+    """Decode queries over each request's encoder keys, read through its row, equal dense attention."""
+    check_cross_attention(data, impl, sizing_policy, guarded)
+
+
+@given(data=st.data())
+def test_self_attention_matches_dense(data: st.DataObject, impl: Impl, sizing_policy: Policy) -> None:
+    """Causal prefill and decode over DCP-sharded caches, merged by log-sum-exp, equal dense attention."""
+    check_self_attention(data, impl, sizing_policy)
+
+
+def nemotron_parse_config(max_model_len: int = 2048) -> RunnerConfig:
+    """Nemotron-Parse with a 2048x1664 page: 3329 encoder tokens, no max_source_positions."""
+    return RunnerConfig(
+        max_model_len=max_model_len,
+        max_num_batched_tokens=4096,  # >= 3329, or the engine refuses to start
+        max_source_positions=None,
+        max_num_reqs=2,
+        groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
+    )
+
+
+def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
+    """Two full-page requests in neighbouring rows, as a server batches them."""
+    config = nemotron_parse_config()
+    e = 3329
+    assert admission.admits(config, e)
+    case = CrossCase(rows=(0, 1), encoder_lens=(e, e), num_queries=(1, 1))
+    shape = AttentionShape(num_heads=1, head_dim=4, dtype=torch.float32)
+    widths = checked_widths(policy, config)
+    try:
+        run = run_cross(impl, policy, config, widths, case, shape, seed=7, pool_seed=11,
+                        guarded=guarded, mode="faithful")
+    except CapacityError as err:
+        header = scenario_header(
+            "Nemotron-Parse page could not run", impl, policy, config, widths, guarded, shape
+        )
+        raise AssertionError(refusal_message(err, header)) from err
+    _assert_run(run, shape.dtype)
+
+
+@pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
+def test_nemotron_parse_page(impl: Impl, sizing_policy: Policy, guarded: bool) -> None:
+    """The known bug shape at full size: 3329 encoder tokens, --max-model-len 2048, bs 16."""
+    check_nemotron_parse(impl, sizing_policy, guarded)

@@ -1,0 +1,279 @@
+"""The engine's per-step sequence on one device, with DCP ranks simulated in one process.
+
+:class:`PagedRunner` holds what a model runner holds for the layers of a
+config: per KV-cache group a block table (width from the sizing policy under
+test) and an input table the step's rows are gathered into; per attention group
+and DCP rank a NaN-poisoned KV cache. A step is the engine's order of work:
+
+1. ``append`` the block ids the scheduler allocated (all new requests first);
+2. ``slot_mapping`` of the step's tokens, read through the block table;
+3. ``write`` the tokens' keys and values by slot, on each rank;
+4. ``attend``: gather the step's rows, paged attention per rank, DCP merge.
+
+The guard (see :mod:`crossattn_sizing.block_table`) runs on the host before
+each kernel launch. The kernels themselves come from the implementation under
+test (:mod:`crossattn_sizing.impl`).
+
+Cross-attention groups run in one of two modes:
+
+- ``faithful`` (default): as the engine, ignoring DCP. Every rank writes and
+  reads all ``e`` encoder tokens with ``slot = row[p // kbs]*kbs + p % kbs``;
+  since every rank does the same, rank 0 is modelled. With ``C > 1`` the row,
+  whose width was divided by ``C``, is too short: the finding of
+  :mod:`crossattn_sizing.findings`.
+- ``sharded``: the consistent variant, each rank holding its share of the
+  encoder tokens like a self-attention group, partials merged by log-sum-exp.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import torch
+
+from crossattn_sizing import admission
+from crossattn_sizing.attention import resolve_duplicate_slots
+from crossattn_sizing.block_table import DeviceBlockTable
+from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.impl import Impl
+from crossattn_sizing.policies import cdiv
+from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
+
+CrossMode = Literal["faithful", "sharded"]
+
+
+class InvalidSlots(AssertionError):
+    """The implementation's slot mapping produced a slot outside the cache (spec invariant 4).
+
+    Checked on the host before the KV write, because the scatter would write
+    out of bounds (on a GPU: silently into other memory). It is an
+    ``AssertionError`` so a property reports it as a failed invariant of the
+    implementation, not as a crash of the harness.
+    """
+
+
+def default_tail(config: RunnerConfig, widths: Sequence[int]) -> int:
+    """A tail past the last row long enough for any admitted sequence's spill.
+
+    The longest read a row can see is the faithful cross path's
+    ``cdiv(e, kbs)`` entries for the largest admitted ``e`` (or ``M`` for a
+    decoder group); a tail that long keeps the unguarded mode inside the
+    modelled allocation, so it shows wrong outputs rather than a refusal.
+    """
+    longest = max(admission.encoder_bound(config), config.max_model_len)
+    smallest_kbs = min(g.kbs for g in config.groups)
+    return max(max(widths, default=0), cdiv(longest, smallest_kbs), 1)
+
+
+def step_batch(
+    rows: Sequence[int], positions: Sequence[Sequence[int] | torch.Tensor], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(req_rows int32, query_start_loc int32, positions int64)`` of a step, flattened."""
+    lens = [len(p) for p in positions]
+    qsl = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32)
+    flat = [torch.as_tensor(list(p) if isinstance(p, range) else p, dtype=torch.int64) for p in positions]
+    pos = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.int64)
+    req_rows = torch.tensor(list(rows), dtype=torch.int32)
+    return req_rows.to(device), qsl.to(device), pos.to(device)
+
+
+def compute_slots(
+    impl: Impl,
+    table: DeviceBlockTable,
+    rows: Sequence[int],
+    positions: Sequence[Sequence[int] | torch.Tensor],
+    layout: SlotLayout,
+    pad_to: int | None = None,
+) -> torch.Tensor:
+    """The implementation's slot mapping of a step, after the table's guard.
+
+    The guard runs on the host first: every request's largest column is checked
+    against its row (the width in guarded mode, the modelled allocation always),
+    so a refused step launches no kernel. Returns int64 slots padded with -1 to
+    ``pad_to`` (default: the number of tokens).
+    """
+    vbs = layout.virtual_block_size
+    for row, pos in zip(rows, positions, strict=True):
+        if len(pos):
+            last = max(int(p) for p in pos) // vbs
+            table.check_lookup(row, last, first_position=table.width * vbs)
+    req_rows, qsl, pos_t = step_batch(rows, positions, table.device)
+    n = pos_t.numel()
+    out = torch.empty(max(pad_to or n, n), dtype=torch.int64, device=table.device)
+    impl.slot_mapping(table.storage, table.width, req_rows, qsl, pos_t, layout, out)
+    return out
+
+
+class PagedRunner:
+    """Block tables, caches and the step sequence for one config and one implementation."""
+
+    def __init__(
+        self,
+        config: RunnerConfig,
+        widths: Sequence[int],
+        impl: Impl,
+        *,
+        num_blocks: int,
+        num_heads: int = 1,
+        head_dim: int = 4,
+        dtype: torch.dtype = torch.float32,
+        guarded: bool = True,
+        cross_mode: CrossMode = "faithful",
+        tail: int | None = None,
+    ) -> None:
+        if len(widths) != len(config.groups):
+            raise ValueError(f"{len(widths)} widths for {len(config.groups)} groups")
+        if cross_mode not in ("faithful", "sharded"):
+            raise ValueError(f"cross_mode must be faithful or sharded, got {cross_mode!r}")
+        self.config = config
+        self.widths = tuple(widths)
+        self.impl = impl
+        self.device = torch.device(impl.device)
+        self.num_blocks = num_blocks
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.dtype = dtype
+        self.guarded = guarded
+        self.cross_mode: CrossMode = cross_mode
+        self.scale = 1.0 / math.sqrt(head_dim)
+        tail = default_tail(config, widths) if tail is None else tail
+        self.tables: list[DeviceBlockTable] = []
+        self.inputs: list[DeviceBlockTable] = []
+        self.caches: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor]] = {}
+        for g, group in enumerate(config.groups):
+            # The persistent table, and the input table a step's rows are gathered into.
+            for tables in (self.tables, self.inputs):
+                tables.append(
+                    DeviceBlockTable(
+                        config.max_num_reqs,
+                        widths[g],
+                        bpk=group.bpk,
+                        tokens_per_entry=admission.tokens_per_entry(config, group),
+                        group=g,
+                        guarded=guarded,
+                        tail=tail,
+                        device=self.device,
+                    )
+                )
+            if not group.kind.is_attention:
+                continue
+            for rank in self.ranks(g):
+                shape = (num_blocks * group.bpk, group.kbs, num_heads, head_dim)
+                self.caches[(g, rank)] = (
+                    torch.full(shape, float("nan"), dtype=dtype, device=self.device),
+                    torch.full(shape, float("nan"), dtype=dtype, device=self.device),
+                )
+
+    # Layout -----------------------------------------------------------------
+    def sharded(self, g: int) -> bool:
+        """Whether group ``g`` splits its tokens over the DCP ranks in this run."""
+        group = self.config.groups[g]
+        if self.config.dcp_factor(group) == 1:
+            return False
+        return not (group.kind is GroupKind.CROSS and self.cross_mode == "faithful")
+
+    def ranks(self, g: int) -> range:
+        """The DCP ranks whose caches differ for group ``g`` (one when replicated or faithful)."""
+        return range(self.config.dcp_size) if self.sharded(g) else range(1)
+
+    def layout(self, g: int, rank: int) -> SlotLayout:
+        """The slot layout of group ``g`` on ``rank``."""
+        group = self.config.groups[g]
+        if self.sharded(g):
+            return SlotLayout(group.kbs, self.config.dcp_size, self.config.dcp_interleave, rank)
+        return SlotLayout(group.kbs)
+
+    # Step -------------------------------------------------------------------
+    def append(self, g: int, row: int, manager_ids: Sequence[int]) -> list[int]:
+        """Append allocated manager block ids to ``row`` of group ``g`` (expanded)."""
+        return self.tables[g].append(row, manager_ids)
+
+    def slot_mapping(
+        self,
+        g: int,
+        rank: int,
+        rows: Sequence[int],
+        positions: Sequence[Sequence[int] | torch.Tensor],
+        pad_to: int | None = None,
+    ) -> torch.Tensor:
+        """Slots of the step's tokens in group ``g`` on ``rank``, padded with -1 to ``pad_to``."""
+        return compute_slots(self.impl, self.tables[g], rows, positions, self.layout(g, rank), pad_to)
+
+    def write(
+        self,
+        g: int,
+        rows: Sequence[int],
+        positions: Sequence[Sequence[int] | torch.Tensor],
+        keys: Sequence[torch.Tensor],
+        values: Sequence[torch.Tensor],
+    ) -> None:
+        """Write each request's keys/values (``[len(positions[b]), H, D]``) on every rank of ``g``."""
+        key = torch.cat(list(keys)).to(self.device, self.dtype)
+        value = torch.cat(list(values)).to(self.device, self.dtype)
+        for rank in self.ranks(g):
+            slots = self.slot_mapping(g, rank, rows, positions)
+            key_cache, value_cache = self.caches[(g, rank)]
+            cells = key_cache.shape[0] * key_cache.shape[1]
+            bad = (slots < PAD_SLOT_ID) | (slots >= cells)
+            if bool(bad.any()):
+                t = int(torch.nonzero(bad)[0])
+                raise InvalidSlots(
+                    f"slot mapping of {self.impl.name} gave slot {int(slots[t])} to token {t} of the step "
+                    f"(group {g}, rank {rank}); the cache has cells 0..{cells - 1} (and -1 = pad)"
+                )
+            self.impl.write_kv(key_cache, value_cache, key, value, resolve_duplicate_slots(slots))
+
+    def attend(
+        self,
+        g: int,
+        rows: Sequence[int],
+        queries: Sequence[torch.Tensor],
+        query_positions: Sequence[Sequence[int]],
+        seq_lens: Sequence[int],
+        causal: bool,
+    ) -> torch.Tensor:
+        """Paged attention of each request's queries over its first ``seq_lens[b]`` tokens.
+
+        Gathers the step's rows into the input table, runs the implementation's
+        attention on each rank over the rank's local share, merges the partials
+        and returns the output in the run's dtype, ``[sum of queries, H, D]``.
+        """
+        table, inputs = self.tables[g], self.inputs[g]
+        table.gather(rows, into=inputs)
+        query = torch.cat(list(queries)).to(self.device, self.dtype)
+        lens = [len(q) for q in queries]
+        qsl = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32).to(self.device)
+        q_pos = torch.cat([torch.as_tensor(list(p), dtype=torch.int64) for p in query_positions])
+        q_pos = q_pos.to(self.device)
+        outs: list[torch.Tensor] = []
+        lses: list[torch.Tensor] = []
+        for rank in self.ranks(g):
+            layout = self.layout(g, rank)
+            kbs = layout.kernel_block_size
+            local = [local_length(s, layout) for s in seq_lens]
+            first = global_position(table.width * kbs, layout)
+            for b, (row, n) in enumerate(zip(rows, local, strict=True)):
+                if n:
+                    table.check_lookup(row, (n - 1) // kbs, first_position=first)
+                    inputs.check_lookup(b, (n - 1) // kbs, first_position=first)
+            key_cache, value_cache = self.caches[(g, rank)]
+            out, lse = self.impl.paged_attention(
+                query,
+                key_cache,
+                value_cache,
+                inputs.storage,
+                inputs.width,
+                qsl,
+                torch.tensor(local, dtype=torch.int32, device=self.device),
+                q_pos,
+                layout,
+                causal,
+                self.scale,
+            )
+            outs.append(out)
+            lses.append(lse)
+        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs, lses)
+        return merged.to(self.dtype)

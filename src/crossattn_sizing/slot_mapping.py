@@ -1,0 +1,133 @@
+"""Slot mapping on a torch device: which KV-cache cell each token position uses.
+
+The formulas are the engine's (shared/spec.md, "How the tables are used"); this
+module is the vectorised torch path, :mod:`crossattn_sizing.triton_kernels`
+holds the Triton kernel for the same job. Both read the block table the way the
+engine does, with an unmasked load at ``row * row_stride + column``: a column
+past the row reads the next row (or the modelled tail past the last row, see
+:mod:`crossattn_sizing.block_table`). Whether such a read may happen at all is
+decided before the kernel runs, by the block table's guard.
+
+A :class:`SlotLayout` fixes the kernel block size and the DCP sharding. The
+engine's cross-attention path ignores DCP, which is the layout ``C = 1`` on every
+rank; the consistent sharded variant uses the group's ``C`` and ``I``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+PAD_SLOT_ID = -1
+"""Slot meaning "write nothing": a token another DCP rank owns, or padding past the step."""
+
+
+@dataclass(frozen=True)
+class SlotLayout:
+    """How positions map to cells on one DCP rank.
+
+    A row entry (one kernel block on each rank) stands for a virtual block of
+    ``kernel_block_size * dcp_size`` positions, dealt to the ranks in runs of
+    ``interleave``; rank ``rank`` keeps its share densely in its copy of the block.
+    """
+
+    kernel_block_size: int
+    dcp_size: int = 1
+    interleave: int = 1
+    rank: int = 0
+
+    def __post_init__(self) -> None:
+        # A bad layout is a harness bug, not user input: the config validation in
+        # crossattn_sizing.config already refuses interleaves that do not divide kbs.
+        if self.kernel_block_size < 1 or self.dcp_size < 1 or self.interleave < 1:
+            raise ValueError(f"invalid slot layout {self}")
+        if not 0 <= self.rank < self.dcp_size:
+            raise ValueError(f"rank {self.rank} outside [0, {self.dcp_size})")
+        if self.dcp_size > 1 and self.kernel_block_size % self.interleave:
+            raise ValueError(f"interleave {self.interleave} must divide kbs {self.kernel_block_size}")
+
+    @property
+    def virtual_block_size(self) -> int:
+        """Positions one row entry covers across all ranks: ``kbs * C``."""
+        return self.kernel_block_size * self.dcp_size
+
+
+def local_length(seq_len: int, layout: SlotLayout) -> int:
+    """Tokens of the first ``seq_len`` positions that ``layout.rank`` holds.
+
+    ``(s // (C*I)) * I + min(max(s % (C*I) - r*I, 0), I)``: the rank gets ``I``
+    per full round of ``C*I`` positions plus its part of the last round.
+    """
+    c, i, r = layout.dcp_size, layout.interleave, layout.rank
+    rounds, rest = divmod(seq_len, c * i)
+    return rounds * i + min(max(rest - r * i, 0), i)
+
+
+def global_position(local_index: int, layout: SlotLayout) -> int:
+    """Sequence position of a rank's ``local_index``-th token (inverse of the sharding).
+
+    A rank's tokens fill its blocks densely in position order, so local index
+    ``j`` is virtual block ``j // kbs``, local offset ``j % kbs``; the offset is
+    undone into ``round * I * C + rank * I + within``.
+    """
+    kbs, c, i = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    block, local = divmod(local_index, kbs)
+    rnd, within = divmod(local, i)
+    return block * kbs * c + rnd * i * c + layout.rank * i + within
+
+
+def global_positions(local_len: int, layout: SlotLayout, device: torch.device | str) -> torch.Tensor:
+    """:func:`global_position` of local indices ``0 .. local_len-1`` as an int64 tensor."""
+    kbs, c, i = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    j = torch.arange(local_len, dtype=torch.int64, device=device)
+    block, local = j // kbs, j % kbs
+    return block * (kbs * c) + (local // i) * (i * c) + layout.rank * i + local % i
+
+
+def token_requests(query_start_loc: torch.Tensor, num_tokens: int) -> torch.Tensor:
+    """For each token of a flattened step, the index of its request in the batch.
+
+    ``output_size`` is passed so that on CUDA this does not synchronise with the host.
+    """
+    counts = (query_start_loc[1:] - query_start_loc[:-1]).to(torch.int64)
+    batch = torch.arange(counts.numel(), dtype=torch.int64, device=query_start_loc.device)
+    return torch.repeat_interleave(batch, counts, output_size=num_tokens)
+
+
+def torch_slot_mapping(
+    table: torch.Tensor,
+    row_stride: int,
+    req_rows: torch.Tensor,
+    query_start_loc: torch.Tensor,
+    positions: torch.Tensor,
+    layout: SlotLayout,
+    out: torch.Tensor,
+) -> None:
+    """Fill ``out`` with the slot of every token of a step, then ``PAD_SLOT_ID`` padding.
+
+    ``table`` is the group's flat int32 storage (rows then tail), ``req_rows[b]``
+    the table row of batch entry ``b``, whose tokens are
+    ``positions[query_start_loc[b]:query_start_loc[b+1]]``. ``out`` (int64) is at
+    least as long as ``positions``; entries past the step's tokens become -1,
+    as the engine pads for CUDA graphs.
+    """
+    n = positions.numel()
+    if n:
+        batch = token_requests(query_start_loc, n)
+        rows = req_rows.to(torch.int64)[batch]
+        vbs = layout.virtual_block_size
+        column = positions // vbs
+        offset = positions - column * vbs
+        # The engine's unmasked load: the flat index may run into the next row.
+        block = table[rows * row_stride + column].to(torch.int64)
+        kbs = layout.kernel_block_size
+        if layout.dcp_size == 1:
+            slots = block * kbs + offset
+        else:
+            c, i = layout.dcp_size, layout.interleave
+            owned = (offset // i) % c == layout.rank
+            local = (offset // (i * c)) * i + offset % i
+            slots = torch.where(owned, block * kbs + local, torch.full_like(block, PAD_SLOT_ID))
+        out[:n] = slots
+    out[n:] = PAD_SLOT_ID

@@ -1,0 +1,122 @@
+"""Deliberately broken implementations: each must be caught by a differential property.
+
+Each one is a plausible slip in a paged-attention stack. If a property passes
+on one of these, it has gone blind (see test_meta_impl.py). They wrap the
+working torch implementation and break exactly one thing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from crossattn_sizing.attention import torch_paged_attention
+from crossattn_sizing.impl import TorchImpl
+from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, token_requests
+
+
+class SlotOffByOne(TorchImpl):
+    """Every live slot is one cell too far (an offset computed from 1, not 0)."""
+
+    name = "broken-slot-off-by-one"
+
+    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
+        super().slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out)
+        live = out >= 0
+        out[live] += 1
+
+
+class InterleaveIgnored(TorchImpl):
+    """DCP ownership by ``off % C`` instead of ``(off // I) % C``: wrong whenever ``I > 1``."""
+
+    name = "broken-interleave-ownership"
+
+    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
+        n = positions.numel()
+        if n:
+            batch = token_requests(query_start_loc, n)
+            rows = req_rows.to(torch.int64)[batch]
+            vbs = layout.virtual_block_size
+            column, offset = positions // vbs, positions % vbs
+            block = table[rows * row_stride + column].to(torch.int64)
+            c = layout.dcp_size
+            owned = offset % c == layout.rank
+            slots = block * layout.kernel_block_size + offset // c
+            out[:n] = torch.where(owned, slots, torch.full_like(slots, PAD_SLOT_ID))
+        out[n:] = PAD_SLOT_ID
+
+
+class PaddingForgotten(TorchImpl):
+    """Slots past the step's tokens are left as 0 instead of -1 (a CUDA-graph replay would write block 0)."""
+
+    name = "broken-padding"
+
+    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
+        super().slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out)
+        out[positions.numel() :] = 0
+
+
+class MergeWithoutLse(TorchImpl):
+    """DCP partials averaged, not re-weighted by their share of the softmax mass."""
+
+    name = "broken-merge-no-lse"
+
+    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        return torch.stack([o.to(torch.float32) for o in outs]).mean(dim=0)
+
+
+class ReadsOneColumnPast(TorchImpl):
+    """The attention kernel reads column ``j // kbs + 1``: every key comes from the next entry."""
+
+    name = "broken-reads-one-column-past"
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout, causal, scale):
+        return torch_paged_attention(query, key_cache, value_cache, table[1:], row_stride, query_start_loc,
+                                     seq_lens, query_positions, layout, causal, scale)
+
+
+class ReadsWholeBlocks(TorchImpl):
+    """The attention kernel reads whole kernel blocks, ignoring the sequence length in the last one."""
+
+    name = "broken-reads-whole-blocks"
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout: SlotLayout, causal, scale):
+        kbs = layout.kernel_block_size
+        rounded = (seq_lens + kbs - 1) // kbs * kbs
+        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
+                                     rounded, query_positions, layout, causal, scale)
+
+
+class CausalMaskDropped(TorchImpl):
+    """Self-attention without the causal mask: prefill queries see later tokens."""
+
+    name = "broken-no-causal-mask"
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout, causal, scale):
+        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
+                                     seq_lens, query_positions, layout, False, scale)
+
+
+class KeysAndValuesSwapped(TorchImpl):
+    """The KV write stores the key in the value cache and the value in the key cache."""
+
+    name = "broken-kv-swapped"
+
+    def write_kv(self, key_cache, value_cache, key, value, slots):  # type: ignore[no-untyped-def]
+        super().write_kv(key_cache, value_cache, value, key, slots)
+
+
+BROKEN_SLOT_MAPPINGS = {cls.name: cls for cls in (SlotOffByOne, InterleaveIgnored, PaddingForgotten)}
+"""Caught by the slot-mapping property."""
+
+BROKEN_CROSS = {cls.name: cls for cls in (SlotOffByOne, MergeWithoutLse, ReadsOneColumnPast,
+                                          ReadsWholeBlocks, KeysAndValuesSwapped, InterleaveIgnored)}
+"""Caught by the cross-attention property (sharded under DCP for the merge and ownership)."""
+
+BROKEN_SELF = {cls.name: cls for cls in (SlotOffByOne, MergeWithoutLse, ReadsOneColumnPast, ReadsWholeBlocks,
+                                         CausalMaskDropped, KeysAndValuesSwapped, InterleaveIgnored)}
+"""Caught by the self-attention property."""
