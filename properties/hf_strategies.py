@@ -1,0 +1,172 @@
+"""Strategies for the transformers differential property: tiny Whisper/BART/mBART cross-attention cases.
+
+A case is a tiny model config built with transformers' own config class
+(WhisperConfig, BartConfig, MBartConfig; never downloaded), the lengths of a
+batch of requests, a block size and seeds. The RunnerConfig the block tables
+are sized from comes out of :mod:`crossattn_sizing.models.adapters`, so the
+property drives the same path ``reproduce`` does: config fields -> ``M``, ``S``,
+encoder tokens -> widths.
+
+Lengths follow each model's encoder: Whisper always emits
+``max_source_positions`` frames (every request has ``e = S``); BART and mBART
+a source of at most ``max_position_embeddings`` tokens and no ``S`` at all. A
+``--max-model-len`` below the config's is drawn often: for BART it is the
+shape in which the pre-fix sizing ``max(M, S)`` leaves encoder tokens without a
+column. Dims stay tiny (embed dim <= 64, a few hundred encoder tokens) so an
+example takes milliseconds on the torch path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from hypothesis import event
+from hypothesis import strategies as st
+
+from crossattn_sizing.config import KVCacheGroup
+from crossattn_sizing.models.adapters import ModelScenario, build_scenario
+from properties.strategies import divisors
+
+FAMILIES = ("whisper", "bart", "mbart")
+HF_BLOCK_SIZES = (1, 2, 3, 4, 6, 8, 16, 32)
+MAX_ENCODER_LEN = 300
+MAX_TARGET_LEN = 64
+
+QUERY_PRESCALED = {"whisper": True, "bart": False, "mbart": False}
+"""Where the module applies ``scaling``: Whisper multiplies ``q_proj``'s output by it and calls
+attention with scale 1.0; BART and mBART pass it to attention as the score scale. The paged run
+does the same, so the property compares like with like (the product is equal either way, but the
+rounding is not)."""
+
+
+@dataclass(frozen=True)
+class HFCrossCase:
+    """One batch of requests through one decoder cross-attention layer of a tiny model."""
+
+    family: str
+    num_heads: int
+    head_dim: int
+    length_field: int  # Whisper: max_target_positions; BART/mBART: max_position_embeddings
+    source_positions: int | None  # Whisper's max_source_positions (its e); None for BART-like
+    max_model_len: int | None  # a user's --max-model-len (<= the config's), None = derived
+    encoder_lens: tuple[int, ...]
+    num_queries: tuple[int, ...]  # decoder tokens per request in the step (cross is non-causal)
+    block_size: int
+    kernel_block_size: int
+    seed: int
+    pool_seed: int
+
+    @property
+    def embed_dim(self) -> int:
+        return self.num_heads * self.head_dim
+
+    def hf_config(self) -> Any:
+        """The tiny config, from transformers' own class, eager attention."""
+        import transformers
+
+        common = dict(
+            d_model=self.embed_dim,
+            decoder_attention_heads=self.num_heads,
+            encoder_attention_heads=self.num_heads,
+            attn_implementation="eager",
+        )
+        if self.family == "whisper":
+            return transformers.WhisperConfig(
+                max_source_positions=self.source_positions, max_target_positions=self.length_field, **common
+            )
+        cls = transformers.BartConfig if self.family == "bart" else transformers.MBartConfig
+        return cls(max_position_embeddings=self.length_field, **common)
+
+    def scenario(self) -> ModelScenario:
+        """The adapters' RunnerConfig for this config, with the drawn kernel block size."""
+        hf = self.hf_config()
+        source_len = None if self.family == "whisper" else max(self.encoder_lens)
+        scenario = build_scenario(hf, max_model_len=self.max_model_len, block_size=self.block_size,
+                                  source_len=source_len)
+        kbs = self.kernel_block_size
+        groups = tuple(KVCacheGroup(g.kind, g.block_size, kbs) for g in scenario.config.groups)
+        config = scenario.config.replace(groups=groups, max_num_reqs=max(len(self.encoder_lens), 1))
+        return ModelScenario(scenario.name, config, scenario.encoder_len, scenario.max_model_len,
+                             scenario.batched_tokens)
+
+
+def cross_attention_module(case: HFCrossCase, hf_config: Any) -> torch.nn.Module:
+    """The decoder layer's ``encoder_attn``, built as the decoder layer builds it, with seeded random weights.
+
+    The weights are drawn under a forked RNG so a test does not move the global
+    torch seed for its neighbours.
+    """
+    if case.family == "whisper":
+        from transformers.models.whisper.modeling_whisper import WhisperAttention as cls
+    elif case.family == "bart":
+        from transformers.models.bart.modeling_bart import BartAttention as cls
+    else:
+        from transformers.models.mbart.modeling_mbart import MBartAttention as cls
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(case.seed)
+        module = cls(
+            case.embed_dim, case.num_heads, dropout=0.0, is_decoder=True, config=hf_config, layer_idx=0
+        )
+        # nn.Linear's default biases are tiny; make them matter, so a dropped bias is caught.
+        with torch.no_grad():
+            for proj in (module.q_proj, module.k_proj, module.v_proj, module.out_proj):
+                if proj.bias is not None:
+                    proj.bias.normal_(0.0, 0.5)
+    return module.eval()
+
+
+def hidden_states(case: HFCrossCase) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per request: decoder hidden states ``[nq, E]`` and encoder output ``[e, E]``, N(0, 1)."""
+    gen = torch.Generator().manual_seed(case.seed + 1)
+    dec = [torch.randn(nq, case.embed_dim, generator=gen) for nq in case.num_queries]
+    enc = [torch.randn(e, case.embed_dim, generator=gen) for e in case.encoder_lens]
+    return dec, enc
+
+
+def _edge_lengths(limit: int, block_size: int) -> list[int]:
+    """Lengths at and one past block edges, and the limit: where off-by-one sizing shows."""
+    edges = {limit, limit - 1, block_size, block_size + 1, 2 * block_size, 2 * block_size + 1, 1}
+    return sorted(x for x in edges if 1 <= x <= limit)
+
+
+@st.composite
+def hf_cross_cases(draw: st.DrawFn, family: str | None = None, min_requests: int = 1) -> HFCrossCase:
+    """A tiny case of ``family`` (drawn when None) with ``min_requests`` to 3 requests."""
+    family = family or draw(st.sampled_from(FAMILIES), label="family")
+    heads = draw(st.integers(1, 4), label="num_heads")
+    head_dim = draw(st.sampled_from((1, 2, 4, 8, 16)), label="head_dim")
+    bs = draw(st.sampled_from(HF_BLOCK_SIZES), label="block_size")
+    kbs = draw(st.sampled_from(divisors(bs)[::-1]), label="kernel_block_size")
+    n = draw(st.integers(min_requests, max(min_requests, 3)), label="num_requests")
+    if family == "whisper":
+        edges = _edge_lengths(MAX_ENCODER_LEN, bs)
+        s = draw(
+            st.one_of(st.sampled_from(edges), st.integers(1, MAX_ENCODER_LEN)), label="max_source_positions"
+        )
+        length_field = draw(st.integers(1, MAX_TARGET_LEN), label="max_target_positions")
+        lens = (s,) * n
+    else:
+        s = None
+        length_field = draw(st.integers(1, MAX_ENCODER_LEN), label="max_position_embeddings")
+        edges = _edge_lengths(length_field, bs)
+        lens = tuple(
+            draw(st.one_of(st.sampled_from(edges), st.integers(1, length_field)), label=f"encoder_len[{i}]")
+            for i in range(n)
+        )
+    m = draw(st.one_of(st.none(), st.integers(1, length_field)), label="max_model_len")
+    queries = tuple(draw(st.integers(1, 3), label=f"num_queries[{i}]") for i in range(n))
+    case = HFCrossCase(
+        family, heads, head_dim, length_field, s, m, lens, queries, bs, kbs,
+        draw(st.integers(0, 2**31 - 1), label="seed"),
+        draw(st.integers(0, 2**31 - 1), label="pool_seed"),
+    )
+    event(f"family {family}")
+    if kbs != bs:
+        event("kernel expansion (bpk > 1)")
+    if m is not None and max(lens) > m:
+        event("encoder tokens above --max-model-len")
+    if n > 1:
+        event("several requests in neighbouring rows")
+    return case

@@ -1,0 +1,221 @@
+"""``crossattn-sizing reproduce``: a real model's config under a sizing policy, the bug or why it is safe.
+
+``reproduce nemotron-parse`` is the regression reproducer of the issue PR
+#46753 fixed: a 2048x1664 page (3329 encoder tokens at patch 16) with
+``--max-model-len 2048`` and block size 16. Under ``--policy mrv2-prefix`` it
+names the encoder tokens without a column, the columns needed and given, what
+the guard refuses and how far the unguarded output drifts from a correctly
+sized run, and exits 1; under ``mrv2`` (the default) it says why the row is
+wide enough and exits 0. ``whisper``, ``bart``, ``mbart`` and ``--config FILE``
+(a transformers config.json or a harness RunnerConfig JSON) run the same way.
+Bad input is one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import shlex
+from typing import Any
+
+from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.models import adapters, loading, nemotron_parse
+from crossattn_sizing.models.adapters import ModelScenario
+from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
+from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy, policy_name
+
+DESCRIPTION = (
+    "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "
+    "#46753 fixed: a 2048x1664 page (3329 encoder tokens at patch 16), --max-model-len 2048, block size "
+    "16. Under --policy mrv2-prefix it names the encoder tokens without a column, the columns needed and "
+    "given, what the guard refuses and how far the unguarded output drifts, and exits 1; under mrv2 (the "
+    "default) it says why the row is wide enough and exits 0. Bad input: one line, exit 2."
+)
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # The shape that overflows before the fix: a page wider than the default one, M well below e.
+    "nemotron-parse": {"image_size": (2048, 1664), "max_model_len": 2048},
+}
+DEFAULT_BLOCK_SIZE = 16
+MAX_SIMULATED_TOKENS = 1 << 16  # the drift run allocates e tokens of K/V per request on the host
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "reproduce",
+        help="run a real model's config (nemotron-parse, whisper, bart, mbart, or --config) under a policy",
+        description=DESCRIPTION,
+    )
+    # Plain strings, checked in run(): a bad value then reads as one line, not argparse's usage block.
+    p.add_argument("model", nargs="?", help=f"one of {', '.join(adapters.MODEL_NAMES)}")
+    p.add_argument("--config", help="a transformers config.json or a harness RunnerConfig JSON file")
+    p.add_argument("--policy", default="mrv2", help="built-in policy name or module:attr (default mrv2)")
+    p.add_argument("--image-size", help="nemotron-parse page HEIGHTxWIDTH in pixels (default 2048x1664)")
+    p.add_argument("--max-model-len", help="decoder length M (default: derived from the config; 2048 "
+                                           "for nemotron-parse)")
+    p.add_argument("--block-size", help=f"KV-cache block size (default {DEFAULT_BLOCK_SIZE})")
+    p.add_argument("--dcp", help="decode-context-parallel size C (default 1)")
+    p.add_argument("--encoder-tokens", help="encoder tokens of the request (BART source length; "
+                                            "required for a model with no rule)")
+    p.add_argument("--max-num-batched-tokens", help="B (default: smallest power of two >= max(M, e))")
+    p.add_argument("--max-num-encoder-input-tokens", help="E (default: B, as the scheduler)")
+    p.add_argument("--impl", default="torch", help="implementation for the drift run (default torch)")
+    p.add_argument("--seed", default="0", help="seed of the drift run's random keys and values (default 0)")
+    p.set_defaults(func=run)
+
+
+def _int_option(name: str, text: str | None, minimum: int = 1) -> int | None:
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ConfigError(name, text, "must be an integer") from None
+    if value < minimum:
+        raise ConfigError(name, value, f"must be >= {minimum}")
+    return value
+
+
+def build(args: argparse.Namespace) -> ModelScenario:
+    """The scenario the options describe; every bad combination is a ConfigError."""
+    if (args.model is None) == (args.config is None):
+        raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
+    max_model_len = _int_option("--max-model-len", args.max_model_len)
+    block_size = _int_option("--block-size", args.block_size)
+    dcp = _int_option("--dcp", args.dcp)
+    tokens = _int_option("--encoder-tokens", args.encoder_tokens)
+    batched = _int_option("--max-num-batched-tokens", args.max_num_batched_tokens)
+    encoder_budget = _int_option("--max-num-encoder-input-tokens", args.max_num_encoder_input_tokens)
+    image_size = nemotron_parse.parse_image_size(args.image_size) if args.image_size else None
+    if args.config is not None:
+        data = loading.read_json(args.config)
+        if loading.is_runner_config(data):
+            for option, value in (("--block-size", block_size), ("--image-size", image_size),
+                                  ("--max-num-batched-tokens", batched),
+                                  ("--max-num-encoder-input-tokens", encoder_budget)):
+                if value is not None:
+                    raise ConfigError(option, value, "applies to model configs; edit the RunnerConfig JSON")
+            return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp,
+                                           encoder_tokens=tokens)
+        hf_config = adapters.hf_config_from_dict(data)
+        defaults: dict[str, Any] = {}
+    else:
+        if args.model not in adapters.MODEL_NAMES:
+            known = ", ".join(adapters.MODEL_NAMES)
+            raise ConfigError("model", args.model, f"must be one of {known} (or use --config FILE)")
+        hf_config = adapters.default_hf_config(args.model)
+        defaults = DEFAULTS.get(args.model, {})
+    if image_size is None and adapters.model_type(hf_config) == nemotron_parse.MODEL_TYPE:
+        image_size = defaults.get("image_size")
+    default_m = max_model_len is None and "max_model_len" in defaults
+    scenario = adapters.build_scenario(
+        hf_config,
+        max_model_len=defaults["max_model_len"] if default_m else max_model_len,
+        block_size=block_size if block_size is not None else DEFAULT_BLOCK_SIZE,
+        dcp_size=dcp if dcp is not None else 1,
+        max_num_batched_tokens=batched,
+        max_num_encoder_input_tokens=encoder_budget,
+        image_size=image_size,
+        source_len=tokens,
+    )
+    if default_m:
+        m = scenario.max_model_len
+        default = f"the reproducer's default for {args.model} (the shape that overflows);"
+        why = m.why.replace("given;", default)
+        scenario = dataclasses.replace(scenario, max_model_len=adapters.Derived(m.value, why))
+    return scenario
+
+
+def _fmt(x: float) -> str:
+    return "NaN (read cells nobody wrote)" if math.isnan(x) else f"{x:.4g}"
+
+
+def load_drift_impl(impl_spec: str) -> tuple[Any, str]:
+    """The implementation for the drift run, or None and why it cannot run (no torch installed).
+
+    Loaded before anything is printed, so a bad ``--impl`` is one line and exit 2.
+    """
+    try:
+        from crossattn_sizing.impl import load_impl
+    except ImportError as exc:
+        return None, f"not simulated ({exc}; install the 'torch' extra)"
+    return load_impl(impl_spec, "cpu"), ""
+
+
+def drift_lines(scenario: ModelScenario, verdict: Verdict, impl: Any, why_not: str, seed: int) -> list[str]:
+    """The guarded refusal and the unguarded output drift of each cross group, or why not run."""
+    config = scenario.config
+    e = scenario.encoder_len.value
+    if impl is None:
+        return [f"unguarded: {why_not}"]
+    if config.dcp_size != 1:
+        return ["unguarded: not simulated with --dcp > 1 (the engine's cross path ignores DCP; "
+                "see the findings of `crossattn-sizing verify`)"]
+    if e > MAX_SIMULATED_TOKENS:
+        return [f"unguarded: not simulated ({e} encoder tokens is more than this run allocates)"]
+    from crossattn_sizing.models.drift import output_drift
+
+    lines = []
+    for cv in verdict.cross:
+        result = output_drift(config, cv.group, cv.width, e, impl, seed)
+        if result.guarded_refusal:
+            lines.append(f"guarded:   refused on the host before any kernel runs: {result.guarded_refusal}")
+        if result.max_error == 0:
+            lines.append(f"unguarded: cross group {cv.group} output matches the correctly-sized run "
+                         f"(max abs error 0, impl {impl.name}, seed {seed})")
+            continue
+        if result.spilled_entries:
+            lines.append(f"unguarded: {result.spilled_entries} row entries of request 0 spill into row 1; "
+                         "request 0's missing columns then name request 1's blocks")
+        per_request = ", ".join(f"request {r}: {_fmt(x)}" for r, x in enumerate(result.errors))
+        lines.append(f"           output drift vs the correctly-sized run: max abs error "
+                     f"{_fmt(result.max_error)} ({per_request}; the correct output's largest magnitude "
+                     f"is {result.scale:.4g}; impl {impl.name}, seed {seed})")
+    return lines
+
+
+def check_command(policy_spec: str, scenario: ModelScenario) -> str:
+    """The ``crossattn-sizing check`` line that replays the capacity verdict alone."""
+    config = json.dumps(scenario.config.to_dict(), separators=(",", ":"), sort_keys=True)
+    lens = ",".join([str(scenario.encoder_len.value)] * scenario.config.max_num_reqs)
+    return (f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(config)} "
+            f"--encoder-lens {lens}")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = load_policy(args.policy)
+    seed = _int_option("--seed", args.seed, minimum=0)
+    assert seed is not None  # has a default
+    scenario = build(args)
+    impl, why_not = load_drift_impl(args.impl)
+    config = scenario.config
+    verdict = judge(policy, scenario)
+    builtin = BUILTIN_POLICIES.get(args.policy)
+    summary = f" ({builtin.summary})" if builtin else ""
+    s = config.max_source_positions
+    print(f"reproduce {args.model or args.config} under sizing policy {policy_name(policy)!r}{summary}")
+    print(f"  encoder tokens:   {scenario.encoder_len.value} per request: {scenario.encoder_len.why}")
+    print(f"  max_model_len:    {scenario.max_model_len.value}: {scenario.max_model_len.why}")
+    print(f"  batched tokens:   {scenario.batched_tokens.value}: {scenario.batched_tokens.why}")
+    shown_s = "absent (the config has no max_source_positions)" if s is None else str(s)
+    print(f"  source positions: {shown_s}")
+    print(f"  config:           {config.describe()}")
+    print(f"  widths given:     {verdict.widths} entries per group")
+    if verdict.safe:
+        for line in safe_reason(verdict, scenario):
+            print(f"OK    {line}")
+        for cv in verdict.cross:
+            print(f"  this request:     {cv.encoder_len} encoder tokens need {cv.needed} columns of "
+                  f"{cv.tokens_per_entry} tokens")
+    else:
+        lines = failure_lines(verdict, config)
+        print(f"FAIL  {lines[0]}")
+        for line in lines[1:]:
+            print(f"  {line}")
+    for line in drift_lines(scenario, verdict, impl, why_not, seed):
+        print(f"  {line}")
+    if not verdict.safe:
+        print(f"  fix:       {fixed_width_hint(scenario)}")
+        print(f"  reproduce: {check_command(args.policy, scenario)}")
+    return 0 if verdict.safe else 1

@@ -1,0 +1,134 @@
+"""Judging a real model's scenario under a sizing policy: the verdict ``reproduce`` prints.
+
+The question is the capacity invariants' (:mod:`crossattn_sizing.checks`) for
+the scenario's request, but the answer is worded for the person who hit the
+bug: which encoder tokens have no column, how many columns were needed and
+given, and, when the row is wide enough, *why* it is (the admitted bound, or
+only this model's largest request).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crossattn_sizing import admission
+from crossattn_sizing.checks import Violation, violations
+from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.models.adapters import ModelScenario
+from crossattn_sizing.policies import Policy, checked_widths, sizing_length
+
+
+@dataclass(frozen=True)
+class CrossVerdict:
+    """One cross-attention group's row against the scenario's request."""
+
+    group: int
+    width: int  # row entries given
+    needed: int  # row entries the request's encoder tokens need
+    tokens_per_entry: int
+    encoder_len: int
+    bound: int  # min(E, B): the longest encoder input the scheduler admits
+
+    @property
+    def covered_tokens(self) -> int:
+        """Encoder tokens the row has columns for."""
+        return self.width * self.tokens_per_entry
+
+    @property
+    def missing(self) -> tuple[int, int] | None:
+        """First and last token position without a column, or None when all have one."""
+        if self.covered_tokens >= self.encoder_len:
+            return None
+        return self.covered_tokens, self.encoder_len - 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The policy's widths for a scenario, what breaks, and the lines that say so."""
+
+    widths: tuple[int, ...]
+    cross: tuple[CrossVerdict, ...]
+    violations: tuple[Violation, ...]
+
+    @property
+    def safe(self) -> bool:
+        return not self.violations
+
+
+def judge(policy: Policy, scenario: ModelScenario) -> Verdict:
+    """The widths ``policy`` gives the scenario's config, and every violation for its request."""
+    config = scenario.config
+    e = scenario.encoder_len.value
+    widths = checked_widths(policy, config)
+    cross = tuple(
+        CrossVerdict(
+            g,
+            widths[g],
+            admission.entries_needed(config, config.groups[g], e),
+            admission.tokens_per_entry(config, config.groups[g]),
+            e,
+            admission.encoder_bound(config),
+        )
+        for g in config.cross_groups()
+    )
+    found = tuple(violations(policy, config, [e] * config.max_num_reqs))
+    return Verdict(widths, cross, found)
+
+
+def bound_label(config: RunnerConfig) -> str:
+    """What the admitted bound ``min(E, B)`` is called, so the reason names its source."""
+    if config.max_num_encoder_input_tokens is None:
+        return "max_num_encoder_input_tokens (defaults to max_num_batched_tokens)"
+    if config.max_num_batched_tokens < config.max_num_encoder_input_tokens:
+        return "max_num_batched_tokens (below max_num_encoder_input_tokens)"
+    return "max_num_encoder_input_tokens"
+
+
+def failure_lines(verdict: Verdict, config: RunnerConfig) -> list[str]:
+    """The diagnosis of a failing verdict: missing tokens, columns needed and given, spills."""
+    lines: list[str] = []
+    for cv in verdict.cross:
+        missing = cv.missing
+        if missing is None:
+            continue
+        first, last = missing
+        lines.append(
+            f"tokens {first}..{last} ({last - first + 1} tokens) have no column in cross group "
+            f"{cv.group}: needed {cv.needed} columns, given {cv.width} "
+            f"({cv.tokens_per_entry} tokens per column)"
+        )
+    seen = {(cv.group, "coverage") for cv in verdict.cross if cv.missing is not None}
+    for v in verdict.violations:
+        # Every request of a scenario is the same, so one line per group and invariant says it all.
+        if (v.group, v.invariant) in seen or (v.invariant == "coverage" and v.kind == GroupKind.CROSS.value):
+            continue
+        seen.add((v.group, v.invariant))
+        lines.append(v.explain())
+    return lines
+
+
+def safe_reason(verdict: Verdict, scenario: ModelScenario) -> list[str]:
+    """Why every encoder token has a column: the admitted bound, or only this model's requests."""
+    config = scenario.config
+    lines = []
+    for cv in verdict.cross:
+        head = f"width {cv.width} columns = {cv.covered_tokens} tokens"
+        if cv.covered_tokens >= cv.bound:
+            lines.append(f"{head} >= admitted bound {cv.bound} = {bound_label(config)}")
+        else:
+            lines.append(
+                f"{head} >= {cv.encoder_len} encoder tokens, the most a request of this model has "
+                f"({scenario.encoder_len.why}); the admitted bound {cv.bound} is not covered, but no "
+                "request of this model reaches it"
+            )
+    return lines
+
+
+def fixed_width_hint(scenario: ModelScenario) -> str:
+    """What the fixed sizing would give, for the line that says how the bug is fixed."""
+    config = scenario.config
+    fixed = sizing_length(config, "fixed")
+    return (
+        f"the fix (PR #46753, policy mrv2) sizes rows for max(M, E, S) = max({config.max_model_len}, "
+        f"{config.encoder_budget}, {config.source_positions}) = {fixed} tokens"
+    )
