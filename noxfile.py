@@ -89,6 +89,16 @@ def audit(session: nox.Session) -> None:
 
 
 @nox.session
+def mutation(session: nox.Session) -> None:
+    """Mutation score of policies/admission/checks/slot_mapping with mutmut 3 (about 15 min on 2 cores).
+
+    Runs in a scratch copy (.cache/mutation/, git-ignored) and writes reports/mutation.md.
+    """
+    install(session, extras="test,mutation")
+    session.run("python", "benchmarks/mutation_report.py", *session.posargs, env=CPU_ENV)
+
+
+@nox.session
 def benchmarks(session: nox.Session) -> None:
     """Print the benchmark figures (never timed tests) and write them under reports/."""
     install(session)

@@ -1,0 +1,283 @@
+"""Time and examples to the first counterexample: the harness's strategies against uniform random configs.
+
+Why: the strategies in ``properties/strategies.py`` aim draws at the regimes
+the bug lives in (``S`` absent, ``E`` and encoder lengths just above ``M``,
+entry edges, DCP, kernel expansion). This measures what that is worth: for
+``mrv2-prefix`` and each deliberately broken policy of
+``tests/broken_policies.py``, how many examples and how many seconds it takes
+to hit the first config that breaks coverage or allocation fit
+(:func:`crossattn_sizing.checks.violations` is the oracle), with
+
+* ``harness``: Hypothesis drawing ``properties.strategies.capacity_cases()``,
+  generation phase only (no pinned examples, no shrinking, no database), one
+  ``@seed`` per trial;
+* ``uniform``: a plain ``random.Random(seed)`` drawing every field uniformly
+  over the same ranges (see :func:`uniform_case`).
+
+Medians over the seeds are reported, and the ratio uniform / harness (above 1:
+the strategies find it faster). A trial that finds nothing within the budget
+counts as the budget (a lower bound, marked with ``>=``).
+
+Run (writes reports/bench_time_to_failure.md and prints the same table):
+
+    .venv/bin/python benchmarks/bench_time_to_failure.py [--seeds 31] [--budget 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from hypothesis import HealthCheck, Phase, given, seed, settings
+
+from crossattn_sizing.checks import violations
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, cdiv, sizing_length
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # properties/ and tests/ are imported as packages from the clone
+    sys.path.insert(0, str(ROOT))
+
+from properties.strategies import CapacityCase, capacity_cases  # noqa: E402
+from tests.broken_policies import BROKEN  # noqa: E402
+
+REPORT = ROOT / "reports" / "bench_time_to_failure.md"
+COMMAND = ".venv/bin/python benchmarks/bench_time_to_failure.py --seeds {seeds} --budget {budget}"
+
+
+class Found(Exception):
+    """Raised inside the Hypothesis test at the first counterexample, to stop the search."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    examples: int  # examples drawn up to and including the first counterexample (budget if none)
+    seconds: float  # wall time to that point (the whole trial if none)
+    found: bool
+
+
+# ---------------------------------------------------------------- the two generators
+
+
+def harness_trial(policy: Policy, trial_seed: int, budget: int) -> Trial:
+    """Hypothesis on the harness's strategy; stops at the first example the oracle rejects."""
+    count = 0
+    hit: Trial | None = None
+    start = time.perf_counter()
+
+    @settings(
+        max_examples=budget,
+        phases=[Phase.generate],
+        database=None,
+        derandomize=False,
+        deadline=None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        print_blob=False,
+    )
+    @seed(trial_seed)
+    @given(case=capacity_cases())
+    def search(case: CapacityCase) -> None:
+        nonlocal count, hit
+        count += 1
+        if hit is None and violations(policy, case.config, case.encoder_lens):
+            hit = Trial(count, time.perf_counter() - start, True)
+        if hit is not None:
+            raise Found
+
+    with contextlib.suppress(Found):
+        search()
+    return hit or Trial(count, time.perf_counter() - start, False)
+
+
+@functools.cache
+def divisors(n: int) -> tuple[int, ...]:
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
+
+
+def uniform_group(rng: random.Random, kind: GroupKind, dcp: int) -> KVCacheGroup:
+    bs = rng.randint(1, 512)
+    kbs = rng.choice(divisors(bs))
+    sharded = rng.random() < 0.5 if dcp > 1 and kind is not GroupKind.CROSS else True
+    return KVCacheGroup(kind, bs, kbs, sharded)
+
+
+def uniform_case(rng: random.Random) -> CapacityCase:
+    """Every field uniform over the ranges ``capacity_cases`` draws from, with no aiming.
+
+    ``M`` in 1..8192; ``E`` and ``S`` each absent with probability 1/2, else
+    uniform in 1..3M+64 (``S``: 0..3M+64); ``B = max(M, E) + U(0..4096)``;
+    ``C`` in 1..8; a cross group and 0..2 other groups of uniform kind at a
+    uniform position, each with ``bs`` in 1..512 and a uniform divisor as
+    ``kbs``, sharded or not uniformly under DCP; a uniform valid interleave;
+    ``max_num_reqs`` in 1..8, prefix caching and 0..2 speculative blocks
+    uniform; 1..max_num_reqs requests with encoder lengths uniform in 1..bound.
+    """
+    m = rng.randint(1, 8192)
+    e = None if rng.random() < 0.5 else rng.randint(1, 3 * m + 64)
+    s = None if rng.random() < 0.5 else rng.randint(0, 3 * m + 64)
+    b = max(m, e or 0) + rng.randint(0, 4096)
+    c = rng.randint(1, 8)
+    others = [
+        uniform_group(rng, rng.choice((GroupKind.FULL, GroupKind.SLIDING_WINDOW, GroupKind.MAMBA)), c)
+        for _ in range(rng.randint(0, 2))
+    ]
+    groups = list(others)
+    groups.insert(rng.randint(0, len(others)), uniform_group(rng, GroupKind.CROSS, c))
+    interleave = 1
+    if c > 1:
+        kbs = [g.kbs for g in groups if g.kind.is_attention and g.dcp_sharded]
+        interleave = rng.choice([i for i in divisors(min(kbs)) if all(k % i == 0 for k in kbs)])
+    reqs = rng.randint(1, 8)
+    config = RunnerConfig(
+        max_model_len=m,
+        max_num_batched_tokens=b,
+        max_num_encoder_input_tokens=e,
+        max_source_positions=s,
+        dcp_size=c,
+        dcp_interleave=interleave,
+        max_num_reqs=reqs,
+        groups=tuple(groups),
+        prefix_caching=rng.random() < 0.5,
+        num_speculative_blocks=rng.randint(0, 2),
+    )
+    bound = min(config.encoder_budget, config.max_num_batched_tokens)
+    return CapacityCase(config, tuple(rng.randint(1, bound) for _ in range(rng.randint(1, reqs))))
+
+
+def uniform_trial(policy: Policy, trial_seed: int, budget: int) -> Trial:
+    rng = random.Random(trial_seed)
+    start = time.perf_counter()
+    for i in range(1, budget + 1):
+        case = uniform_case(rng)
+        if violations(policy, case.config, case.encoder_lens):
+            return Trial(i, time.perf_counter() - start, True)
+    return Trial(budget, time.perf_counter() - start, False)
+
+
+def length_minus_one(config: RunnerConfig) -> tuple[int, ...]:
+    """A thin-slice slip (benchmark-local, not in tests/broken_policies.py): ``L - 1``, no alignment.
+
+    Rows are one token short, so only a request whose tokens end exactly one
+    past an entry edge, with ``L`` itself the binding length, overflows: the
+    shape of ``M = 3328`` missing the summary token. The broken policies above
+    are all wide slips; this one shows what aiming at edges buys.
+    """
+    big_l = max(1, sizing_length(config, "fixed") - 1)
+    out = []
+    for group in config.groups:
+        blocks = cdiv(big_l, group.block_size * config.dcp_factor(group))
+        if group.kind is GroupKind.MAMBA:
+            out.append((blocks if config.prefix_caching else 1) + config.num_speculative_blocks)
+        else:
+            out.append(blocks * group.bpk)
+    return tuple(out)
+
+
+GENERATORS: dict[str, Callable[[Policy, int, int], Trial]] = {
+    "harness": harness_trial,
+    "uniform": uniform_trial,
+}
+
+
+# ---------------------------------------------------------------- report
+
+
+def median_text(values: list[float], censored: bool, fmt: str) -> str:
+    text = format(statistics.median(values), fmt)
+    return f">={text}" if censored else text
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=31, help="trials per policy and generator")
+    parser.add_argument("--budget", type=int, default=5000, help="examples per trial before giving up")
+    # The nox `benchmarks` session passes the same arguments to every script: ignore others'.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        print(f"(ignoring arguments for other benchmarks: {' '.join(unknown)})", file=sys.stderr)
+
+    policies: dict[str, Policy] = {
+        "mrv2-prefix": BUILTIN_POLICIES["mrv2-prefix"],
+        **BROKEN,
+        "length_minus_one (edge, benchmark-local)": length_minus_one,
+    }
+    seeds = range(args.seeds)
+    header = (
+        "| policy | harness examples | uniform examples | examples ratio | harness s | uniform s "
+        "| time ratio | found (harness / uniform) |"
+    )
+    lines = [
+        "# Time to the first counterexample: harness strategies vs uniform random",
+        "",
+        f"Regenerate: `{COMMAND.format(seeds=args.seeds, budget=args.budget)}`",
+        "",
+        f"Medians over {args.seeds} seeds (0..{args.seeds - 1}) per policy and generator, budget "
+        f"{args.budget} examples per trial, measured in one run on a shared 2-core machine "
+        f"(python {sys.version.split()[0]}). Oracle: `crossattn_sizing.checks.violations` (coverage or "
+        "allocation fit). `harness`: Hypothesis on `properties.strategies.capacity_cases()`, generation "
+        "phase only. `uniform`: `random.Random(seed)` drawing every field uniformly over the same ranges "
+        "(`uniform_case` in the script). Ratios are uniform / harness medians: above 1 means the "
+        "strategies get there sooner. `>=` marks a median that is a trial without a counterexample "
+        "(the budget, a lower bound).",
+        "",
+        header,
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    print("\n".join(lines), flush=True)
+    spent = {g: [0, 0.0] for g in GENERATORS}  # examples and seconds over every trial
+    for name, policy in policies.items():
+        trials = {g: [fn(policy, s, args.budget) for s in seeds] for g, fn in GENERATORS.items()}
+        for g, ts in trials.items():
+            spent[g][0] += sum(t.examples for t in ts)
+            spent[g][1] += sum(t.seconds for t in ts)
+        med: dict[str, dict[str, float]] = {}
+        cells: dict[str, dict[str, str]] = {}
+        for g, ts in trials.items():
+            ex = [float(t.examples) for t in ts]
+            secs = [t.seconds for t in ts]
+            # The median is censored if it is not below every trial that found nothing.
+            censored = any(not t.found and t.examples <= statistics.median(ex) for t in ts)
+            med[g] = {"examples": statistics.median(ex), "seconds": statistics.median(secs)}
+            cells[g] = {
+                "examples": median_text(ex, censored, "g"),
+                "seconds": median_text(secs, censored, ".4f"),
+                "found": f"{sum(t.found for t in ts)}/{len(ts)}",
+            }
+        ex_ratio = med["uniform"]["examples"] / med["harness"]["examples"]
+        t_ratio = med["uniform"]["seconds"] / med["harness"]["seconds"]
+        row = (
+            f"| `{name}` | {cells['harness']['examples']} | {cells['uniform']['examples']} | {ex_ratio:.2f} "
+            f"| {cells['harness']['seconds']} | {cells['uniform']['seconds']} | {t_ratio:.2f} "
+            f"| {cells['harness']['found']} / {cells['uniform']['found']} |"
+        )
+        lines.append(row)
+        print(row, flush=True)
+    cost = {g: 1e6 * secs / max(1, n) for g, (n, secs) in spent.items()}
+    tail = [
+        "",
+        f"Cost per example, over all trials: harness {cost['harness']:,.0f} µs (Hypothesis drawing "
+        f"`capacity_cases()` plus the oracle), uniform {cost['uniform']:,.0f} µs "
+        f"({cost['harness'] / cost['uniform']:.0f}x cheaper). So the time ratio is the examples ratio "
+        "divided by roughly that factor.",
+    ]
+    lines += tail
+    print("\n".join(tail))
+    text = "\n".join(lines) + "\n"
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(text)
+    print(f"wrote {REPORT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    main()
