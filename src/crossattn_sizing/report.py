@@ -126,26 +126,28 @@ class VerifyReport:
         ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
 
     def render(self, console: Console) -> None:
+        # Properties down, policies across: there are more properties than fit side by side.
         names = self.property_names()
         table = Table(
             title=f"crossattn-sizing verify  (impl={self.impl}, device={self.device}, profile={self.profile})"
         )
-        table.add_column("policy", style="bold")
-        table.add_column("expected")
-        for name in names:
-            table.add_column(name.replace("::", "\n"))
-        table.add_column("verdict")
-        style = {"holds": "green", "fails": "red", "n/a": "dim"}
+        table.add_column("property", style="bold", overflow="fold")
         for v in self.verdicts:
-            by_name = {p.name: p for p in v.properties}
-            cells = [
-                f"[{style[by_name[n].outcome]}]{by_name[n].outcome}[/]" if n in by_name else "[dim]-[/]"
-                for n in names
-            ]
-            verdict = v.verdict + (" (UNEXPECTED)" if v.unexpected else "")
+            table.add_column(v.policy, overflow="fold")
+        style = {"holds": "green", "fails": "red", "n/a": "dim"}
+        for n in names:
+            cells = []
+            for v in self.verdicts:
+                by_name = {p.name: p for p in v.properties}
+                cells.append(f"[{style[by_name[n].outcome]}]{by_name[n].outcome}[/]" if n in by_name else "-")
+            table.add_row(n, *cells)
+        table.add_section()
+        table.add_row("expected", *("holds" if v.expected_to_hold else "fails" for v in self.verdicts))
+        verdict_cells = []
+        for v in self.verdicts:
             color = "red" if v.unexpected else ("green" if v.holds else "yellow")
-            expected = "holds" if v.expected_to_hold else "fails"
-            table.add_row(v.policy, expected, *cells, f"[{color}]{verdict}[/]")
+            verdict_cells.append(f"[{color}]{v.verdict}{' (UNEXPECTED)' if v.unexpected else ''}[/]")
+        table.add_row("verdict", *verdict_cells)
         console.print(table)
         for v in self.verdicts:
             if v.error:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -83,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs:  # fail fast, before any suite runs, on a policy that does not load
         load_policy(spec)
     profile = _profile(args.profile, args.max_examples)
-    console = Console(stderr=False)
+    # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
+    console = Console(width=None if sys.stdout.isatty() else 200)
     verdicts: list[PolicyVerdict] = []
     interrupted = False
     with Progress(
