@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shlex
 
+from crossattn_sizing.admission import encoder_bound
 from crossattn_sizing.checks import Invariant, violations
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from properties.strategies import CapacityCase
@@ -31,7 +32,7 @@ def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, p
     if not found:
         return
     spec = policy_spec or policy_name(policy)
-    bound = min(case.config.encoder_budget, case.config.max_num_batched_tokens)
+    bound = encoder_bound(case.config)
     lines = [
         f"{invariant} fails under sizing policy {spec!r}",
         f"  config:         {case.config.describe()}",

@@ -57,10 +57,22 @@ class PropertyResult:
             if not key.endswith("-phase") or not isinstance(phase, dict):
                 continue
             for case in phase.get("test-cases", []):
-                self.examples += 1
-                for event in case.get("events", []):
-                    self.events[event] = self.events.get(event, 0) + 1
-        for label, score in (stats.get("targets") or {}).items():
+                self._count(1, dict.fromkeys(case.get("events", []), 1), {})
+        self._count(0, {}, stats.get("targets") or {})
+
+    def merge(self, other: PropertyResult) -> None:
+        """Fold another run of the same property in (fuzz rounds add up this way)."""
+        self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
+        self._count(other.examples, other.events, other.best_targets)
+        if other.outcome == "fails" and self.outcome != "fails":
+            self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
+
+    def _count(self, examples: int, events: dict[str, int], targets: dict[str, float]) -> None:
+        """The one place counts add up: examples and events sum, target scores keep their best."""
+        self.examples += examples
+        for event, n in events.items():
+            self.events[event] = self.events.get(event, 0) + n
+        for label, score in targets.items():
             self.best_targets[label] = max(score, self.best_targets.get(label, float("-inf")))
 
 

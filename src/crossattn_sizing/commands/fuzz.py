@@ -65,15 +65,7 @@ class Totals:
 
     def add(self, policy: str, results: list[PropertyResult]) -> None:
         for r in results:
-            total = self.by_key.setdefault((policy, r.name), PropertyResult(r.name, outcome="holds"))
-            total.nodeids = sorted(set(total.nodeids) | set(r.nodeids))
-            total.examples += r.examples
-            for event, n in r.events.items():
-                total.events[event] = total.events.get(event, 0) + n
-            for label, score in r.best_targets.items():
-                total.best_targets[label] = max(score, total.best_targets.get(label, float("-inf")))
-            if r.outcome == "fails" and total.outcome != "fails":
-                total.outcome, total.diagnosis, total.reproduce = "fails", r.diagnosis, r.reproduce
+            self.by_key.setdefault((policy, r.name), PropertyResult(r.name)).merge(r)
 
 
 def _hard_stop(deadline: float, grace: float) -> threading.Timer:
