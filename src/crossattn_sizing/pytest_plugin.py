@@ -14,7 +14,10 @@ import pytest
 
 from crossattn_sizing import profiles
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import Policy, load_policy
+from crossattn_sizing.policies import Policy, load_callable, load_checked_policy
+
+IMPL_NAMES = ("torch", "triton")
+"""Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
 profiles.register_profiles()
 
@@ -45,13 +48,23 @@ def pytest_configure(config: pytest.Config) -> None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
-        config._crossattn_policy = load_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        config._crossattn_policy = load_checked_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        check_impl_spec(str(config.getoption("impl")))
         if config.getoption("device") == "cuda":
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def check_impl_spec(spec: str) -> None:
+    """Refuse an ``--impl`` that names nothing at start-up, even when no selected test needs it.
+
+    Only the name is resolved here (a ``module:attr`` is imported); building the
+    implementation needs torch and waits for the first test that uses it.
+    """
+    load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
 
 
 @pytest.fixture(scope="session")

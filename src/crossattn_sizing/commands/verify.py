@@ -17,8 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy, policy_name
+from crossattn_sizing import interrupts
+from crossattn_sizing.errors import OptionError
+from crossattn_sizing.outputs import output_file
+from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.suite import run_suite
@@ -59,7 +61,7 @@ def _profile(name: str, max_examples: int | None) -> str:
     if max_examples is None:
         return name
     if max_examples < 1:
-        raise HarnessError(f"--max-examples={max_examples}: must be >= 1")
+        raise OptionError("--max-examples", max_examples, "must be >= 1")
     from hypothesis import settings
 
     from crossattn_sizing import profiles
@@ -79,10 +81,20 @@ def collect_findings() -> list[Finding]:
     return [Finding(f.title, f.detail) for f in findings.all_findings()]
 
 
+def check_impl(spec: str, device: str) -> None:
+    """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
+    from crossattn_sizing.impl import load_impl
+
+    load_impl(spec, device)
+
+
 def run(args: argparse.Namespace) -> int:
     specs = args.policy or list(BUILTIN_POLICIES)
-    for spec in specs:  # fail fast, before any suite runs, on a policy that does not load
-        load_policy(spec)
+    # Everything the user typed is checked before any suite runs.
+    names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
+    json_path = output_file("--json", args.json)
+    junit_path = output_file("--junit-xml", args.junit_xml)
+    check_impl(args.impl, args.device)
     profile = _profile(args.profile, args.max_examples)
     # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
@@ -98,6 +110,10 @@ def run(args: argparse.Namespace) -> int:
     ) as progress:
         overall = progress.add_task("policies", total=len(specs))
         for spec in specs:
+            if interrupts.requested():
+                interrupted = True
+                break
+            interrupts.announce(f"verify: policy {spec}: running the property suite")
             task = progress.add_task(f"{spec}", total=None)
 
             def on_progress(done: int, total: int, nodeid: str, task=task, spec=spec) -> None:  # type: ignore[no-untyped-def]
@@ -115,18 +131,26 @@ def run(args: argparse.Namespace) -> int:
                     select=args.select,
                     on_progress=on_progress,
                 )
-            verdicts.append(PolicyVerdict(policy_name(load_policy(spec)), expected_to_hold(spec), results))
+            interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
+            verdict = PolicyVerdict(names[spec], expected_to_hold(spec), results, interrupted=interrupted)
+            verdicts.append(verdict)
             progress.remove_task(task)
             progress.advance(overall)
-            if code == 2:  # Ctrl-C inside pytest: report what ran, then stop
-                interrupted = True
+            if interrupted:  # report what ran, then stop
                 break
-    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, collect_findings())
+    ran = {v.policy for v in verdicts}
+    # Policies the interrupt kept from running are listed, as not run, never as holding.
+    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), []) for s in specs if names[s] not in ran]
+    # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
+    findings = [] if interrupted else collect_findings()
+    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, findings, interrupted)
+    # Files first: a second Ctrl-C during the table must not lose them.
+    if json_path:
+        report.write_json(json_path)
+    if junit_path:
+        report.write_junit(junit_path)
     if interrupted:
-        console.print("[yellow]interrupted: the report covers the policies that ran[/]")
+        console.print("[yellow]interrupted: the report covers what ran before Ctrl-C[/]")
     report.render(console)
-    if args.json:
-        report.write_json(args.json)
-    if args.junit_xml:
-        report.write_junit(args.junit_xml)
-    return 130 if interrupted else report.exit_status
+    return report.exit_status
+
