@@ -8,12 +8,15 @@ that, so the two commands only differ in what they do with the results.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -243,6 +246,28 @@ class _Collector:
                 self.session.shouldstop = "time budget spent"
 
 
+class _WithoutUsageError:
+    """stderr, less pytest's own "ERROR: ..." line for a start-up usage error.
+
+    :func:`run_suite` raises that error itself, so the CLI prints it once, in
+    its own one-line form; everything else (the progress bar) passes through.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from crossattn_sizing import pytest_plugin
+
+        message = pytest_plugin.last_usage_error
+        if message and message in text:
+            return len(text)
+        return int(self._stream.write(text))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def run_suite(
     policy_spec: str,
     *,
@@ -291,8 +316,12 @@ def run_suite(
         args += ["-k", expr]
     for nodeid in deselect:
         args += ["--deselect", nodeid]
+    from crossattn_sizing import pytest_plugin
+
+    pytest_plugin.last_usage_error = ""
     collector = _Collector(on_progress, stop_at)
-    code = pytest.main(args, plugins=[collector])
+    with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
+        code = pytest.main(args, plugins=[collector])
     if collector.policy_error:
         raise PolicyCallError(collector.policy_error)
     if collector.input_error:
@@ -301,6 +330,8 @@ def run_suite(
         raise HarnessError("the property suite did not collect:\n" + "\n".join(collector.collect_errors))
     if collector.exit_message:
         raise HarnessError(collector.exit_message)
+    if code == pytest.ExitCode.USAGE_ERROR and pytest_plugin.last_usage_error:
+        raise HarnessError(pytest_plugin.last_usage_error)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
