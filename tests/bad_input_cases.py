@@ -14,7 +14,6 @@ traceback; nothing that did not run ever says "holds".
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -245,7 +244,6 @@ CASES: list[Case] = [
 """Every row; the report and the test read the same list."""
 
 
-ROOT = Path(__file__).resolve().parents[1]
 PROGRESS_PREFIXES = ("verify: policy ", "fuzz: round ")
 """Progress lines the commands print to a non-terminal stderr; not part of an answer."""
 
@@ -274,21 +272,10 @@ def command_line(case: Case, d: Path) -> list[str]:
     return [sys.executable, "-m", "crossattn_sizing", *case.argv(d)]
 
 
-def run_isolated(case: Case, d: Path, timeout: float = 900) -> tuple[int, str, str]:
-    """Run a row in a fresh process (its own session: every child is killed if it overruns)."""
-    import os
-    import signal
-    import subprocess
+def run_isolated(case: Case, d: Path) -> tuple[int, str, str]:
+    """Run a row in a fresh process (its own process group, killed however the run ends)."""
+    from tests.processes import run
 
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **case.environ(d)}
-    proc = subprocess.Popen(
-        command_line(case, d), cwd=ROOT, env=env, text=True, start_new_session=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    return proc.returncode, out, err
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **case.environ(d)}
+    done = run(command_line(case, d), env=env)
+    return done.returncode, done.stdout, done.stderr

@@ -47,8 +47,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
     p.add_argument("--max-rounds", type=int,
                    help="stop after this many rounds (default: only the time budget)")  # fmt: skip
-    p.add_argument("--seed", type=int, help="Hypothesis seed of round 1 (round n uses seed+n-1); "
-                                            "default: random")  # fmt: skip
+    p.add_argument("--seed", type=int,
+                   help="Hypothesis seed of round 1 (round n uses seed+n-1), for a run that repeats "
+                        "exactly; Hypothesis then leaves the example database alone "
+                        "(default: random, database used)")  # fmt: skip
     p.add_argument("--policy", action="append", help="policy to fuzz (repeatable; default mrv2)")
     p.add_argument("--impl", default="torch")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -128,9 +130,6 @@ def run(args: argparse.Namespace) -> int:
     regressions = output_dir("--regressions", args.regressions or properties_dir() / "regressions")
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
-    from crossattn_sizing.impl import load_impl
-
-    load_impl(args.impl, args.device)  # a bad --impl or a missing GPU: one line, before any round
     os.environ["CROSSATTN_REGRESSIONS_DIR"] = str(regressions)
     os.environ["CROSSATTN_RECORD_REGRESSIONS"] = "1"
     if db:
@@ -150,8 +149,10 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     deadline = time.monotonic() + args.minutes * 60
     timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
-    interrupted = False
     try:
+        from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
+
+        load_impl(args.impl, args.device)  # a bad --impl or a missing GPU: one line, before any round
         with Progress(
             TextColumn("[bold]fuzz[/] round {task.fields[round]} {task.description}"),
             BarColumn(),
@@ -161,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         ) as progress:
             task = progress.add_task("", total=args.minutes * 60, round=0)
             live = set(specs)
-            while time.monotonic() < deadline and live and not interrupts.requested():
+            # Round 1 always starts (a budget spent during start-up still tests something).
+            while live and not interrupts.requested() and (totals.rounds == 0 or time.monotonic() < deadline):
                 if args.max_rounds is not None and totals.rounds >= args.max_rounds:
                     break
                 totals.rounds += 1

@@ -94,12 +94,36 @@ def run(args: argparse.Namespace) -> int:
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
-    check_impl(args.impl, args.device)
     profile = _profile(args.profile, args.max_examples)
+    verdicts: list[PolicyVerdict] = []
+    try:
+        check_impl(args.impl, args.device)  # imports torch: Ctrl-C often lands here
+        interrupted = run_policies(args, specs, names, profile, verdicts)
+    except KeyboardInterrupt:  # outside pytest (which reports its own): between or before suites
+        interrupted = True
+    # Policies the interrupt kept from running are listed, as not run, never as holding.
+    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), []) for s in specs[len(verdicts) :]]
+    # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
+    findings = [] if interrupted else collect_findings()
+    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, findings, interrupted)
+    # Files first: a second Ctrl-C during the table must not lose them.
+    if json_path:
+        report.write_json(json_path)
+    if junit_path:
+        report.write_junit(junit_path)
     # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
-    verdicts: list[PolicyVerdict] = []
-    interrupted = False
+    if interrupted:
+        console.print("[yellow]interrupted: the report covers what ran before Ctrl-C[/]")
+    report.render(console)
+    return report.exit_status
+
+
+def run_policies(
+    args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
+    verdicts: list[PolicyVerdict],
+) -> bool:  # fmt: skip
+    """Run the suite for each policy in turn, appending its verdict; True when Ctrl-C stopped it."""
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -111,8 +135,7 @@ def run(args: argparse.Namespace) -> int:
         overall = progress.add_task("policies", total=len(specs))
         for spec in specs:
             if interrupts.requested():
-                interrupted = True
-                break
+                return True
             interrupts.announce(f"verify: policy {spec}: running the property suite")
             task = progress.add_task(f"{spec}", total=None)
 
@@ -121,36 +144,24 @@ def run(args: argparse.Namespace) -> int:
                 progress.update(task, completed=done, total=total, description=f"{spec}: {name}")
 
             # Hypothesis and pytest print to stdout as they go; the report below says it all once.
-            with contextlib.redirect_stdout(io.StringIO()):
-                results, code = run_suite(
-                    spec,
-                    impl=args.impl,
-                    device=args.device,
-                    profile=profile,
-                    seed=args.seed,
-                    select=args.select,
-                    on_progress=on_progress,
-                )
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    results, code = run_suite(
+                        spec,
+                        impl=args.impl,
+                        device=args.device,
+                        profile=profile,
+                        seed=args.seed,
+                        select=args.select,
+                        on_progress=on_progress,
+                    )
+            except KeyboardInterrupt:  # before pytest took over (start-up, imports): this policy
+                results, code = [], 2
             interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
             verdict = PolicyVerdict(names[spec], expected_to_hold(spec), results, interrupted=interrupted)
             verdicts.append(verdict)
             progress.remove_task(task)
             progress.advance(overall)
             if interrupted:  # report what ran, then stop
-                break
-    ran = {v.policy for v in verdicts}
-    # Policies the interrupt kept from running are listed, as not run, never as holding.
-    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), []) for s in specs if names[s] not in ran]
-    # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
-    findings = [] if interrupted else collect_findings()
-    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, findings, interrupted)
-    # Files first: a second Ctrl-C during the table must not lose them.
-    if json_path:
-        report.write_json(json_path)
-    if junit_path:
-        report.write_junit(junit_path)
-    if interrupted:
-        console.print("[yellow]interrupted: the report covers what ran before Ctrl-C[/]")
-    report.render(console)
-    return report.exit_status
-
+                return True
+    return False
