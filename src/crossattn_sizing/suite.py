@@ -95,6 +95,9 @@ def property_name(nodeid: str) -> str:
     return f"{Path(path).stem}::{rest.split('[')[0]}"
 
 
+NO_TEST_CASES = "run no test cases"
+"""Part of Hypothesis's skip message for a test left with no phase that runs examples."""
+
 _REPRODUCE = re.compile(r"reproduce:\s*(.+)")
 
 
@@ -224,9 +227,12 @@ class _Collector:
             result.outcome = "fails"
             result.diagnosis, result.falsifying_example, result.reproduce = _failure_details(report)
         elif report.skipped and report.when in ("setup", "call") and result.outcome == "not run":
-            result.outcome = "n/a"
             longrepr = report.longrepr
             result.reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+            # Hypothesis skips a test it was given no phase to run (the replay profile on a property
+            # with no pinned example): nothing ran, which is not "does not apply".
+            if NO_TEST_CASES not in result.reason:
+                result.outcome = "n/a"
         elif report.passed and report.when == "call" and result.outcome in ("not run", "n/a"):
             before = self._examples_before.get(report.nodeid, 0)
             if self._examples_ran(report.nodeid, result, before):
