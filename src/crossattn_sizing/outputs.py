@@ -27,6 +27,15 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or type(exc).__name__
 
 
+def _check_folders(option: str, target: Path) -> None:
+    """The nearest existing folder above ``target`` must be a folder, not a file."""
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise OptionError(option, target, f"{parent} is a file, not a folder")
+            return
+
+
 def output_file(option: str, path: str | os.PathLike[str] | None) -> Path | None:
     """``path`` as a checked, writable file output, or None when the option was not given."""
     if path is None:
@@ -36,6 +45,7 @@ def output_file(option: str, path: str | os.PathLike[str] | None) -> Path | None
         raise OptionError(option, "''", "needs a file path")
     if target.is_dir():
         raise OptionError(option, target, "is a folder; name a file to write")
+    _check_folders(option, target)
     existed = target.exists()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -57,6 +67,7 @@ def output_dir(option: str, path: str | os.PathLike[str] | None) -> Path | None:
         raise OptionError(option, "''", "needs a folder path")
     if target.exists() and not target.is_dir():
         raise OptionError(option, target, "is a file; name a folder")
+    _check_folders(option, target)
     try:
         target.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=target, prefix=".write-probe-")

@@ -42,7 +42,12 @@ MAX_MINUTES = 7 * 24 * 60
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("fuzz", help="fuzz the property suite for a time budget (nightly profile)")
+    p = subparsers.add_parser(
+        "fuzz",
+        help="fuzz the property suite for a time budget (nightly profile)",
+        epilog="exit status: 0 every property ran and held; 1 a property fails; 2 bad input; "
+        "3 nothing failed but some property never ran; 130 Ctrl-C",
+    )
     p.add_argument("--minutes", type=float, default=10.0,
                    help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
     p.add_argument("--max-rounds", type=int,
@@ -148,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     totals = Totals()
     console = Console()
     deadline = time.monotonic() + args.minutes * 60
+    previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
     timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
     try:
         from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
@@ -192,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
         pass  # Ctrl-C (recorded by the handler) or the budget's hard stop: report what ran
     finally:
         timer.cancel()
+        signal.signal(HARD_STOP_SIGNAL, previous_handler)
     interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
     status = exit_status(totals, interrupted)

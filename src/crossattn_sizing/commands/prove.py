@@ -56,7 +56,7 @@ def register(subparsers: Any) -> None:
             "cross-attention group on every config of the product of the options below. "
             "LIST is comma-separated N, LO-HI or LO-HI:STEP items. B = max(M, E), the smallest "
             "max_num_batched_tokens the engine accepts that admits E, so e = E. "
-            "Exit 0: holds; 1: counterexamples; 2: bad arguments."
+            "Exit 0: holds; 1: counterexamples; 2: bad arguments; 130: Ctrl-C."
         ),
     )
     p.add_argument("--policy", required=True, metavar="P", help="built-in policy name or module:attr")

@@ -28,7 +28,10 @@ from crossattn_sizing.suite import run_suite
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "verify", help="run every property against each sizing policy and report verdicts"
+        "verify",
+        help="run every property against each sizing policy and report verdicts",
+        epilog="exit status: 0 every policy ran and those expected to hold hold; 1 one of them fails; "
+        "2 bad input; 3 nothing failed but something did not run; 130 Ctrl-C",
     )
     p.add_argument(
         "--policy",
