@@ -152,52 +152,20 @@ def run(args: argparse.Namespace) -> int:
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
     totals = Totals()
     console = Console()
-    deadline = time.monotonic() + args.minutes * 60
     previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
-    timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
+    timer: threading.Timer | None = None
     try:
         from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
 
         load_impl(args.impl, args.device)  # a bad --impl or a missing GPU: one line, before any round
-        with Progress(
-            TextColumn("[bold]fuzz[/] round {task.fields[round]} {task.description}"),
-            BarColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        ) as progress:
-            task = progress.add_task("", total=args.minutes * 60, round=0)
-            live = set(specs)
-            # Round 1 always starts (a budget spent during start-up still tests something).
-            while live and not interrupts.requested() and (totals.rounds == 0 or time.monotonic() < deadline):
-                if args.max_rounds is not None and totals.rounds >= args.max_rounds:
-                    break
-                totals.rounds += 1
-                for spec in [s for s in specs if s in live]:
-                    elapsed = args.minutes * 60 - (deadline - time.monotonic())
-                    progress.update(task, completed=elapsed, description=spec, round=totals.rounds)
-                    interrupts.announce(f"fuzz: round {totals.rounds}: policy {spec}")
-                    seed = None if args.seed is None else args.seed + totals.rounds - 1
-                    with contextlib.redirect_stdout(io.StringIO()):
-                        results, code = run_suite(
-                            spec,
-                            impl=args.impl,
-                            device=args.device,
-                            profile="fuzz-round",
-                            seed=seed,
-                            select=args.select,
-                            deselect=totals.failing_nodeids(spec),
-                            stop_at=deadline,
-                        )
-                    totals.add(spec, results)
-                    if code == 2:  # pytest's INTERRUPTED: the time budget or Ctrl-C stopped the round
-                        raise KeyboardInterrupt
-                    if code == 5:  # nothing left to run: every property already fails for this policy
-                        live.discard(spec)
+        deadline = time.monotonic() + args.minutes * 60  # the budget is for fuzzing, not start-up
+        timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
+        run_rounds(args, specs, totals, deadline)
     except KeyboardInterrupt:
         pass  # Ctrl-C (recorded by the handler) or the budget's hard stop: report what ran
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
         signal.signal(HARD_STOP_SIGNAL, previous_handler)
     interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
@@ -208,6 +176,49 @@ def run(args: argparse.Namespace) -> int:
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
+
+
+def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadline: float) -> None:
+    """Rounds of the suite per policy until a budget ends them (or every property of a policy fails).
+
+    Round 1 always starts. Ctrl-C, or the hard stop of a test that overruns,
+    arrives as KeyboardInterrupt, raised here or re-raised from pytest's report.
+    """
+    with Progress(
+        TextColumn("[bold]fuzz[/] round {task.fields[round]} {task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=args.minutes * 60, round=0)
+        live = set(specs)
+        # Round 1 always starts (a budget spent during start-up still tests something).
+        while live and not interrupts.requested() and (totals.rounds == 0 or time.monotonic() < deadline):
+            if args.max_rounds is not None and totals.rounds >= args.max_rounds:
+                break
+            totals.rounds += 1
+            for spec in [s for s in specs if s in live]:
+                elapsed = args.minutes * 60 - (deadline - time.monotonic())
+                progress.update(task, completed=elapsed, description=spec, round=totals.rounds)
+                interrupts.announce(f"fuzz: round {totals.rounds}: policy {spec}")
+                seed = None if args.seed is None else args.seed + totals.rounds - 1
+                with contextlib.redirect_stdout(io.StringIO()):
+                    results, code = run_suite(
+                        spec,
+                        impl=args.impl,
+                        device=args.device,
+                        profile="fuzz-round",
+                        seed=seed,
+                        select=args.select,
+                        deselect=totals.failing_nodeids(spec),
+                        stop_at=deadline,
+                    )
+                totals.add(spec, results)
+                if code == 2:  # pytest's INTERRUPTED: the time budget or Ctrl-C stopped the round
+                    raise KeyboardInterrupt
+                if code == 5:  # nothing left to run: every property already fails for this policy
+                    live.discard(spec)
 
 
 def exit_status(totals: Totals, interrupted: bool) -> int:

@@ -126,7 +126,11 @@ def run_policies(
     args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
     verdicts: list[PolicyVerdict],
 ) -> bool:  # fmt: skip
-    """Run the suite for each policy in turn, appending its verdict; True when Ctrl-C stopped it."""
+    """Run the suite for each policy in turn, appending its verdict; True when Ctrl-C stopped it.
+
+    A KeyboardInterrupt that escapes (raised outside pytest) reaches :func:`run`,
+    with the policy in progress already recorded as interrupted.
+    """
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -139,6 +143,9 @@ def run_policies(
         for spec in specs:
             if interrupts.requested():
                 return True
+            # Interrupted until its suite reports: a Ctrl-C landing anywhere from here on
+            # (start-up, imports, between tests) leaves this policy marked as interrupted.
+            verdicts.append(PolicyVerdict(names[spec], expected_to_hold(spec), [], interrupted=True))
             interrupts.announce(f"verify: policy {spec}: running the property suite")
             task = progress.add_task(f"{spec}", total=None)
 
@@ -147,22 +154,19 @@ def run_policies(
                 progress.update(task, completed=done, total=total, description=f"{spec}: {name}")
 
             # Hypothesis and pytest print to stdout as they go; the report below says it all once.
-            try:
-                with contextlib.redirect_stdout(io.StringIO()):
-                    results, code = run_suite(
-                        spec,
-                        impl=args.impl,
-                        device=args.device,
-                        profile=profile,
-                        seed=args.seed,
-                        select=args.select,
-                        on_progress=on_progress,
-                    )
-            except KeyboardInterrupt:  # before pytest took over (start-up, imports): this policy
-                results, code = [], 2
+            with contextlib.redirect_stdout(io.StringIO()):
+                results, code = run_suite(
+                    spec,
+                    impl=args.impl,
+                    device=args.device,
+                    profile=profile,
+                    seed=args.seed,
+                    select=args.select,
+                    on_progress=on_progress,
+                )
             interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
-            verdict = PolicyVerdict(names[spec], expected_to_hold(spec), results, interrupted=interrupted)
-            verdicts.append(verdict)
+            expected = expected_to_hold(spec)
+            verdicts[-1] = PolicyVerdict(names[spec], expected, results, interrupted=interrupted)
             progress.remove_task(task)
             progress.advance(overall)
             if interrupted:  # report what ran, then stop
