@@ -1,46 +1,48 @@
-"""The fuzzer end to end: what it finds becomes a regression file that later runs replay."""
+"""The fuzzer end to end: what it finds becomes a regression file that later runs replay.
+
+Every run here has a budget in rounds (``--max-rounds``) and a seed, so what it
+does is the same on an idle laptop and on a loaded CI box; the time budget is
+set far above anything these runs need and is never what ends them.
+"""
 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.processes import cli, run
+
 pytestmark = pytest.mark.slow
 
+NEVER_REACHED = "600"  # minutes: the round budget ends every run here first
 
-def fuzz(tmp_path: Path, policy: str, minutes: str = "0.08") -> tuple[subprocess.CompletedProcess[str], Path]:
+
+def fuzz(tmp_path: Path, policy: str, rounds: int) -> tuple[subprocess.CompletedProcess[str], Path]:
     regressions = tmp_path / "regressions"
-    proc = subprocess.run(
-        [
-            sys.executable, "-m", "crossattn_sizing", "fuzz", "--minutes", minutes, "--policy", policy,
-            "--regressions", str(regressions), "--db", str(tmp_path / "db"), "-k", "test_capacity",
-            "--examples-per-round", "150", "--json", str(tmp_path / "summary.json"),
-        ],
-        capture_output=True, text=True, timeout=600,
-    )
+    proc = run(cli(
+        "fuzz", "--minutes", NEVER_REACHED, "--max-rounds", str(rounds), "--seed", "0", "--policy", policy,
+        "--regressions", str(regressions), "--db", str(tmp_path / "db"), "-k", "test_capacity",
+        "--examples-per-round", "150", "--json", str(tmp_path / "summary.json"),
+    ))  # fmt: skip
     return proc, regressions
 
 
 def replay(regressions: Path, policy: str) -> subprocess.CompletedProcess[str]:
     """A plain run of the capacity properties that only replays pinned examples."""
-    env = dict(os.environ, CROSSATTN_REGRESSIONS_DIR=str(regressions))
-    return subprocess.run(
-        [
-            sys.executable, "-m", "pytest", "properties/test_capacity.py", "--sizing-policy", policy,
-            "--hypothesis-profile", "replay", "-p", "no:cacheprovider", "-q",
-        ],
-        capture_output=True, text=True, timeout=600, env=env,
-    )
+    return run(
+        [sys.executable, "-m", "pytest", "properties/test_capacity.py", "--sizing-policy", policy,
+         "--hypothesis-profile", "replay", "-p", "no:cacheprovider", "-q"],
+        env={"CROSSATTN_REGRESSIONS_DIR": str(regressions)},
+    )  # fmt: skip
 
 
 def test_fuzzing_the_prefix_sizing_writes_a_nemotron_shaped_regression(tmp_path: Path) -> None:
-    # The run ends as soon as every property fails; the budget only bounds a slow machine.
-    proc, regressions = fuzz(tmp_path, "mrv2-prefix", minutes="1")
+    # The run ends as soon as every property fails (round 1 with this seed); 3 rounds only bound it.
+    proc, regressions = fuzz(tmp_path, "mrv2-prefix", rounds=3)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fuzz summary" in proc.stdout and "new regression files" in proc.stdout
     files = sorted(regressions.glob("*.json"))
@@ -51,6 +53,7 @@ def test_fuzzing_the_prefix_sizing_writes_a_nemotron_shaped_regression(tmp_path:
     assert max(data["encoder_lens"]) > data["config"]["max_model_len"]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["new_regressions"] and all(p["outcome"] == "fails" for p in summary["properties"])
+    assert summary["exit_status"] == 1 and summary["interrupted"] is False
 
 
 def test_a_found_failure_is_replayed_by_the_next_plain_run(tmp_path: Path) -> None:
@@ -58,7 +61,7 @@ def test_a_found_failure_is_replayed_by_the_next_plain_run(tmp_path: Path) -> No
     # failing replay can only come from the file the fuzzer wrote.
     policy = "tests.broken_policies:dcp_on_replicated"
     assert replay(tmp_path / "empty", policy).returncode == 0
-    proc, regressions = fuzz(tmp_path, policy, minutes="0.3")
+    proc, regressions = fuzz(tmp_path, policy, rounds=3)
     assert list(regressions.glob("*.json")), proc.stdout + proc.stderr
     replayed = replay(regressions, policy)
     assert replayed.returncode == 1, replayed.stdout
@@ -67,11 +70,30 @@ def test_a_found_failure_is_replayed_by_the_next_plain_run(tmp_path: Path) -> No
 
 
 def test_fuzzing_the_fixed_sizing_writes_nothing_and_reports_its_budget(tmp_path: Path) -> None:
-    proc, regressions = fuzz(tmp_path, "mrv2")
+    proc, regressions = fuzz(tmp_path, "mrv2", rounds=1)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert not list(regressions.glob("*.json")) if regressions.exists() else True
+    assert not list(regressions.glob("*.json"))
     assert "no new regression files" in proc.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["rounds"] >= 1
+    assert summary["rounds"] == 1 and summary["exit_status"] == 0
     assert all(p["examples"] > 0 and p["outcome"] == "holds" for p in summary["properties"])
     assert any("S absent" in p["events"] for p in summary["properties"])
+
+
+def test_a_spent_time_budget_ends_the_run_normally(tmp_path: Path) -> None:
+    """About the clock, so with wide margins: a 0.01-minute budget and rounds without end.
+
+    The budget is checked between tests; the run ends after the first test
+    past it, reports what ran and exits as a finished run, never as Ctrl-C.
+    """
+    regressions = tmp_path / "regressions"
+    proc = run(cli(
+        "fuzz", "--minutes", "0.01", "--policy", "mrv2", "--regressions", str(regressions),
+        "--db", str(tmp_path / "db"), "-k", "test_capacity", "--examples-per-round", "50",
+        "--json", str(tmp_path / "summary.json"),
+    ))  # fmt: skip
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is False, proc.stdout + proc.stderr
+    assert summary["rounds"] >= 1
+    assert proc.returncode in (0, 3) and proc.returncode == summary["exit_status"]  # 3: a test never reached
+    assert all(p["outcome"] in ("holds", "not run") for p in summary["properties"])

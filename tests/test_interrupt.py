@@ -1,14 +1,24 @@
-"""Ctrl-C ends a long run early, and the run still prints its summary and keeps what it found."""
+"""Ctrl-C: exit status 130 from every command, at any moment, with what ran reported and kept.
+
+The end-to-end tests wait for an event (a progress line on stderr) before
+pressing Ctrl-C, never for a guessed number of seconds, and kill the child's
+process group however they end. The in-process tests deliver a real SIGINT
+from inside each command's work, so the moment is exact.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import signal
-import subprocess
-import sys
-import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+
+from crossattn_sizing.cli import main
+from tests.bad_input_cases import NEMOTRON
+from tests.processes import cli, running
 
 pytestmark = pytest.mark.slow
 
@@ -18,55 +28,100 @@ def uncaught(stderr: str) -> str:
     return stderr if "Exception ignored" not in stderr else stderr.split("Exception ignored")[0]
 
 
-def interrupt_after(args: list[str], seconds: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "crossattn_sizing", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(seconds)
-    # Like a user pressing Ctrl-C again: a SIGINT that lands inside a gc callback is
-    # swallowed by Python ("Exception ignored"), so keep signalling until the run ends.
-    for _ in range(30):
-        proc.send_signal(signal.SIGINT)
-        try:
-            out, err = proc.communicate(timeout=4)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    else:
-        proc.kill()
-        out, err = proc.communicate()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
 def test_interrupted_fuzz_prints_its_summary_and_keeps_regressions(tmp_path: Path) -> None:
-    regressions = tmp_path / "regressions"
-    result = interrupt_after(
-        [
-            "fuzz", "--minutes", "10", "--policy", "mrv2-prefix", "--policy", "mrv2",
-            "--regressions", str(regressions), "--db", str(tmp_path / "db"), "-k", "test_capacity",
-            "--examples-per-round", "100000",
-        ],
-        seconds=12,
-    )
-    assert "fuzz summary" in result.stdout and "stopped early" in result.stdout, result.stdout + result.stderr
+    regressions, summary = tmp_path / "regressions", tmp_path / "summary.json"
+    command = cli(
+        "fuzz", "--minutes", "600", "--policy", "mrv2-prefix", "--policy", "mrv2",
+        "--regressions", str(regressions), "--db", str(tmp_path / "db"), "-k", "test_capacity",
+        "--examples-per-round", "100000", "--json", str(summary),
+    )  # fmt: skip
+    with running(command) as child:
+        # mrv2-prefix fails fast (its round ends when every property has failed); then mrv2 runs
+        # 100000 examples per property, far longer than it takes to press Ctrl-C.
+        child.wait_for(lambda line: line.strip() == "fuzz: round 1: policy mrv2")
+        result = child.interrupt()
+    shown = result.stdout + result.stderr
+    assert result.returncode == 130, shown
+    assert "fuzz summary" in result.stdout and "interrupted" in result.stdout, shown
     assert "Traceback" not in uncaught(result.stderr)
-    assert result.returncode == 1  # mrv2-prefix failed before the interrupt
-    assert list(regressions.glob("*.json"))
-    assert any((tmp_path / "db").rglob("*")), "the example database was not kept"
+    assert list(regressions.glob("*.json")), "the regression files were not kept"
+    assert any(p.is_file() for p in (tmp_path / "db").rglob("*")), "the example database was not kept"
+    data = json.loads(summary.read_text())
+    assert data["interrupted"] is True and data["exit_status"] == 130
+    outcomes = {(p["policy"], p["outcome"]) for p in data["properties"]}
+    assert ("mrv2-prefix", "fails") in outcomes
+    assert ("mrv2", "holds") not in outcomes  # nothing of mrv2 finished: never a "holds"
 
 
-def test_interrupted_verify_reports_what_ran(tmp_path: Path) -> None:
-    result = interrupt_after(
-        [
-            "verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
-            "--max-examples", "1000000",
-        ],
-        seconds=8,
-    )
+def test_interrupted_verify_reports_what_ran_and_nothing_as_holding(tmp_path: Path) -> None:
+    report, junit = tmp_path / "report.json", tmp_path / "report.xml"
+    command = cli(
+        "verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
+        "--max-examples", "1000000", "--json", str(report), "--junit-xml", str(junit),
+    )  # fmt: skip
+    with running(command) as child:
+        child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
+        result = child.interrupt()
+    shown = result.stdout + result.stderr
+    assert result.returncode == 130, shown
+    assert "interrupted" in result.stdout and "exit status 130" in result.stdout, shown
+    assert "Traceback" not in uncaught(result.stderr)
+    data = json.loads(report.read_text())
+    assert data["exit_status"] == 130 and data["verdict"] == "interrupted" and data["interrupted"] is True
+    verdicts = {p["policy"]: p["verdict"] for p in data["policies"]}
+    assert verdicts["mrv2-prefix"] == "not run" and verdicts["mrv2"] == "interrupted"
+    assert all(prop["outcome"] != "holds" for p in data["policies"] for prop in p["properties"])
+    cases = ET.parse(junit).getroot().iter("testcase")
+    assert all(case.find("error") is not None or case.find("failure") is not None for case in cases)
+
+
+def test_repeated_ctrl_c_still_exits_130(tmp_path: Path) -> None:
+    """A user who presses Ctrl-C again and again gets out, with the same status and no traceback."""
+    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000")
+    with running(command) as child:
+        child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
+        for _ in range(2):
+            child.proc.send_signal(signal.SIGINT)
+        result = child.interrupt()
     assert result.returncode == 130, result.stdout + result.stderr
-    assert "interrupted" in result.stdout
-    assert "mrv2" in result.stdout
     assert "Traceback" not in uncaught(result.stderr)
+
+
+def ctrl_c(*args: object, **kwargs: object) -> None:
+    """Stands in for a command's work: the user presses Ctrl-C right then (a real SIGINT)."""
+    os.kill(os.getpid(), signal.SIGINT)
+    raise AssertionError("SIGINT did not interrupt")  # pragma: no cover
+
+
+COMMANDS = "crossattn_sizing.commands"
+MOMENTS = [
+    # (argv, the function the Ctrl-C lands in)
+    (["check", "--config", NEMOTRON, "--encoder-lens", "3329"], f"{COMMANDS}.check.violations"),
+    (["reproduce", "whisper"], f"{COMMANDS}.reproduce.judge"),
+    (["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove"),
+    (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.check_impl"),
+    (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.run_suite"),
+    (["fuzz", "--policy", "mrv2", "--max-rounds", "1"], f"{COMMANDS}.fuzz.run_suite"),
+    (["audit", "--vllm", "0.24.0", "--offline"], f"{COMMANDS}.audit._sources"),
+]
+
+
+@pytest.mark.parametrize(("argv", "where"), MOMENTS, ids=[f"{a[0]}@{w.split('.')[-1]}" for a, w in MOMENTS])
+def test_every_command_exits_130_on_ctrl_c_at_any_moment(
+    argv: list[str], where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.setattr(where, ctrl_c)
+    extra = ["--json", str(tmp_path / "out.json")] if argv[0] in ("verify", "fuzz", "prove", "audit") else []
+    if argv[0] == "fuzz":
+        extra += ["--regressions", str(tmp_path / "regressions"), "--db", str(tmp_path / "db")]
+        for key in ("CROSSATTN_REGRESSIONS_DIR", "CROSSATTN_RECORD_REGRESSIONS", "CROSSATTN_DB"):
+            monkeypatch.setenv(key, "")  # fuzz sets them for its rounds; restored after the test
+    before = signal.getsignal(signal.SIGINT)
+    assert main([*argv, *extra]) == 130
+    out, err = capsys.readouterr()
+    assert "interrupted" in out + err and "Traceback" not in err
+    if argv[0] in ("verify", "fuzz"):  # what ran (nothing) is still written, and says so
+        data = json.loads((tmp_path / "out.json").read_text())
+        assert data["exit_status"] == 130 and data["interrupted"] is True
+    assert signal.getsignal(signal.SIGINT) is before  # the CLI put the old handler back

@@ -164,7 +164,7 @@ def test_a_harness_runner_config_file(tmp_path: Path, capsys: pytest.CaptureFixt
         (["bart", "--encoder-tokens", "2000"], "must be 1..1024"),
         (["whisper", "--impl", "no_such_mod:impl"], "implementation 'no_such_mod:impl'"),
         (["whisper", "--seed", "-1"], "--seed=-1: must be >= 0"),
-        (["--config", "/no/such/file.json"], "must be the path of a JSON file"),
+        (["--config", "/no/such/file.json"], "must be JSON text or the path of a JSON file"),
         (["--config", "{not json"], "is not valid JSON"),
         (["--config", '{"d_model": 4}'], "neither a transformers config"),
         (["--config", '{"model_type": "no-such-model"}'], "transformers cannot build this config"),

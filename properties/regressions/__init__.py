@@ -14,6 +14,8 @@ import os
 from pathlib import Path
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.jsoninput import read_json_file
 from properties.strategies import CapacityCase
 
 HERE = Path(__file__).parent
@@ -48,9 +50,27 @@ def whisper() -> CapacityCase:
 
 
 def load_case(path: Path) -> CapacityCase:
-    """Read one regression file written by the fuzzer (see ``write_case``)."""
-    data = json.loads(path.read_text())
-    return CapacityCase(RunnerConfig.from_dict(data["config"]), tuple(data["encoder_lens"]))
+    """Read one regression file written by the fuzzer (see ``case_to_json``).
+
+    A file that does not read back is a :class:`ConfigError` naming the file,
+    so a malformed one stops a run with one line instead of a collection
+    traceback.
+    """
+    where = f"regression file {path}"
+    try:
+        data = read_json_file(where, path)
+        lens = data.get("encoder_lens")
+        if not isinstance(lens, list) or not lens or not all(
+            isinstance(e, int) and not isinstance(e, bool) and e >= 1 for e in lens
+        ):
+            raise ConfigError("encoder_lens", lens, "must be a non-empty list of positive integers")
+        if "config" not in data:
+            raise ConfigError("config", None, "is required")
+        return CapacityCase(RunnerConfig.from_dict(data["config"]), tuple(lens))
+    except ConfigError as exc:
+        if exc.field.startswith(where):
+            raise
+        raise ConfigError(f"{where}: {exc.field}", exc.value, exc.rule) from None
 
 
 def case_to_json(case: CapacityCase, **meta: object) -> str:

@@ -1,9 +1,11 @@
 """The ``crossattn-sizing`` console script.
 
 User errors (an invalid config, a policy path that does not import, a missing
-GPU) are :class:`~crossattn_sizing.errors.HarnessError`; they print one line
-naming the problem and exit 2. Anything else is a bug in the harness and keeps
-its traceback.
+GPU, an unknown option) are :class:`~crossattn_sizing.errors.HarnessError` or
+argparse errors; they print one line naming the option or field and the rule
+and exit 2. Ctrl-C exits 130 from every command, at any moment (see
+:mod:`crossattn_sizing.interrupts`). Anything else is a bug in the harness and
+keeps its traceback.
 """
 
 from __future__ import annotations
@@ -13,17 +15,28 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from crossattn_sizing import commands
+from crossattn_sizing import commands, interrupts
 from crossattn_sizing.errors import HarnessError
+
+PROG = "crossattn-sizing"
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``prog: error: ...``), exit 2, like every other
+    bad input; ``--help`` still shows the full usage."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="crossattn-sizing",
+    parser = OneLineParser(
+        prog=PROG,
         description="Verify that paged KV-cache block tables cover every encoder token.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
     sub.required = True
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
@@ -32,16 +45,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    with interrupts.handling():
+        return _run(argv)
+
+
+def _run(argv: Sequence[str] | None) -> int:
     try:
-        return int(args.func(args))
+        args = build_parser().parse_args(argv)
+        status = int(args.func(args))
     except HarnessError as exc:
-        print(f"crossattn-sizing: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return interrupts.EXIT_STATUS if interrupts.requested() else 2
     except KeyboardInterrupt:
-        print("crossattn-sizing: interrupted", file=sys.stderr)
-        return 130
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return interrupts.EXIT_STATUS
+    # A Ctrl-C the command absorbed (a swallowed KeyboardInterrupt, pytest's own handling)
+    # still ends the run as interrupted.
+    return interrupts.EXIT_STATUS if interrupts.requested() else status
 
 
 if __name__ == "__main__":

@@ -40,6 +40,12 @@ def _require_int(name: str, value: object, minimum: int) -> None:
         raise ConfigError(name, value, f"must be >= {minimum}")
 
 
+def _require_bool(name: str, value: object) -> None:
+    # JSON "false" is a non-empty string, hence truthy: only a real boolean means what it says.
+    if not isinstance(value, bool):
+        raise ConfigError(name, value, "must be true or false")
+
+
 @dataclass(frozen=True)
 class KVCacheGroup:
     """One KV-cache group: every layer in it shares one block table.
@@ -62,6 +68,7 @@ class KVCacheGroup:
             allowed = ", ".join(k.value for k in GroupKind)
             raise ConfigError("kind", self.kind, f"must be one of {allowed}") from None
         _require_int("block_size", self.block_size, 1)
+        _require_bool("dcp_sharded", self.dcp_sharded)
         if self.kernel_block_size is None:
             object.__setattr__(self, "kernel_block_size", self.block_size)
         _require_int("kernel_block_size", self.kernel_block_size, 1)
@@ -128,6 +135,8 @@ class RunnerConfig:
         _require_int("dcp_interleave", self.dcp_interleave, 1)
         _require_int("max_num_reqs", self.max_num_reqs, 1)
         _require_int("num_speculative_blocks", self.num_speculative_blocks, 0)
+        _require_bool("is_encoder_decoder", self.is_encoder_decoder)
+        _require_bool("prefix_caching", self.prefix_caching)
         if not self.groups:
             raise ConfigError("groups", self.groups, "must hold at least one KV-cache group")
         for i, group in enumerate(self.groups):

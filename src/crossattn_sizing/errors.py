@@ -30,6 +30,26 @@ class PolicyLoadError(HarnessError, ValueError):
     """A sizing policy (or implementation) named by the user could not be loaded."""
 
 
+class PolicyCallError(PolicyLoadError):
+    """A user's sizing policy loaded but could not be called as a policy.
+
+    It raised, takes no config argument, or returned something other than one
+    non-negative int per KV-cache group. That is the user's input being wrong,
+    not a property failing: the CLI reports it as one line and exit 2, and the
+    property suite stops instead of shrinking it into a counterexample.
+    """
+
+
+class OptionError(HarnessError, ValueError):
+    """A command-line option (or plugin option) whose value breaks a rule: ``option value: rule``."""
+
+    def __init__(self, option: str, value: object, rule: str) -> None:
+        self.option = option
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{option} {value}: {rule}")
+
+
 class DeviceError(HarnessError, RuntimeError):
     """A device was required (``--device cuda``) but is not available."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from hypothesis import HealthCheck, find, settings
+from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
@@ -182,6 +182,8 @@ def dcp_cross_attention_finding(policy: Policy, max_examples: int = 2000) -> Dcp
                 max_examples=max_examples,
                 derandomize=True,
                 database=None,
+                # Its own phases: the loaded profile's (``replay`` has no generation) must not apply.
+                phases=(Phase.generate, Phase.shrink),
                 deadline=None,
                 suppress_health_check=list(HealthCheck),
             ),

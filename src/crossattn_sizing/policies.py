@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from crossattn_sizing.config import GroupKind, RunnerConfig
-from crossattn_sizing.errors import PolicyLoadError
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.errors import HarnessError, PolicyCallError, PolicyLoadError
 
 Policy = Callable[[RunnerConfig], tuple[int, ...]]
 Alignment = Literal["none", "pow2", "gcd"]
@@ -152,21 +152,50 @@ def policy_name(policy: Policy) -> str:
 def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """Call a policy and check its answer has the promised shape.
 
-    A user policy returning the wrong number of widths, or non-integers, is
-    reported as a policy error rather than surfacing as an IndexError later.
+    A user policy that raises (or takes no config argument), returns the wrong
+    number of widths, or non-integers, is a :class:`PolicyCallError`: bad
+    input reported as one line, never a traceback or a "failing property".
     """
-    result = policy(config)
+    try:
+        result = policy(config)
+    except HarnessError:
+        raise
+    except Exception as exc:  # the user's code: whatever it raises, it is their policy that broke
+        raise PolicyCallError(
+            f"sizing policy {policy_name(policy)} raised {type(exc).__name__}: {exc} "
+            f"(called with one RunnerConfig: {config.describe()})"
+        ) from None
     try:
         values = tuple(result)
     except TypeError:
-        raise PolicyLoadError(
+        raise PolicyCallError(
             f"sizing policy {policy_name(policy)} returned {result!r}, not a tuple of ints"
         ) from None
     if len(values) != len(config.groups) or not all(
         isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
     ):
-        raise PolicyLoadError(
+        raise PolicyCallError(
             f"sizing policy {policy_name(policy)} returned {values!r}: expected "
             f"{len(config.groups)} non-negative ints, one per KV-cache group"
         )
     return values
+
+
+PROBE_CONFIG = RunnerConfig(
+    max_model_len=2048,
+    max_num_batched_tokens=4096,
+    groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
+)
+"""An ordinary encoder-decoder config (the Nemotron-Parse shape) every policy must answer."""
+
+
+def probe_policy(policy: Policy) -> Policy:
+    """Call a loaded policy once on :data:`PROBE_CONFIG`, so one that cannot be called fails
+    before any work starts (exit 2), not as a property failure after minutes of shrinking."""
+    checked_widths(policy, PROBE_CONFIG)
+    return policy
+
+
+def load_checked_policy(spec: str) -> Policy:
+    """:func:`load_policy`, then :func:`probe_policy`: what every command and the plugin use."""
+    return probe_policy(load_policy(spec))

@@ -13,10 +13,26 @@ import os
 import pytest
 
 from crossattn_sizing import profiles
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import Policy, load_policy
+from crossattn_sizing.errors import HarnessError, OptionError
+from crossattn_sizing.policies import Policy, load_callable, load_checked_policy
+
+DEVICES = ("cpu", "cuda")
+IMPL_NAMES = ("torch", "triton")
+"""Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
 profiles.register_profiles()
+
+last_usage_error = ""
+"""The message of the last usage error raised at start-up, for in-process callers
+(:func:`crossattn_sizing.suite.run_suite`): pytest prints it to stderr, which
+they do not capture."""
+
+
+def usage_error(message: str) -> pytest.UsageError:
+    """A usage error (pytest exit 4, one ``ERROR:`` line), remembered for in-process callers."""
+    global last_usage_error
+    last_usage_error = message
+    return pytest.UsageError(message)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -34,8 +50,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--device",
         default=os.environ.get("CROSSATTN_DEVICE", "cpu"),
-        choices=("cpu", "cuda"),
-        help="device the implementation runs on (default: cpu)",
+        # Checked in pytest_configure, not by choices=: pytest prints its full usage text for an
+        # argparse error, where every other bad input gets one line.
+        help="device the implementation runs on: cpu or cuda (default: cpu)",
     )
 
 
@@ -45,13 +62,26 @@ def pytest_configure(config: pytest.Config) -> None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
-        config._crossattn_policy = load_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
-        if config.getoption("device") == "cuda":
+        config._crossattn_policy = load_checked_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        check_impl_spec(str(config.getoption("impl")))
+        device = config.getoption("device")
+        if device not in DEVICES:
+            raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
+        if device == "cuda":
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
     except HarnessError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        raise usage_error(str(exc)) from None
+
+
+def check_impl_spec(spec: str) -> None:
+    """Refuse an ``--impl`` that names nothing at start-up, even when no selected test needs it.
+
+    Only the name is resolved here (a ``module:attr`` is imported); building the
+    implementation needs torch and waits for the first test that uses it.
+    """
+    load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
 
 
 @pytest.fixture(scope="session")

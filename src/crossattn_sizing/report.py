@@ -2,6 +2,12 @@
 
 All three are rendered from the same :class:`PolicyVerdict` records, so the
 terminal, the JSON file and the CI system can never disagree.
+
+Nothing reads "holds" unless it ran and held. Verdicts: ``holds``, ``fails``,
+``error``, ``interrupted`` (Ctrl-C stopped the policy's suite) and ``not run``
+(deselected, zero examples, or never reached). Exit statuses, in order of
+precedence: 130 interrupted, 1 a policy expected to hold fails, 3 nothing
+failed but something did not run, 0 every policy ran and the expected ones hold.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from crossattn_sizing.outputs import write_text
 from crossattn_sizing.suite import PropertyResult
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
@@ -29,21 +36,29 @@ class PolicyVerdict:
     expected_to_hold: bool
     properties: list[PropertyResult]
     error: str = ""
+    interrupted: bool = False
 
     @property
     def holds(self) -> bool:
-        return not self.error and all(p.outcome != "fails" for p in self.properties)
+        """Every property ran and held (or does not apply), and at least one held."""
+        outcomes = {p.outcome for p in self.properties}
+        ran = "holds" in outcomes and outcomes <= {"holds", "n/a"}
+        return ran and not self.error and not self.interrupted
 
     @property
     def verdict(self) -> str:
         if self.error:
             return "error"
-        return "holds" if self.holds else "fails"
+        if any(p.outcome == "fails" for p in self.properties):
+            return "fails"
+        if self.interrupted:
+            return "interrupted"
+        return "holds" if self.holds else "not run"
 
     @property
     def unexpected(self) -> bool:
         """A policy expected to hold that fails (or errors) makes the run fail."""
-        return self.expected_to_hold and not self.holds
+        return self.expected_to_hold and self.verdict in ("fails", "error")
 
 
 @dataclass
@@ -62,10 +77,22 @@ class VerifyReport:
     seed: int | None
     verdicts: list[PolicyVerdict]
     findings: list[Finding] = field(default_factory=list)
+    interrupted: bool = False
 
     @property
     def exit_status(self) -> int:
-        return 1 if any(v.unexpected for v in self.verdicts) else 0
+        if self.interrupted:
+            return 130
+        if any(v.unexpected for v in self.verdicts):
+            return 1
+        if not self.verdicts or any(v.verdict == "not run" for v in self.verdicts):
+            return 3
+        return 0
+
+    @property
+    def verdict(self) -> str:
+        """The run's one word: what the exit status says."""
+        return {130: "interrupted", 1: "fails", 3: "not run", 0: "holds"}[self.exit_status]
 
     def property_names(self) -> list[str]:
         names: list[str] = []
@@ -82,6 +109,8 @@ class VerifyReport:
             "device": self.device,
             "seed": self.seed,
             "exit_status": self.exit_status,
+            "verdict": self.verdict,
+            "interrupted": self.interrupted,
             "policies": [
                 {
                     "policy": v.policy,
@@ -97,7 +126,7 @@ class VerifyReport:
         }
 
     def write_json(self, path: Path) -> None:
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
+        write_text("--json", path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def write_junit(self, path: Path) -> None:
         """One test suite per policy, one test case per property; a policy expected to fail
@@ -117,13 +146,21 @@ class VerifyReport:
                 )
                 if p.outcome == "n/a":
                     ET.SubElement(case, "skipped", message=p.reason or "not applicable")
+                elif p.outcome == "not run":
+                    # Not a pass: a JUnit consumer must not count it green.
+                    why = "interrupted before it ran" if v.interrupted else (p.reason or "no example ran")
+                    ET.SubElement(case, "error", message=f"not run: {why}")
                 elif v.expected_to_hold and p.outcome == "fails":
                     failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
                     failure.text = f"{p.diagnosis}\n\nreproduce: {p.reproduce}"
                 elif not v.expected_to_hold and p.outcome == "holds":
                     message = f"{p.name} did not catch {v.policy}, a policy known to be wrong"
                     ET.SubElement(case, "failure", message=message)
-        ET.ElementTree(suites).write(path, encoding="utf-8", xml_declaration=True)
+            if not v.properties:
+                case = ET.SubElement(suite, "testcase", classname=v.policy, name="suite")
+                ET.SubElement(case, "error", message=f"not run: {v.verdict}")
+        text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
+        write_text("--junit-xml", path, text + "\n")
 
     def render(self, console: Console) -> None:
         # Properties down, policies across: there are more properties than fit side by side.
@@ -134,7 +171,7 @@ class VerifyReport:
         table.add_column("property", style="bold", overflow="fold")
         for v in self.verdicts:
             table.add_column(v.policy, overflow="fold")
-        style = {"holds": "green", "fails": "red", "n/a": "dim"}
+        style = {"holds": "green", "fails": "red", "n/a": "dim", "not run": "yellow"}
         for n in names:
             cells = []
             for v in self.verdicts:
@@ -164,8 +201,10 @@ class VerifyReport:
         for f in self.findings:
             console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
             console.print(f.detail, **PLAIN)
-        if self.exit_status == 0:
-            status = "every policy expected to hold holds"
-        else:
-            status = "a policy expected to hold FAILS"
+        status = {
+            130: "interrupted: what did not finish is marked interrupted or not run",
+            1: "a policy expected to hold FAILS",
+            3: "nothing failed, but something did not run (see 'not run' above)",
+            0: "every policy expected to hold holds",
+        }[self.exit_status]
         console.print(f"\n{status}; exit status {self.exit_status}")

@@ -19,7 +19,7 @@ from rich.table import Table
 
 from crossattn_sizing.audit.check import FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.audit.extract import RUNNERS
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.outputs import write_text
 
 EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
 _STYLE = {HOLDS: "green", FAILS: "bold red", UNREADABLE: "yellow"}
@@ -143,9 +143,5 @@ def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
 
 
 def write_json(path: str | Path, results: list[tuple[str, list[RunnerVerdict]]]) -> None:
-    """Write :func:`to_json` to ``path``; an unwritable path is the user's error."""
-    try:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        Path(path).write_text(json.dumps(to_json(results), indent=2) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise HarnessError(f"cannot write --json {path}: {exc}") from None
+    """Write :func:`to_json` to ``path`` (checked by :func:`~crossattn_sizing.outputs.output_file`)."""
+    write_text("--json", Path(path), json.dumps(to_json(results), indent=2) + "\n")

@@ -24,6 +24,7 @@ from crossattn_sizing.audit.sources import (
     open_release,
 )
 from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.outputs import output_file
 
 EPILOG = """\
 exit status:
@@ -31,6 +32,7 @@ exit status:
   1  some runner fails (a counterexample config is printed)
   2  usage or user error: unknown version, download failure, bad path
   3  nothing fails, but some runner could not be read (what was not found is printed)
+  130  interrupted (Ctrl-C)
 """
 
 
@@ -75,8 +77,9 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
 
 def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
+    json_path = output_file("--json", args.json)  # before any download
     results = [(tree.label, audit_tree(tree, runners)) for tree in _sources(args)]
+    if json_path:
+        write_json(json_path, results)
     render(results)
-    if args.json:
-        write_json(args.json, results)
     return exit_status([v for _, verdicts in results for v in verdicts])

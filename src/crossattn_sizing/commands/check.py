@@ -7,14 +7,13 @@ shrunk case without pytest or Hypothesis and prints the same diagnosis.
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from crossattn_sizing import admission
 from crossattn_sizing.checks import violations
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.policies import checked_widths, load_policy
+from crossattn_sizing.jsoninput import read_json_option
+from crossattn_sizing.policies import checked_widths, load_checked_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,19 +29,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def parse_config(text: str) -> RunnerConfig:
-    """A config from JSON text or from a file holding it."""
-    source = text
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            raise ConfigError("--config", text, "must be JSON text or the path of a JSON file")
-        source = path.read_text()
-    try:
-        data = json.loads(source)
-    except json.JSONDecodeError as exc:
-        reason = f"is not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise ConfigError("--config", text[:60], reason) from None
-    return RunnerConfig.from_dict(data)
+    """A config from JSON text or from a file holding it.
+
+    An encoder-decoder config needs a cross-attention group: without one there
+    is no encoder token to check, and "OK" would be a verdict on nothing.
+    """
+    config = RunnerConfig.from_dict(read_json_option("--config", text))
+    if config.is_encoder_decoder and not config.cross_groups():
+        kinds = [g.kind.value for g in config.groups]
+        raise ConfigError("groups", kinds, "an encoder-decoder config needs a cross-attention group")
+    return config
 
 
 def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
@@ -63,7 +59,7 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = load_policy(args.policy)
+    policy = load_checked_policy(args.policy)
     config = parse_config(args.config)
     lens = parse_lengths(args.encoder_lens, config)
     print(f"policy:         {args.policy}")

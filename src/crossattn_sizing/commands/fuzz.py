@@ -1,11 +1,14 @@
 """``crossattn-sizing fuzz``: run the property suite for a time budget and keep what it finds.
 
 Rounds of the suite run under the ``nightly`` profile (random, example database
-on disk) until the budget is spent. Every new shrunk failure of a capacity
-property becomes a regression file in ``properties/regressions/`` that every
-later run replays, so nothing is lost when the database is wiped or Hypothesis
-is upgraded. Ctrl-C or the time limit ends the run early and the summary still
-prints.
+on disk) until the budget is spent: ``--minutes`` of wall clock, or
+``--max-rounds`` rounds, whichever ends first (a round budget makes a run
+independent of how busy the machine is; tests use it). Every new shrunk failure
+of a capacity property becomes a regression file in ``properties/regressions/``
+that every later run replays, so nothing is lost when the database is wiped or
+Hypothesis is upgraded. The time limit ends the run normally; Ctrl-C ends it
+with exit status 130. Either way the summary still prints and ``--json`` is
+written.
 """
 
 from __future__ import annotations
@@ -15,25 +18,44 @@ import argparse
 import contextlib
 import io
 import json
+import math
 import os
+import signal
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crossattn_sizing import profiles
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import load_policy
+from crossattn_sizing import interrupts, profiles
+from crossattn_sizing.errors import OptionError
+from crossattn_sizing.outputs import output_dir, output_file, write_text
+from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.report import PLAIN
 from crossattn_sizing.suite import PropertyResult, properties_dir, run_suite
 
+MAX_MINUTES = 7 * 24 * 60
+"""The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("fuzz", help="fuzz the property suite for a time budget (nightly profile)")
-    p.add_argument("--minutes", type=float, default=10.0, help="time budget in minutes (default 10)")
+    p = subparsers.add_parser(
+        "fuzz",
+        help="fuzz the property suite for a time budget (nightly profile)",
+        epilog="exit status: 0 every property ran and held; 1 a property fails; 2 bad input; "
+        "3 nothing failed but some property never ran; 130 Ctrl-C",
+    )
+    p.add_argument("--minutes", type=float, default=10.0,
+                   help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
+    p.add_argument("--max-rounds", type=int,
+                   help="stop after this many rounds (default: only the time budget)")  # fmt: skip
+    p.add_argument("--seed", type=int,
+                   help="Hypothesis seed of round 1 (round n uses seed+n-1), for a run that repeats "
+                        "exactly; Hypothesis then leaves the example database alone "
+                        "(default: random, database used)")  # fmt: skip
     p.add_argument("--policy", action="append", help="policy to fuzz (repeatable; default mrv2)")
     p.add_argument("--impl", default="torch")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
@@ -68,32 +90,55 @@ class Totals:
             self.by_key.setdefault((policy, r.name), PropertyResult(r.name)).merge(r)
 
 
+HARD_STOP_SIGNAL = signal.SIGUSR1
+"""How the budget timer stops a test that overruns: not SIGINT, so it never reads as Ctrl-C."""
+
+
+def _budget_spent(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt  # pytest stops the round the way it stops on Ctrl-C
+
+
 def _hard_stop(deadline: float, grace: float) -> threading.Timer:
     """Interrupt the main thread if one test overruns the deadline by ``grace`` seconds.
 
     The normal stop is softer: the suite stops between tests once the deadline
-    passes. This is for a single test that runs long; it acts as Ctrl-C would,
-    and the summary still prints.
+    passes. This is for a single test that runs long; the summary still prints
+    and the run ends as a spent budget, not as an interrupt.
     """
-    timer = threading.Timer(max(0.0, deadline + grace - time.monotonic()), _thread.interrupt_main)
+    signal.signal(HARD_STOP_SIGNAL, _budget_spent)
+    timer = threading.Timer(
+        max(0.0, deadline + grace - time.monotonic()), _thread.interrupt_main, args=(HARD_STOP_SIGNAL,)
+    )
     timer.daemon = True
     timer.start()
     return timer
 
 
-def run(args: argparse.Namespace) -> int:
-    if args.minutes <= 0:
-        raise HarnessError(f"--minutes={args.minutes}: must be > 0")
+def check_options(args: argparse.Namespace) -> None:
+    """Every option's rule, checked before any work (the CLI turns each into one line, exit 2)."""
+    if not math.isfinite(args.minutes) or not 0 < args.minutes <= MAX_MINUTES:
+        raise OptionError("--minutes", args.minutes, f"must be a number of minutes in (0, {MAX_MINUTES}]")
+    if args.max_rounds is not None and args.max_rounds < 1:
+        raise OptionError("--max-rounds", args.max_rounds, "must be >= 1")
     if args.examples_per_round < 1:
-        raise HarnessError(f"--examples-per-round={args.examples_per_round}: must be >= 1")
+        raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
+    if args.seed is not None and args.seed < 0:
+        raise OptionError("--seed", args.seed, "must be >= 0")
+
+
+def run(args: argparse.Namespace) -> int:
+    check_options(args)
     specs = args.policy or ["mrv2"]
     for spec in specs:
-        load_policy(spec)
-    regressions = args.regressions or properties_dir() / "regressions"
+        load_checked_policy(spec)
+    json_path = output_file("--json", args.json)
+    regressions = output_dir("--regressions", args.regressions or properties_dir() / "regressions")
+    assert regressions is not None  # always given a default
+    db = output_dir("--db", args.db)
     os.environ["CROSSATTN_REGRESSIONS_DIR"] = str(regressions)
     os.environ["CROSSATTN_RECORD_REGRESSIONS"] = "1"
-    if args.db:
-        os.environ[profiles.DB_ENV] = str(args.db)
+    if db:
+        os.environ[profiles.DB_ENV] = str(db)
     profiles.register_profiles()  # re-read the database location
     from hypothesis import Phase, settings
 
@@ -107,60 +152,95 @@ def run(args: argparse.Namespace) -> int:
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
     totals = Totals()
     console = Console()
-    deadline = time.monotonic() + args.minutes * 60
-    timer = _hard_stop(deadline, grace=max(10.0, args.minutes * 6))
-    interrupted = False
+    previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
+    timer: threading.Timer | None = None
     try:
-        with Progress(
-            TextColumn("[bold]fuzz[/] round {task.fields[round]} {task.description}"),
-            BarColumn(),
-            TimeRemainingColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        ) as progress:
-            task = progress.add_task("", total=args.minutes * 60, round=0)
-            live = set(specs)
-            while time.monotonic() < deadline:
-                totals.rounds += 1
-                for spec in [s for s in specs if s in live]:
-                    elapsed = args.minutes * 60 - (deadline - time.monotonic())
-                    progress.update(task, completed=elapsed, description=spec, round=totals.rounds)
-                    with contextlib.redirect_stdout(io.StringIO()):
-                        results, code = run_suite(
-                            spec,
-                            impl=args.impl,
-                            device=args.device,
-                            profile="fuzz-round",
-                            select=args.select,
-                            deselect=totals.failing_nodeids(spec),
-                            stop_at=deadline,
-                        )
-                    totals.add(spec, results)
-                    if code == 2:  # pytest's INTERRUPTED: the time budget or Ctrl-C stopped the round
-                        raise KeyboardInterrupt
-                    if code == 5:  # nothing left to run: every property already fails for this policy
-                        live.discard(spec)
-                if not live:
-                    break
+        from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
+
+        load_impl(args.impl, args.device)  # a bad --impl or a missing GPU: one line, before any round
+        deadline = time.monotonic() + args.minutes * 60  # the budget is for fuzzing, not start-up
+        timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
+        run_rounds(args, specs, totals, deadline)
     except KeyboardInterrupt:
-        interrupted = time.monotonic() < deadline  # Ctrl-C; a spent budget is the normal end
+        pass  # Ctrl-C (recorded by the handler) or the budget's hard stop: report what ran
     finally:
-        timer.cancel()
+        if timer is not None:
+            timer.cancel()
+        signal.signal(HARD_STOP_SIGNAL, previous_handler)
+    interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
+    status = exit_status(totals, interrupted)
+    if json_path:  # first, so a second Ctrl-C during the table cannot lose it
+        payload = summary_json(totals, new_files, interrupted) | {"exit_status": status}
+        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
     render(console, totals, new_files, interrupted)
-    if args.json:
-        args.json.write_text(json.dumps(summary_json(totals, new_files, interrupted), indent=2) + "\n")
-    return 1 if any(r.outcome == "fails" for r in totals.by_key.values()) else 0
+    console.print(f"\nexit status {status}", **PLAIN)
+    return status
+
+
+def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadline: float) -> None:
+    """Rounds of the suite per policy until a budget ends them (or every property of a policy fails).
+
+    Round 1 always starts. Ctrl-C, or the hard stop of a test that overruns,
+    arrives as KeyboardInterrupt, raised here or re-raised from pytest's report.
+    """
+    with Progress(
+        TextColumn("[bold]fuzz[/] round {task.fields[round]} {task.description}"),
+        BarColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        task = progress.add_task("", total=args.minutes * 60, round=0)
+        live = set(specs)
+        # Round 1 always starts (a budget spent during start-up still tests something).
+        while live and not interrupts.requested() and (totals.rounds == 0 or time.monotonic() < deadline):
+            if args.max_rounds is not None and totals.rounds >= args.max_rounds:
+                break
+            totals.rounds += 1
+            for spec in [s for s in specs if s in live]:
+                elapsed = args.minutes * 60 - (deadline - time.monotonic())
+                progress.update(task, completed=elapsed, description=spec, round=totals.rounds)
+                interrupts.announce(f"fuzz: round {totals.rounds}: policy {spec}")
+                seed = None if args.seed is None else args.seed + totals.rounds - 1
+                with contextlib.redirect_stdout(io.StringIO()):
+                    results, code = run_suite(
+                        spec,
+                        impl=args.impl,
+                        device=args.device,
+                        profile="fuzz-round",
+                        seed=seed,
+                        select=args.select,
+                        deselect=totals.failing_nodeids(spec),
+                        stop_at=deadline,
+                    )
+                totals.add(spec, results)
+                if code == 2:  # pytest's INTERRUPTED: the time budget or Ctrl-C stopped the round
+                    raise KeyboardInterrupt
+                if code == 5:  # nothing left to run: every property already fails for this policy
+                    live.discard(spec)
+
+
+def exit_status(totals: Totals, interrupted: bool) -> int:
+    """130 on Ctrl-C, 1 when something fails, 3 when nothing ran (or a property never did), else 0."""
+    if interrupted:
+        return 130
+    outcomes = {r.outcome for r in totals.by_key.values()}
+    if "fails" in outcomes:
+        return 1
+    if not outcomes or "not run" in outcomes:
+        return 3
+    return 0
 
 
 def render(console: Console, totals: Totals, new_files: list[Path], interrupted: bool) -> None:
-    stopped = " (stopped early)" if interrupted else ""
+    stopped = " (interrupted: stopped early by Ctrl-C)" if interrupted else ""
     table = Table(title=f"fuzz summary: {totals.rounds} round(s){stopped}")
     for col in ("policy", "property", "examples", "outcome", "best target()"):
         table.add_column(col, overflow="fold")
     for (policy, name), r in sorted(totals.by_key.items()):
         targets = ", ".join(f"{v:g}" for v in r.best_targets.values()) or "-"
-        color = "red" if r.outcome == "fails" else "green"
+        color = {"fails": "red", "holds": "green"}.get(r.outcome, "yellow")
         table.add_row(policy, name, str(r.examples), f"[{color}]{r.outcome}[/]", targets)
     console.print(table)
     for (policy, name), r in sorted(totals.by_key.items()):

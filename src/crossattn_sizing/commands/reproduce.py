@@ -24,7 +24,7 @@ from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy, policy_name
+from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, policy_name
 
 DESCRIPTION = (
     "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "
@@ -184,7 +184,7 @@ def check_command(policy_spec: str, scenario: ModelScenario) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = load_policy(args.policy)
+    policy = load_checked_policy(args.policy)
     seed = _int_option("--seed", args.seed, minimum=0)
     assert seed is not None  # has a default
     scenario = build(args)

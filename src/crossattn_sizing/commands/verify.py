@@ -17,8 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy, policy_name
+from crossattn_sizing import interrupts
+from crossattn_sizing.errors import OptionError
+from crossattn_sizing.outputs import output_file
+from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.suite import run_suite
@@ -26,7 +28,10 @@ from crossattn_sizing.suite import run_suite
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
-        "verify", help="run every property against each sizing policy and report verdicts"
+        "verify",
+        help="run every property against each sizing policy and report verdicts",
+        epilog="exit status: 0 every policy ran and those expected to hold hold; 1 one of them fails; "
+        "2 bad input; 3 nothing failed but something did not run; 130 Ctrl-C",
     )
     p.add_argument(
         "--policy",
@@ -59,7 +64,7 @@ def _profile(name: str, max_examples: int | None) -> str:
     if max_examples is None:
         return name
     if max_examples < 1:
-        raise HarnessError(f"--max-examples={max_examples}: must be >= 1")
+        raise OptionError("--max-examples", max_examples, "must be >= 1")
     from hypothesis import settings
 
     from crossattn_sizing import profiles
@@ -79,15 +84,53 @@ def collect_findings() -> list[Finding]:
     return [Finding(f.title, f.detail) for f in findings.all_findings()]
 
 
+def check_impl(spec: str, device: str) -> None:
+    """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
+    from crossattn_sizing.impl import load_impl
+
+    load_impl(spec, device)
+
+
 def run(args: argparse.Namespace) -> int:
     specs = args.policy or list(BUILTIN_POLICIES)
-    for spec in specs:  # fail fast, before any suite runs, on a policy that does not load
-        load_policy(spec)
+    # Everything the user typed is checked before any suite runs.
+    names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
+    json_path = output_file("--json", args.json)
+    junit_path = output_file("--junit-xml", args.junit_xml)
     profile = _profile(args.profile, args.max_examples)
+    verdicts: list[PolicyVerdict] = []
+    try:
+        check_impl(args.impl, args.device)  # imports torch: Ctrl-C often lands here
+        interrupted = run_policies(args, specs, names, profile, verdicts)
+    except KeyboardInterrupt:  # outside pytest (which reports its own): between or before suites
+        interrupted = True
+    # Policies the interrupt kept from running are listed, as not run, never as holding.
+    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), []) for s in specs[len(verdicts) :]]
+    # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
+    findings = [] if interrupted else collect_findings()
+    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, findings, interrupted)
+    # Files first: a second Ctrl-C during the table must not lose them.
+    if json_path:
+        report.write_json(json_path)
+    if junit_path:
+        report.write_junit(junit_path)
     # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
-    verdicts: list[PolicyVerdict] = []
-    interrupted = False
+    if interrupted:
+        console.print("[yellow]interrupted: the report covers what ran before Ctrl-C[/]")
+    report.render(console)
+    return report.exit_status
+
+
+def run_policies(
+    args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
+    verdicts: list[PolicyVerdict],
+) -> bool:  # fmt: skip
+    """Run the suite for each policy in turn, appending its verdict; True when Ctrl-C stopped it.
+
+    A KeyboardInterrupt that escapes (raised outside pytest) reaches :func:`run`,
+    with the policy in progress already recorded as interrupted.
+    """
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -98,6 +141,12 @@ def run(args: argparse.Namespace) -> int:
     ) as progress:
         overall = progress.add_task("policies", total=len(specs))
         for spec in specs:
+            if interrupts.requested():
+                return True
+            # Interrupted until its suite reports: a Ctrl-C landing anywhere from here on
+            # (start-up, imports, between tests) leaves this policy marked as interrupted.
+            verdicts.append(PolicyVerdict(names[spec], expected_to_hold(spec), [], interrupted=True))
+            interrupts.announce(f"verify: policy {spec}: running the property suite")
             task = progress.add_task(f"{spec}", total=None)
 
             def on_progress(done: int, total: int, nodeid: str, task=task, spec=spec) -> None:  # type: ignore[no-untyped-def]
@@ -115,18 +164,11 @@ def run(args: argparse.Namespace) -> int:
                     select=args.select,
                     on_progress=on_progress,
                 )
-            verdicts.append(PolicyVerdict(policy_name(load_policy(spec)), expected_to_hold(spec), results))
+            interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
+            expected = expected_to_hold(spec)
+            verdicts[-1] = PolicyVerdict(names[spec], expected, results, interrupted=interrupted)
             progress.remove_task(task)
             progress.advance(overall)
-            if code == 2:  # Ctrl-C inside pytest: report what ran, then stop
-                interrupted = True
-                break
-    report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, collect_findings())
-    if interrupted:
-        console.print("[yellow]interrupted: the report covers the policies that ran[/]")
-    report.render(console)
-    if args.json:
-        report.write_json(args.json)
-    if args.junit_xml:
-        report.write_junit(args.junit_xml)
-    return 130 if interrupted else report.exit_status
+            if interrupted:  # report what ran, then stop
+                return True
+    return False

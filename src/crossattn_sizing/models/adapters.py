@@ -24,12 +24,13 @@ pass one to override it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.errors import ConfigError, HarnessError
 from crossattn_sizing.models import nemotron_parse
 from crossattn_sizing.models._hf import require_transformers
 
@@ -213,6 +214,13 @@ def build_scenario(
     here: with ``B < e`` the engine does not start, with ``E < e`` the request
     is never scheduled, so there would be nothing to reproduce.
     """
+    encoder_decoder = getattr(hf_config, "is_encoder_decoder", False)
+    if encoder_decoder is not True:
+        raise ConfigError(
+            "is_encoder_decoder",
+            encoder_decoder,
+            f"model_type {model_type(hf_config)!r} is decoder-only: it has no cross-attention to size",
+        )
     m = derive_max_model_len(hf_config, max_model_len)
     e = encoder_tokens(hf_config, image_size=image_size, source_len=source_len)
     if max_num_batched_tokens is None:
@@ -264,10 +272,38 @@ def hf_config_from_dict(data: Mapping[str, Any]) -> Any:
     if not isinstance(kind, str) or not kind:
         raise ConfigError("model_type", kind, "a transformers config needs a model_type")
     fields = {k: v for k, v in data.items() if k != "model_type"}
+    check_field_types(fields)
     if kind == nemotron_parse.MODEL_TYPE:
-        return nemotron_parse.NemotronParseConfig(**fields)
-    transformers = require_transformers()
+        nemotron_parse.check_image_size(fields.get("image_size", nemotron_parse.DEFAULT_IMAGE_SIZE))
+        build = nemotron_parse.NemotronParseConfig
+    else:
+        build = functools.partial(require_transformers().AutoConfig.for_model, kind)
     try:
-        return transformers.AutoConfig.for_model(kind, **fields)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigError("model_type", kind, f"transformers cannot build this config ({exc})") from None
+        return build(**fields)
+    except HarnessError:
+        raise
+    except Exception as exc:  # whatever the config class refuses is the user's file
+        reason = f"transformers cannot build this config ({type(exc).__name__}: {exc})"
+        raise ConfigError("model_type", kind, reason) from None
+
+
+POSITIVE_INT_FIELDS = (*LENGTH_KEYS, "patch_size")
+"""Config fields the sizing reads as positive integers."""
+
+
+def check_field_types(fields: Mapping[str, Any]) -> None:
+    """The fields the sizing reads must have the type it reads them as.
+
+    A length written as a string (``"max_source_positions": "abc"``) would
+    otherwise read as absent, the very condition the bug needs, and the verdict
+    would be about a config the user does not have.
+    """
+    for key in POSITIVE_INT_FIELDS:
+        value = fields.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(key, value, "must be a positive integer")
+    value = fields.get("max_source_positions")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise ConfigError("max_source_positions", value, "must be an integer >= 0 (or left out)")
+    if "is_encoder_decoder" in fields and not isinstance(fields["is_encoder_decoder"], bool):
+        raise ConfigError("is_encoder_decoder", fields["is_encoder_decoder"], "must be true or false")

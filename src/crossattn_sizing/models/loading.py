@@ -9,36 +9,19 @@ through.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.models.adapters import Derived, ModelScenario
 
 
 def read_json(text: str) -> Mapping[str, Any]:
     """JSON text, or the path of a file holding it, as an object."""
-    source = text
-    if not text.lstrip().startswith("{"):
-        path = Path(text)
-        if not path.is_file():
-            raise ConfigError("--config", text, "must be the path of a JSON file (or JSON text)")
-        try:
-            source = path.read_text()
-        except OSError as exc:
-            raise ConfigError("--config", text, f"cannot be read ({exc.strerror})") from None
-    try:
-        data = json.loads(source)
-    except json.JSONDecodeError as exc:
-        reason = f"is not valid JSON ({exc.msg} at line {exc.lineno})"
-        raise ConfigError("--config", text[:60], reason) from None
-    if not isinstance(data, Mapping):
-        raise ConfigError("--config", text[:60], "must hold a JSON object")
-    return data
+    return read_json_option("--config", text)
 
 
 def is_runner_config(data: Mapping[str, Any]) -> bool:

@@ -69,6 +69,20 @@ def encoder_tokens(image_size: tuple[int, int], patch_size: int = DEFAULT_PATCH_
     return (height // patch_size) * ((width // patch_size) // NECK_WIDTH_STRIDE) + SUMMARY_TOKENS
 
 
+def check_image_size(value: Any) -> tuple[int, int]:
+    """A config's ``image_size``: one positive int (a square page) or [height, width] positive ints."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (value, value)
+    ok = (
+        isinstance(value, (list, tuple))
+        and len(value) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+    )
+    if not ok:
+        raise ConfigError("image_size", value, "must be [height, width] in pixels (positive integers)")
+    return int(value[0]), int(value[1])
+
+
 def patch_size_of(config: Any) -> int:
     """The patch size: top-level ``patch_size``, else the vision encoder's (``encoder.patch_size``).
 
@@ -116,7 +130,7 @@ def _config_class() -> type:
             is_encoder_decoder: bool = True,
             **kwargs: Any,
         ) -> None:
-            self.image_size = list(image_size)
+            self.image_size = list(check_image_size(image_size))
             self.patch_size = patch_size
             self.max_sequence_length = max_sequence_length
             super().__init__(is_encoder_decoder=is_encoder_decoder, **kwargs)

@@ -1,0 +1,73 @@
+"""Ctrl-C, handled the same at any moment and by every command (exit status 130).
+
+Python turns SIGINT into ``KeyboardInterrupt`` wherever the main thread is.
+Three places lose it: a handler that lands inside a garbage-collector callback
+or finalizer (Python prints "Exception ignored" and carries on), pytest, which
+catches it and returns "interrupted" like a spent time budget, and an import
+in progress (torch half-imported, the next import fails in a confusing way).
+So the handler also records the request here; the runners check
+:func:`requested` between tests and rounds, and never start new work once it
+is set. A third Ctrl-C leaves at once (a hung kernel must not trap the user).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+
+EXIT_STATUS = 130
+"""What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
+
+FORCE_AFTER = 3
+"""The Ctrl-C that ends the process without a report."""
+
+_count = 0
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    global _count
+    _count += 1
+    if _count >= FORCE_AFTER:
+        os.write(2, b"\ncrossattn-sizing: interrupted again; leaving without a report\n")
+        os._exit(EXIT_STATUS)
+    raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def handling() -> Iterator[None]:
+    """Route SIGINT through the recording handler for the block, then put the old one back.
+
+    Counts start at zero. Only the main thread can own signal handlers; elsewhere
+    (a command run from a worker thread) Python's default applies.
+    """
+    global _count
+    _count = 0
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, _handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def requested() -> bool:
+    """Whether the user pressed Ctrl-C during this run (even if the exception was swallowed)."""
+    return _count > 0
+
+
+def announce(line: str) -> None:
+    """A progress line for logs (stderr not a terminal), where a live progress bar draws nothing.
+
+    Long runs say what they are doing, and a supervisor (or a test) can wait
+    for a run to be under way instead of guessing with a clock.
+    """
+    import sys
+
+    if not sys.stderr.isatty():
+        print(line, file=sys.stderr, flush=True)

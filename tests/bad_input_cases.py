@@ -1,0 +1,283 @@
+"""Bad and edge inputs across every command and the pytest plugin, with what each must answer.
+
+One table serves two readers: ``tests/test_bad_inputs.py`` asserts every row,
+``benchmarks/bad_inputs_report.py`` runs every row as a user would (a fresh
+process) and writes ``reports/bad_inputs.md``. A row says the command line
+(``{d}`` is a folder of fixture files made by :func:`make_fixtures`), the exit
+status, and a fragment of the first line of output. Bad input is exit 2 from
+the console script (pytest's usage error, 4, from the plugin), one line, no
+traceback; nothing that did not run ever says "holds".
+"""
+
+# A table reads best one row per line: long rows are allowed here.
+# ruff: noqa: E501
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+NEMOTRON = json.dumps(
+    {"max_model_len": 2048, "max_num_batched_tokens": 4096,
+     "groups": [{"kind": "full", "block_size": 16}, {"kind": "cross", "block_size": 16}]}
+)  # fmt: skip
+"""The bug's shape as a harness config: 3329 encoder tokens need 209 columns, the pre-fix width is 128."""
+
+UNUSABLE = "tests.unusable_policies"
+
+
+def runner_config(**changes: object) -> str:
+    """The Nemotron config with fields changed (or dropped when the value is ``...``)."""
+    data = json.loads(NEMOTRON)
+    for key, value in changes.items():
+        if value is ...:
+            data.pop(key, None)
+        else:
+            data[key] = value
+    return json.dumps(data)
+
+
+def with_group(**changes: object) -> str:
+    """The Nemotron config with its cross group's fields changed."""
+    data = json.loads(NEMOTRON)
+    data["groups"][1].update(changes)
+    return json.dumps(data)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One command line and what it must answer."""
+
+    args: tuple[str, ...]
+    status: int
+    says: str  # a fragment of the first line of output (stderr first, then stdout)
+    isolated: bool = False  # needs a fresh interpreter: the plugin, or the property suite runs
+    env: dict[str, str] = field(default_factory=dict)  # values may hold {d}
+
+    @property
+    def command(self) -> str:
+        return "pytest" if self.args[0] == "pytest" else self.args[0]
+
+    def argv(self, d: Path) -> list[str]:
+        return [a.replace("{d}", str(d)) for a in self.args]
+
+    def environ(self, d: Path) -> dict[str, str]:
+        return {k: v.replace("{d}", str(d)) for k, v in self.env.items()}
+
+    @property
+    def id(self) -> str:
+        return " ".join(self.args)[:90]
+
+
+def make_fixtures(d: Path) -> Path:
+    """The files the cases name: bad encodings, deep nesting, decoder-only configs, a bad regression."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "nonutf8.json").write_bytes(b"\xff\xfe{\x00}\x00")
+    (d / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    (d / "list.json").write_text("[1, 2]")
+    (d / "gpt2.json").write_text(json.dumps({"model_type": "gpt2"}))
+    (d / "llama.json").write_text(json.dumps({"model_type": "llama"}))
+    (d / "whisper-abc.json").write_text(json.dumps({"model_type": "whisper", "max_source_positions": "abc"}))
+    (d / "whisper-false.json").write_text(json.dumps({"model_type": "whisper", "is_encoder_decoder": "false"}))
+    (d / "nemotron-big.json").write_text(json.dumps({"model_type": "nemotron_parse", "image_size": "big"}))
+    (d / "nemotron-square.json").write_text(json.dumps({"model_type": "nemotron_parse", "image_size": 2048}))
+    (d / "bart-m.json").write_text(json.dumps({"model_type": "bart", "max_position_embeddings": 0}))
+    (d / "no-cross.json").write_text(runner_config(groups=[{"kind": "full", "block_size": 16}]))
+    (d / "a-file").write_text("not a folder\n")
+    (d / "empty-cache").mkdir(exist_ok=True)
+    bad = d / "bad-regressions"
+    bad.mkdir(exist_ok=True)
+    (bad / "test_coverage-broken.json").write_text(json.dumps({"config": {"max_model_len": 1}, "encoder_lens": [1]}))
+    garbled = d / "garbled-regressions"
+    garbled.mkdir(exist_ok=True)
+    (garbled / "test_coverage-garbled.json").write_text("{ not json")
+    return d
+
+
+BAD_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/bad-regressions"}
+GARBLED_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/garbled-regressions"}
+CAPACITY = "properties/test_capacity.py"
+SMALL_DOMAIN = ("--block-sizes", "1-8", "--max-model-len", "1-64:7", "--encoder-tokens", "1-64:7",
+                "--source-positions", "absent,0", "--no-progress")  # fmt: skip
+
+
+def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[str, str] | None = None) -> Case:
+    return Case(tuple(args), status, says, isolated, env or {})
+
+
+CASES: list[Case] = [
+    # verify ------------------------------------------------------------------
+    C("verify", "--policy", "nope", says="unknown sizing policy 'nope'"),
+    C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
+    C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
+    C("verify", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),
+    C("verify", "--policy", f"{UNUSABLE}:no_argument", says="raised TypeError"),
+    C("verify", "--policy", f"{UNUSABLE}:one_width_too_few", says="expected 2 non-negative ints"),
+    C("verify", "--policy", f"{UNUSABLE}:floats", says="expected 2 non-negative ints"),
+    C("verify", "--policy", f"{UNUSABLE}:NOT_CALLABLE", says="'NOT_CALLABLE' is not callable"),
+    C("verify", "--impl", "nope", says="unknown implementation 'nope'"),
+    C("verify", "--impl", "nowhere:x", says="module 'nowhere' does not import"),
+    C("verify", "--device", "tpu", says="argument --device: invalid choice: 'tpu'"),
+    C("verify", "--profile", "nope", says="argument --profile: invalid choice: 'nope'"),
+    C("verify", "--max-examples", "0", says="--max-examples 0: must be >= 1"),
+    C("verify", "--max-examples", "many", says="argument --max-examples: invalid int value"),
+    C("verify", "--seed", "x", says="argument --seed: invalid int value"),
+    C("verify", "--json", "{d}", says="is a folder; name a file to write"),
+    C("verify", "--json", "{d}/a-file/report.json", says="a-file is a file, not a folder"),
+    C("verify", "--json", "/proc/version", says="--json /proc/version: cannot be written"),
+    C("verify", "--junit-xml", "{d}", says="is a folder; name a file to write"),
+    C("verify", "--junit-xml", "{d}/a-file/r.xml", says="a-file is a file, not a folder"),
+    C("verify", "--bogus", says="unrecognized arguments: --bogus"),
+    C("verify", "--policy", "mrv2", "-k", "no_such_property", says="-k 'no_such_property': selects no property",
+      isolated=True),
+    C("verify", "--policy", "mrv2", "-k", "test_capacity", says="regression file", isolated=True,
+      env=BAD_REGRESSIONS),
+    C("verify", "--policy", "mrv2", "-k", "test_capacity", says="is not valid JSON", isolated=True,
+      env=GARBLED_REGRESSIONS),
+    C("verify", "--policy", f"{UNUSABLE}:raises_for_dcp", "-k", "test_capacity", says="raised NotImplementedError",
+      isolated=True),
+    # check -------------------------------------------------------------------
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "nope", says="unknown sizing policy"),
+    C("check", "--config", "{not json", "--encoder-lens", "1", says="is not valid JSON"),
+    C("check", "--config", "{d}/missing.json", "--encoder-lens", "1", says="must be JSON text or the path"),
+    C("check", "--config", "{d}/nonutf8.json", "--encoder-lens", "1", says="is not UTF-8 text"),
+    C("check", "--config", "{d}/deep.json", "--encoder-lens", "1", says="nested too deeply"),
+    C("check", "--config", "{d}/list.json", "--encoder-lens", "1", says="must hold a JSON object"),
+    C("check", "--config", "{d}", "--encoder-lens", "1", says="must be JSON text or the path"),
+    C("check", "--config", runner_config(speed=1), "--encoder-lens", "1", says="speed=1: unknown field"),
+    C("check", "--config", runner_config(groups=...), "--encoder-lens", "1", says="groups=None: is required"),
+    C("check", "--config", with_group(dcp_sharded="no"), "--encoder-lens", "1",
+      says="dcp_sharded='no': must be true or false"),
+    C("check", "--config", runner_config(is_encoder_decoder="false"), "--encoder-lens", "1",
+      says="is_encoder_decoder='false': must be true or false"),
+    C("check", "--config", runner_config(prefix_caching=1), "--encoder-lens", "1",
+      says="prefix_caching=1: must be true or false"),
+    C("check", "--config", with_group(block_size=True), "--encoder-lens", "1",
+      says="block_size=True: must be an integer"),
+    C("check", "--config", with_group(kind="crosss"), "--encoder-lens", "1", says="kind='crosss': must be one of"),
+    C("check", "--config", "{d}/no-cross.json", "--encoder-lens", "1", says="needs a cross-attention group"),
+    C("check", "--config", runner_config(max_num_batched_tokens=100), "--encoder-lens", "1",
+      says="max_num_batched_tokens=100: must be >= max_model_len=2048"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "abc", says="--encoder-lens='abc': must be comma-separated"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "0", says="--encoder-lens=0: is not admitted"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "5000", says="--encoder-lens=5000: is not admitted"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises",
+      says="raised ValueError"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:returns_none",
+      says="returned None, not a tuple of ints"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:negative",
+      says="expected 2 non-negative ints"),
+    C("check", "--encoder-lens", "1", says="the following arguments are required: --config"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "mrv2-prefix", status=1,
+      says="policy:"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", status=0, says="policy:"),
+    # fuzz --------------------------------------------------------------------
+    C("fuzz", "--minutes", "nan", says="--minutes nan: must be a number of minutes in (0, 10080]"),
+    C("fuzz", "--minutes", "inf", says="--minutes inf: must be a number of minutes"),
+    C("fuzz", "--minutes", "1e300", says="--minutes 1e+300: must be a number of minutes"),
+    C("fuzz", "--minutes", "0", says="--minutes 0.0: must be a number of minutes"),
+    C("fuzz", "--minutes", "-1", says="--minutes -1.0: must be a number of minutes"),
+    C("fuzz", "--minutes", "soon", says="argument --minutes: invalid float value"),
+    C("fuzz", "--max-rounds", "0", says="--max-rounds 0: must be >= 1"),
+    C("fuzz", "--examples-per-round", "0", says="--examples-per-round 0: must be >= 1"),
+    C("fuzz", "--seed", "-1", says="--seed -1: must be >= 0"),
+    C("fuzz", "--regressions", "{d}/a-file", says="is a file; name a folder"),
+    C("fuzz", "--db", "{d}/a-file", says="is a file; name a folder"),
+    C("fuzz", "--db", "{d}/a-file/db", says="a-file is a file, not a folder"),
+    C("fuzz", "--json", "{d}", says="is a folder; name a file to write"),
+    C("fuzz", "--policy", f"{UNUSABLE}:no_argument", says="raised TypeError"),
+    C("fuzz", "--impl", "nope", says="unknown implementation 'nope'"),
+    # prove -------------------------------------------------------------------
+    C("prove", "--policy", f"{UNUSABLE}:raises", *SMALL_DOMAIN, says="raised ValueError"),
+    C("prove", "--policy", f"{UNUSABLE}:floats", *SMALL_DOMAIN, says="expected 2 non-negative ints"),
+    C("prove", "--policy", "mrv2", "--block-sizes", "1-512", "--max-model-len", "1-16000000",
+      "--encoder-tokens", "1-16000000", says="pass --force"),
+    C("prove", "--policy", "mrv2", "--block-sizes", "0", says="--block-sizes"),
+    C("prove", "--policy", "mrv2", "--dcp", "two", says="--dcp"),
+    C("prove", "--policy", "mrv2", "--examples", "-1", says="--examples '-1': must be an integer >= 0"),
+    C("prove", "--policy", "mrv2", "--max-model-len", "1-100000000000", says="--max-model-len"),
+    C("prove", "--policy", "mrv2", "--json", "{d}", *SMALL_DOMAIN, says="is a folder; name a file to write"),
+    C("prove", "--policy", "mrv2", "--json", "/proc/version", *SMALL_DOMAIN, says="cannot be written"),
+    C("prove", *SMALL_DOMAIN, says="the following arguments are required: --policy"),
+    C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
+    # reproduce ---------------------------------------------------------------
+    C("reproduce", "--config", "{d}/gpt2.json", "--encoder-tokens", "3000", says="'gpt2' is decoder-only"),
+    C("reproduce", "--config", "{d}/llama.json", "--encoder-tokens", "3000", says="'llama' is decoder-only"),
+    C("reproduce", "--config", "{d}/whisper-abc.json", says="max_source_positions='abc'"),
+    C("reproduce", "--config", "{d}/whisper-false.json", says="is_encoder_decoder='false': must be true or false"),
+    C("reproduce", "--config", "{d}/nemotron-big.json", says="image_size='big'"),
+    C("reproduce", "--config", "{d}/bart-m.json", says="max_position_embeddings=0: must be a positive integer"),
+    C("reproduce", "--config", "{d}/nonutf8.json", says="is not UTF-8 text"),
+    C("reproduce", "--config", "{d}/deep.json", says="nested too deeply"),
+    C("reproduce", "--config", json.dumps({"model_type": "no-such-model"}), says="transformers cannot build"),
+    C("reproduce", "--config", json.dumps({"d_model": 4}), says="neither a transformers config"),
+    C("reproduce", "nemotron-parse", "--image-size", "10x10", says="image_size='10x10': must be at least"),
+    C("reproduce", "nemotron-parse", "--image-size", "big", says="--image-size='big'"),
+    C("reproduce", "nemotron-parse", "--max-model-len", "abc", says="--max-model-len='abc': must be an integer"),
+    C("reproduce", "bart", "--encoder-tokens", "5000", says="encoder_tokens=5000: must be 1..1024"),
+    C("reproduce", "whisper", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),
+    C("reproduce", "t5", says="model='t5': must be one of"),
+    C("reproduce", says="give a model name or --config FILE"),
+    C("reproduce", "whisper", "--impl", "nope", says="unknown implementation 'nope'"),
+    C("reproduce", "nemotron-parse", "--policy", "mrv2-prefix", status=1, says="reproduce nemotron-parse"),
+    C("reproduce", "--config", "{d}/nemotron-square.json", status=0, says="reproduce"),
+    C("reproduce", "whisper", status=0, says="reproduce whisper"),
+    # audit (offline: nothing is downloaded) ------------------------------------
+    C("audit", says="give at least one --vllm VERSION or --vllm-path DIR"),
+    C("audit", "--vllm-path", "{d}/missing", says="missing"),
+    C("audit", "--vllm", "0.24.0", "--offline", "--cache-dir", "{d}/empty-cache", says="0.24.0"),
+    C("audit", "--vllm", "latest", "--offline", says="latest"),
+    C("audit", "--vllm-path", "{d}", "--json", "{d}", says="is a folder; name a file to write"),
+    C("audit", "--vllm-path", "{d}", "--runner", "v9", says="argument --runner: invalid choice"),
+    # the pytest plugin ---------------------------------------------------------
+    C("pytest", CAPACITY, "--sizing-policy", "nope", status=4, says="unknown sizing policy 'nope'", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:raises", status=4, says="raised ValueError",
+      isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:no_argument", status=4, says="raised TypeError",
+      isolated=True),
+    C("pytest", CAPACITY, "--impl", "nope", status=4, says="unknown implementation 'nope'", isolated=True),
+    C("pytest", CAPACITY, "--impl", "nowhere:x", status=4, says="does not import", isolated=True),
+    C("pytest", CAPACITY, "--device", "tpu", status=4, says="--device 'tpu': use one of cpu, cuda", isolated=True),
+    C("pytest", CAPACITY, status=4, says="unknown Hypothesis profile 'nope'", isolated=True,
+      env={"CROSSATTN_PROFILE": "nope"}),
+    C("pytest", CAPACITY, status=4, says="regression file", isolated=True, env=BAD_REGRESSIONS),
+]
+"""Every row; the report and the test read the same list."""
+
+
+PROGRESS_PREFIXES = ("verify: policy ", "fuzz: round ")
+"""Progress lines the commands print to a non-terminal stderr; not part of an answer."""
+
+
+def answer_lines(stderr: str) -> list[str]:
+    """stderr without blank lines and progress lines: what the command said to the user."""
+    return [line for line in stderr.splitlines() if line.strip() and not line.startswith(PROGRESS_PREFIXES)]
+
+
+def first_line(stdout: str, stderr: str) -> str:
+    """The first line a user reads: the error line if there is one, else the report's first line."""
+    said = answer_lines(stderr)
+    errors = [line for line in said if "error:" in line or line.startswith("ERROR")]
+    if errors:
+        return errors[0].strip()
+    shown = [line for line in stdout.splitlines() if line.strip()]
+    return (shown or said or [""])[0].strip()
+
+
+def command_line(case: Case, d: Path) -> list[str]:
+    """The process a user would start for this row."""
+    import sys
+
+    if case.command == "pytest":
+        return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *case.argv(d)[1:]]
+    return [sys.executable, "-m", "crossattn_sizing", *case.argv(d)]
+
+
+def run_isolated(case: Case, d: Path) -> tuple[int, str, str]:
+    """Run a row in a fresh process (its own process group, killed however the run ends)."""
+    from tests.processes import run
+
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **case.environ(d)}
+    done = run(command_line(case, d), env=env)
+    return done.returncode, done.stdout, done.stderr

@@ -1,0 +1,110 @@
+"""Child processes for end-to-end tests, always cleaned up.
+
+Every child starts in its own session (process group), and whatever happens
+to the test (a failed assertion, a timeout, Ctrl-C) the whole group is killed
+on the way out, so no test leaves a process behind. Waiting is for events (a
+line on stderr, a file appearing), never a guess at how long start-up takes;
+timeouts exist only to stop a hung child, and are generous.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+HUNG = 900.0
+"""Seconds after which a child is taken to be hung: no test expects to come near it."""
+
+
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "crossattn_sizing", *args]
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """Kill the child's whole process group and reap the child."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=60)
+
+
+def run(
+    command: list[str], env: dict[str, str] | None = None, timeout: float = HUNG
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion (its own process group, killed if it hangs or the test is stopped)."""
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **(env or {})}, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        kill_group(proc)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+class Running:
+    """A child whose stderr is read line by line as it comes, so a test can wait for an event."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc = proc
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.err: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def wait_for(self, condition: Callable[[str], bool], timeout: float = HUNG) -> str:
+        """Block until a stderr line satisfies ``condition``; fail if the child ends first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"no such line within {timeout:.0f} s:\n{''.join(self.err)}") from None
+            if line is None:
+                raise AssertionError(f"the child ended first (exit {self.proc.wait()}):\n{''.join(self.err)}")
+            self.err.append(line)
+            if condition(line):
+                return line
+
+    def interrupt(self, timeout: float = HUNG) -> subprocess.CompletedProcess[str]:
+        """Press Ctrl-C once (SIGINT to the child, as a terminal would) and collect everything."""
+        self.proc.send_signal(signal.SIGINT)
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read()
+        self.proc.wait(timeout=timeout)
+        self._reader.join(timeout=60)
+        while True:
+            line = self.lines.get_nowait() if not self.lines.empty() else None
+            if line is None:
+                break
+            self.err.append(line)
+        return subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, "".join(self.err))
+
+
+@contextlib.contextmanager
+def running(command: list[str], env: dict[str, str] | None = None) -> Iterator[Running]:
+    """Start a child for the block; its process group is killed when the block ends, however it ends."""
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env={**os.environ, **(env or {})}, text=True, start_new_session=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        yield Running(proc)
+    finally:
+        kill_group(proc)
