@@ -16,7 +16,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from crossattn_sizing.audit.interp import Allocation, Interpreter, ReadError, _Raise
+from crossattn_sizing.audit.interp import Allocation, Interpreter, RaiseSignal, ReadError
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, FuncRef, Instance, Sym, Unknown
@@ -144,7 +144,7 @@ class ExtractedPolicy:
             interp.run_init(runner, [Sym(p) for p in params], {})
         try:
             interp.call(self.method, [Sym("kv_cache_config")], {}, runner)
-        except _Raise as exc:
+        except RaiseSignal as exc:
             raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
         widths, self.conditions = _widths(interp.allocations, config, self.where)
         owners = (a.owner for a in interp.allocations if a.owner is not None)
