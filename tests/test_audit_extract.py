@@ -349,9 +349,36 @@ V2_RUNNER_SPEC_METHODS = V2_RUNNER.replace(
 )
 
 
+FIXTURES = Path(__file__).parent / "fixtures" / "audit"
+
+
+def fixture(name: str) -> str:
+    """A recorded release shape from ``tests/fixtures/audit`` (see its README)."""
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# What every release has and the runners below lean on: the spec classes (their
+# class tree answers isinstance) and init_attn_backend (whose return shape the
+# harness's stand-in takes from its definition).
+ENGINE_BASICS = {
+    "vllm/v1/kv_cache_interface.py": "kv_cache_interface.py",
+    "vllm/v1/worker/gpu/attn_utils.py": "attn_utils_0_23.py",
+}
+
+
 def write_tree(root: Path, files: dict[str, str]) -> Path:
-    """Write ``files`` (package-relative paths) under ``root``; returns the checkout root."""
-    for rel, text in files.items():
+    """Write ``files`` (package-relative paths) under ``root``, with :data:`ENGINE_BASICS` where absent.
+
+    A default goes only into a runner folder the tree already has, so a tree
+    without a V2 folder stays without one.
+    """
+    folders = {rel.rpartition("/")[0] for rel in files}
+    defaults = {
+        rel: fixture(name)
+        for rel, name in ENGINE_BASICS.items()
+        if rel not in files and (rel.startswith("vllm/v1/kv") or rel.rpartition("/")[0] in folders)
+    }
+    for rel, text in {**defaults, **files}.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text), encoding="utf-8")

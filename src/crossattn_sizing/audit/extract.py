@@ -146,7 +146,7 @@ class ExtractedPolicy:
             interp.call(self.method, [Sym("kv_cache_config")], {}, runner)
         except RaiseSignal as exc:
             raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
-        widths, self.conditions = _widths(interp.allocations, config, self.where)
+        widths, self.conditions = _widths(interp.allocations, config, self.where, interp.skipped)
         owners = (a.owner for a in interp.allocations if a.owner is not None)
         self.table_classes = tuple(dict.fromkeys(owners))
         return widths
@@ -181,10 +181,11 @@ def _identifier(node: ast.AST) -> str | None:
 
 
 def _widths(
-    allocations: list[Allocation], config: RunnerConfig, where: str
+    allocations: list[Allocation], config: RunnerConfig, where: str, skipped: list[str]
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     if not allocations:
-        raise ReadError(f"no block-table allocation reached from {where}")
+        why = f": {'; '.join(dict.fromkeys(skipped))}" if skipped else ""
+        raise ReadError(f"no block-table allocation reached from {where}{why}")
     groups = len(config.groups)
     if len(allocations) % groups:
         sites = ", ".join(sorted({a.where for a in allocations}))

@@ -14,12 +14,14 @@ from crossattn_sizing.audit.known import (
     SPEC_DATA_ATTRS,
     SPEC_MODULE,
     DcpGroup,
+    NotEvaluable,
     spec_attr,
 )
-from crossattn_sizing.audit.modules import ModRef
+from crossattn_sizing.audit.modules import ModRef, class_constants, is_enum
 from crossattn_sizing.audit.values import (
     BoundMethod,
     ClassRef,
+    EnumMember,
     ExternalName,
     FuncRef,
     GroupVal,
@@ -63,6 +65,8 @@ class Attributes:
             return self._super_attribute(obj, name)
         if isinstance(obj, Instance):
             return self._instance_attribute(obj, name)
+        if isinstance(obj, ClassRef):
+            return self._class_attribute(obj, name)
         if isinstance(obj, DcpGroup):
             return getattr(obj, name, Unknown(f"get_dcp_group().{name}"))
         if isinstance(obj, TList) and name in (*LIST_METHODS, "copy", "index", "count"):
@@ -76,12 +80,56 @@ class Attributes:
             return self._invoke(method, [], {}, obj, statement=False)
         return BoundMethod(obj, method)
 
+    def _class_attribute(self, cls: ClassRef, name: str) -> Any:
+        """``Cls.NAME``: a member of an enum of the tree, or a method (e.g. a classmethod) by reference."""
+        if is_enum(cls) and name in class_constants(cls):
+            return EnumMember(cls.name, name)
+        method = self.index.find_method(cls, name)
+        if method is not None:
+            return method
+        return Unknown(f"class attribute {cls.name}.{name} ({self.index.module_of(cls).path}) is not read")
+
+    def _spec_class(self, spec: SpecVal) -> ClassRef:
+        """The release's class the group's kind stands for; NotEvaluable when the release lacks it."""
+        name = KIND_SPEC_CLASS[spec.group.kind]
+        module = self.index.module(SPEC_MODULE)
+        cls = self.index.resolve(module, name) if module is not None else None
+        if not isinstance(cls, ClassRef):
+            raise NotEvaluable(
+                f"the release defines no {name} in {SPEC_MODULE}, the class a {spec.group.kind.value} "
+                "group stands for"
+            )
+        return cls
+
+    def spec_isinstance(self, spec: SpecVal, cls: Any) -> bool:
+        """``isinstance(spec, cls)``: whether ``cls`` is the group's spec class or one of its bases.
+
+        Read from the release's own class tree, so any spec class it defines
+        is answered; a group is an instance of exactly its kind's class.
+        """
+        if isinstance(cls, Unknown):
+            raise NotEvaluable(cls.reason)
+        if not isinstance(cls, ClassRef):
+            shown = f"{cls.module}.{cls.name}" if isinstance(cls, ExternalName) else type(cls).__name__
+            raise NotEvaluable(f"isinstance(spec, {shown}): not a class of the tree")
+        ancestors, unresolved = self.index.ancestors(self._spec_class(spec))
+        if cls in ancestors:
+            return True
+        if unresolved:
+            raise NotEvaluable(
+                f"isinstance(spec, {cls.name}): the bases {', '.join(unresolved)} of "
+                f"{KIND_SPEC_CLASS[spec.group.kind]} are not in the tree"
+            )
+        return False
+
     def _spec_attribute(self, spec: SpecVal, name: str) -> Any:
         if name in SPEC_DATA_ATTRS:
             return spec_attr(self.config, spec, name)
-        module = self.index.module(SPEC_MODULE)
-        cls = self.index.resolve(module, KIND_SPEC_CLASS[spec.group.kind]) if module else None
-        method = self.index.find_method(cls, name) if isinstance(cls, ClassRef) else None
+        try:
+            cls: ClassRef | None = self._spec_class(spec)
+        except NotEvaluable:
+            cls = None
+        method = self.index.find_method(cls, name) if cls is not None else None
         if method is None:
             return spec_attr(self.config, spec, name)
         return self._bound(spec, method)

@@ -20,6 +20,7 @@ from crossattn_sizing.audit.interp.state import (
     RaiseSignal,
     ReturnSignal,
     same,
+    undecided_because,
 )
 from crossattn_sizing.audit.interp.syntax import LIST_METHODS, source_text, walk_no_defs
 from crossattn_sizing.audit.values import TList, Unknown
@@ -63,10 +64,10 @@ class Branches:
         elif truth is False:
             self.exec_block(stmt.orelse, frame)
         else:
-            self._branch(source_text(stmt.test), stmt.body, stmt.orelse, frame, stmt)
+            self._branch(source_text(stmt.test), stmt.body, stmt.orelse, frame, stmt, undecided_because(test))
 
     def _branch(self, text: str, body: list[ast.stmt], orelse: list[ast.stmt], frame: Frame,
-                stmt: ast.stmt) -> None:  # fmt: skip
+                stmt: ast.stmt, cause: str = "") -> None:  # fmt: skip
         """Both paths of an undecidable ``if``; what they leave different becomes unknown."""
         outcomes = []
         for label, block in ((text, body), (f"not ({text})", orelse)):
@@ -89,7 +90,7 @@ class Branches:
         live = [o for o in outcomes if o[0] in ("fall", "return", "jump")]
         if not live:
             raise RaiseSignal(self._where(frame, stmt))
-        reason = Unknown(f"depends on `{text}` ({self._where(frame, stmt)})")
+        reason = Unknown(f"depends on `{text}` ({self._where(frame, stmt)}){cause}")
         if any(o[0] == "jump" for o in outcomes):
             frame.loop_taint = reason
         for kind, value, _ in live:

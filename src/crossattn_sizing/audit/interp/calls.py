@@ -11,17 +11,25 @@ from typing import Any
 
 from crossattn_sizing.audit.interp.state import (
     MAX_DEPTH,
-    SHORT_FUNCTION_LINES,
+    SHORT_FUNCTION_STATEMENTS,
     Allocation,
     Frame,
     KnownFnVal,
     ListMethod,
+    StandInVal,
     first_unknown,
     is_table_class,
 )
-from crossattn_sizing.audit.interp.syntax import allocation_width, decorator_name, source_text, unknown_name
-from crossattn_sizing.audit.known import ARITHMETIC, CONFIG_ONLY, KNOWN_FUNCTIONS, NotEvaluable
+from crossattn_sizing.audit.interp.syntax import (
+    allocation_width,
+    decorator_name,
+    source_text,
+    statement_count,
+    unknown_name,
+)
+from crossattn_sizing.audit.known import ARITHMETIC, KNOWN_FUNCTIONS, NotEvaluable
 from crossattn_sizing.audit.modules import Module
+from crossattn_sizing.audit.standins import STAND_INS, call_stand_in
 from crossattn_sizing.audit.values import (
     BoundMethod,
     ClassRef,
@@ -58,6 +66,8 @@ class Calls:
         kwargs = {k.arg: self.eval(k.value, frame) for k in node.keywords if k.arg}
         if isinstance(func, KnownFnVal):
             return self._known(func, args, kwargs, frame, node)
+        if isinstance(func, StandInVal):
+            return call_stand_in(func.name, self, func.definition, args, kwargs, self._where(frame, node))
         if isinstance(func, ListMethod):
             return self._list_method(func, args, frame, node)
         if isinstance(func, BoundMethod):
@@ -73,8 +83,6 @@ class Calls:
 
     def _known(self, func: KnownFnVal, args: list[Any], kwargs: dict[str, Any], frame: Frame,
                node: ast.Call) -> Any:  # fmt: skip
-        if func.name in CONFIG_ONLY:
-            return func.fn(self, args, kwargs)
         if func.name.rpartition(".")[2] in ARITHMETIC:
             exprs = [*node.args, *(k.value for k in node.keywords)]
             for value, expr in zip([*args, *kwargs.values()], exprs, strict=False):
@@ -118,6 +126,8 @@ class Calls:
     def _invoke(self, func: FuncRef, args: list[Any], kwargs: dict[str, Any], self_value: Any,
                 statement: bool) -> Any:  # fmt: skip
         if not self._should_follow(func, statement):
+            if self.follow and self._builds_table(func, 0):
+                self.skipped.append(f"{func.qualname}, which builds a block table, is nested too deep")
             return Unknown(f"call to {func.qualname}() is not followed")
         decorators = {decorator_name(d) for d in func.node.decorator_list}
         if "staticmethod" in decorators:
@@ -132,14 +142,36 @@ class Calls:
         self.call(init, args, kwargs, instance)
         return instance
 
+    def _note_skipped(self, body: list[ast.AST], frame: Frame, why: Unknown) -> None:
+        """Record ``why`` when ``body`` (statements or an expression), not evaluated, builds a block table."""
+        if not self.follow:
+            return
+        for stmt in body:
+            for node in ast.walk(stmt):
+                if not isinstance(node, ast.Call):
+                    continue
+                target = self._static_callee(node.func, frame.module, frame.owner)
+                if is_table_class(frame.owner) and allocation_width(node) is not None:
+                    builds = True
+                elif isinstance(target, ClassRef):
+                    init = self.index.find_method(target, "__init__")
+                    builds = is_table_class(target) or (init is not None and self._builds_table(init, 0))
+                else:
+                    builds = isinstance(target, FuncRef) and self._builds_table(target, 0)
+                if builds:
+                    self.skipped.append(
+                        f"the call at {self._where(frame, node)}, which builds a block table, is not "
+                        f"evaluated: {why.reason}"
+                    )
+                    return
+
     def _should_follow(self, func: FuncRef, statement: bool, cls: ClassRef | None = None) -> bool:
         """Enter only what builds a block table, and small helpers whose result is used."""
         if not self.follow or self._depth >= MAX_DEPTH:
             return False
         if is_table_class(cls or func.owner) or self._builds_table(func, 0):
             return True
-        lines = (func.node.end_lineno or func.node.lineno) - func.node.lineno + 1
-        return not statement and lines <= SHORT_FUNCTION_LINES
+        return not statement and statement_count(func.node) <= SHORT_FUNCTION_STATEMENTS
 
     def _builds_table(self, func: FuncRef, depth: int) -> bool:
         key = (func.module, func.node.lineno)
@@ -167,7 +199,7 @@ class Calls:
 
     def _static_callee(self, node: ast.expr, module: Module, owner: ClassRef | None) -> Any:
         if isinstance(node, ast.Name):
-            if node.id in KNOWN_FUNCTIONS:
+            if node.id in KNOWN_FUNCTIONS or node.id in STAND_INS:
                 return None
             return self.index.resolve(module, node.id)
         if (

@@ -30,6 +30,8 @@ class Interpreter(Statements, Branches, Expressions, Attributes, Calls):
         self.config = config
         self.follow = True
         self.allocations: list[Allocation] = []
+        # Why code that builds a block table was not evaluated (reported when no table is reached).
+        self.skipped: list[str] = []
         self._conditions: list[str] = []
         self._journals: list[list[tuple[Any, ...]]] = []
         self._steps = 0

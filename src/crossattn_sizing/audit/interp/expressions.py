@@ -9,15 +9,28 @@ from typing import Any
 from crossattn_sizing.audit.interp.state import (
     Frame,
     KnownFnVal,
+    StandInVal,
     arith_ok,
     first_unknown,
     plain,
     same,
+    undecided_because,
 )
 from crossattn_sizing.audit.interp.syntax import BINOPS, CMPOPS, op_text, source_text, unknown_name
 from crossattn_sizing.audit.known import KNOWN_FUNCTIONS
 from crossattn_sizing.audit.modules import Module
-from crossattn_sizing.audit.values import ExternalName, GroupVal, Instance, SpecVal, Sym, TList, Unknown
+from crossattn_sizing.audit.standins import STAND_INS
+from crossattn_sizing.audit.values import (
+    EnumMember,
+    ExternalName,
+    FuncRef,
+    GroupVal,
+    Instance,
+    SpecVal,
+    Sym,
+    TList,
+    Unknown,
+)
 
 
 class Expressions:
@@ -43,13 +56,17 @@ class Expressions:
         if isinstance(node, ast.Compare):
             return self._compare(node, frame)
         if isinstance(node, ast.IfExp):
-            truth = self._truth(self.eval(node.test, frame))
+            test = self.eval(node.test, frame)
+            truth = self._truth(test)
             if truth is True:
                 return self.eval(node.body, frame)
             if truth is False:
                 return self.eval(node.orelse, frame)
             a, b = self.eval(node.body, frame), self.eval(node.orelse, frame)
-            return a if same(a, b) else Unknown(f"depends on `{source_text(node.test)}`")
+            if same(a, b):
+                return a
+            where = self._where(frame, node)
+            return Unknown(f"depends on `{source_text(node.test)}` ({where}){undecided_because(test)}")
         if isinstance(node, (ast.Tuple, ast.List)):
             if any(isinstance(e, ast.Starred) for e in node.elts):
                 return Unknown(f"starred display at {self._where(frame, node)}")
@@ -79,8 +96,10 @@ class Expressions:
         return Unknown(f"name `{node.id}` is not defined ({self._where(frame, node)})")
 
     def _global(self, module: Module, name: str) -> Any:
-        if name in module.imports and name in KNOWN_FUNCTIONS:
-            return KnownFnVal(name, KNOWN_FUNCTIONS[name])
+        if name in module.imports:
+            function = self._function_value(name, self.index.resolve(module, name))
+            if function is not None:
+                return function
         resolved = self.index.resolve(module, name)
         if resolved is None:
             return Unknown(f"name `{name}` not found in {module.path}")
@@ -99,9 +118,23 @@ class Expressions:
                     self.follow = saved
                 self._module_values[key] = value
             return self._module_values[key]
-        if isinstance(resolved, ExternalName) and resolved.name in KNOWN_FUNCTIONS:
-            return KnownFnVal(resolved.name, KNOWN_FUNCTIONS[resolved.name])
+        if isinstance(resolved, ExternalName):
+            function = self._function_value(resolved.name, resolved)
+            if function is not None:
+                return function
         return resolved
+
+    def _function_value(self, name: str, resolved: Any) -> KnownFnVal | StandInVal | None:
+        """The known function or stand-in an imported ``name`` means, if any.
+
+        A stand-in keeps the release's own definition (when the tree has it)
+        so it can take its result's shape from there.
+        """
+        if name in STAND_INS:
+            return StandInVal(name, resolved if isinstance(resolved, FuncRef) else None)
+        if name in KNOWN_FUNCTIONS:
+            return KnownFnVal(name, KNOWN_FUNCTIONS[name])
+        return None
 
     def _binop(self, op: ast.operator, left: Any, right: Any, frame: Frame, node: ast.AST) -> Any:
         sides = (getattr(node, "left", None), getattr(node, "right", getattr(node, "value", None)))
@@ -141,7 +174,7 @@ class Expressions:
             value = self.eval(operand, frame)
             truth = self._truth(value)
             if truth is None:
-                unknown = unknown or Unknown(f"depends on `{source_text(operand)}`")
+                unknown = unknown or Unknown(f"depends on `{source_text(operand)}`{undecided_because(value)}")
                 continue
             if truth is not is_and:  # `and` stops at a false value, `or` at a true one
                 return value if unknown is None else unknown
@@ -159,6 +192,8 @@ class Expressions:
 
     def _compare_one(self, op: ast.cmpop, left: Any, right: Any, frame: Frame, node: ast.AST) -> Any:
         if isinstance(op, (ast.Is, ast.IsNot)):
+            if isinstance(left, EnumMember) and isinstance(right, EnumMember):
+                return (left == right) is isinstance(op, ast.Is)
             if left is None or right is None:
                 other = right if left is None else left
                 if other is None or isinstance(other, (int, str, tuple, TList, Instance, GroupVal, SpecVal)):
@@ -222,6 +257,7 @@ class Expressions:
 
         failed = walk(node.generators)
         if failed is not None:
+            self._note_skipped([node], frame, failed)
             return failed
         return TList(results) if isinstance(node, ast.ListComp) else tuple(results)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from crossattn_sizing.audit.known import KnownFn
 from crossattn_sizing.audit.modules import Module
-from crossattn_sizing.audit.values import ClassRef, TList, Unknown
+from crossattn_sizing.audit.values import ClassRef, EnumMember, FuncRef, Sym, TList, Unknown
 
 TABLE_MARKER = "BlockTable"
 
@@ -19,7 +19,10 @@ TABLE_MARKER = "BlockTable"
 MAX_DEPTH = 12
 
 
-SHORT_FUNCTION_LINES = 30
+# A helper whose result is used is entered when it has at most this many statements
+# (nested ones included; docstrings and comments do not count, so a chain of
+# ``if isinstance(...): return KIND`` like ``get_kv_cache_spec_kind`` qualifies).
+SHORT_FUNCTION_STATEMENTS = 40
 
 
 MISSING = object()
@@ -35,6 +38,14 @@ class KnownFnVal:
 
     name: str
     fn: KnownFn
+
+
+@dataclass(frozen=True)
+class StandInVal:
+    """A stand-in (:mod:`~crossattn_sizing.audit.standins`) as a value, with the release's definition."""
+
+    name: str
+    definition: FuncRef | None
 
 
 @dataclass(frozen=True)
@@ -112,7 +123,7 @@ def first_unknown(values: Iterable[Any]) -> Unknown | None:
 
 
 def plain(value: Any) -> bool:
-    if value is None or isinstance(value, (bool, int, str, float)):
+    if value is None or isinstance(value, (bool, int, str, float, EnumMember)):
         return True
     if isinstance(value, (list, tuple)):
         return all(plain(v) for v in value)
@@ -128,3 +139,12 @@ def arith_ok(left: Any, right: Any) -> bool:
     return isinstance(left, (list, tuple)) and isinstance(right, int)
 
 
+def undecided_because(test: Any) -> str:
+    """Why a condition's value is undecided, as a suffix for the "depends on" reason."""
+    if isinstance(test, Unknown):
+        return f", which is unknown: {test.reason}"
+    if isinstance(test, TList) and test.poison is not None:
+        return f", which is unknown: {test.poison.reason}"
+    if isinstance(test, Sym):
+        return f", an engine object (`{test.path}`) the config does not determine"
+    return ""

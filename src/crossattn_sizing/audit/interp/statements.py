@@ -9,16 +9,14 @@ from crossattn_sizing.audit.interp.state import (
     BreakSignal,
     ContinueSignal,
     Frame,
-    KnownFnVal,
     RaiseSignal,
     ReadError,
     ReturnSignal,
     first_unknown,
 )
 from crossattn_sizing.audit.interp.syntax import as_load
-from crossattn_sizing.audit.known import KNOWN_FUNCTIONS
 from crossattn_sizing.audit.modules import _absolute
-from crossattn_sizing.audit.values import Instance, Sym, TList, Unknown
+from crossattn_sizing.audit.values import Instance, StandInTuple, Sym, TList, Unknown
 
 
 class Statements:
@@ -53,7 +51,9 @@ class Statements:
         elif isinstance(stmt, ast.For):
             self._exec_for(stmt, frame)
         elif isinstance(stmt, ast.While):
-            self._poison_targets(stmt.body, frame, Unknown(f"while loop at {self._where(frame, stmt)}"))
+            why = Unknown(f"while loop at {self._where(frame, stmt)}")
+            self._note_skipped([stmt], frame, why)
+            self._poison_targets(stmt.body, frame, why)
         elif isinstance(stmt, ast.Return):
             raise ReturnSignal(None if stmt.value is None else self.eval(stmt.value, frame))
         elif isinstance(stmt, ast.Raise):
@@ -79,6 +79,7 @@ class Statements:
         iterable = self.eval(stmt.iter, frame)
         items = self._iterate(iterable)
         if isinstance(items, Unknown):
+            self._note_skipped([stmt], frame, items)
             self._poison_targets([stmt], frame, items)
             return
         outer, frame.loop_taint = frame.loop_taint, None
@@ -117,10 +118,8 @@ class Statements:
             if isinstance(stmt, ast.ImportFrom):
                 source = _absolute(frame.module, stmt.module, stmt.level)
                 name = alias.asname or alias.name
-                if alias.name in KNOWN_FUNCTIONS:
-                    value: Any = KnownFnVal(alias.name, KNOWN_FUNCTIONS[alias.name])
-                else:
-                    value = self.index._resolve_import(source, alias.name, 0)
+                value: Any = self.index._resolve_import(source, alias.name, 0)
+                value = self._function_value(alias.name, value) or value
             else:
                 name = alias.asname or alias.name.split(".")[0]
                 value = Sym(alias.name if alias.asname else name)
@@ -139,9 +138,7 @@ class Statements:
                 values: list[Any] = [Unknown("starred assignment")] * len(target.elts)
             elif isinstance(value, (tuple, list)) and not first_unknown([value]):
                 if len(value) != len(target.elts):
-                    values = [Unknown(f"unpacking {len(value)} values into {len(target.elts)}")] * len(
-                        target.elts
-                    )
+                    values = [self._unpack_mismatch(value, target, frame)] * len(target.elts)
                 else:
                     values = list(value)
             else:
@@ -159,3 +156,10 @@ class Statements:
                 else:
                     container.poison = Unknown(f"item assignment at {self._where(frame, target)}")
 
+    def _unpack_mismatch(self, value: tuple[Any, ...] | list[Any], target: ast.Tuple | ast.List,
+                         frame: Frame) -> Unknown:  # fmt: skip
+        """Why ``a, b, ... = value`` fails, at its line, naming a harness stand-in that produced ``value``."""
+        why = f"unpacking {len(value)} values into {len(target.elts)} targets at {self._where(frame, target)}"
+        if isinstance(value, StandInTuple):
+            why += f" (the {len(value)} values come from {value.origin})"
+        return Unknown(why)

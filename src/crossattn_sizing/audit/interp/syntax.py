@@ -93,3 +93,17 @@ def op_text(op: ast.operator) -> str:
     )
 
 
+_STATEMENT_COUNTS: dict[int, tuple[ast.AST, int]] = {}
+
+
+def statement_count(node: ast.FunctionDef) -> int:
+    """Statements in a function, nested ones included, its docstring not (memoised per node)."""
+    cached = _STATEMENT_COUNTS.get(id(node))
+    if cached is None or cached[0] is not node:
+        count = sum(isinstance(n, ast.stmt) for n in ast.walk(node)) - 1
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            count -= 1
+        cached = (node, count)
+        _STATEMENT_COUNTS[id(node)] = cached
+    return cached[1]
