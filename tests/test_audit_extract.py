@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing import cli
-from crossattn_sizing.audit.check import FAILS, HOLDS, NEMOTRON, UNREADABLE, audit_tree, sweep_configs
+from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, NEMOTRON, UNREADABLE, audit_tree, sweep_configs
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, open_dir
 from crossattn_sizing.policies import widths
@@ -504,7 +504,7 @@ def test_unknown_name_in_the_max_is_not_read(tmp_path):
 
 def test_release_without_a_v2_runner(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v1_files()), ["v2"])
-    assert verdict.status == UNREADABLE
+    assert verdict.status == ABSENT
     assert verdict.reason == "vllm/v1/worker/gpu/ not found: no ModelRunner V2 in this release"
 
 

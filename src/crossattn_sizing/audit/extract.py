@@ -25,6 +25,10 @@ from crossattn_sizing.config import RunnerConfig
 METHOD = "initialize_kv_cache"
 
 
+class RunnerAbsent(ReadError):
+    """The release has no such runner at all (e.g. ModelRunner V1 from 0.34.0): nothing to read."""
+
+
 @dataclass(frozen=True)
 class RunnerSpec:
     """Where a runner lives: the usual file, and the folder to search when it moved."""
@@ -77,13 +81,13 @@ def locate(index: ModuleIndex, spec: RunnerSpec) -> tuple[ClassRef, FuncRef]:
     if index.module_for_path(spec.path) is not None:
         raise ReadError(f"method {METHOD} not found in {spec.path}")
     if not any(True for _ in index.tree.files(spec.search_under)):
-        raise ReadError(f"{spec.search_under} not found: no {spec.title} in this release")
+        raise RunnerAbsent(f"{spec.search_under} not found: no {spec.title} in this release")
     if foreign:
-        raise ReadError(
+        raise RunnerAbsent(
             f"{spec.path} not found: no {spec.title} in this release (the only classes under "
             f"{spec.search_under} with {METHOD} belong to another runner: {'; '.join(sorted(foreign))})"
         )
-    raise ReadError(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
+    raise RunnerAbsent(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
 
 
 def _in_scope(path: str, spec: RunnerSpec) -> bool:
@@ -213,4 +217,4 @@ def read_runner(tree: SourceTree | ModuleIndex, runner: str, label: str | None =
     return ExtractedPolicy(index, RUNNERS[runner], label or index.tree.label)
 
 
-__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerSpec", "locate", "read_runner"]
+__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerAbsent", "RunnerSpec", "locate", "read_runner"]
