@@ -1,7 +1,8 @@
 """What engine names mean in terms of the harness's RunnerConfig.
 
-This table is the audit's whole knowledge of vLLM; every mapping is a name the
-engine's config classes or utilities define, and nothing else is inferred.
+This table is the audit's knowledge of vLLM's names (the stand-ins for engine
+helpers are in :mod:`.standins`); every mapping is a name the engine's config
+classes or utilities define, and nothing else is inferred.
 An attribute name not listed here is unknown, and the policy that needs it is
 reported as "could not be read" with that name.
 

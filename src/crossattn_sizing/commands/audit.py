@@ -98,7 +98,12 @@ def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
     trees = _sources(args)
     sweep = sweep_configs()
-    results = [(tree.label, audit_tree(tree, runners, sweep)) for tree in trees]
+    results = []
+    for n, tree in enumerate(trees, 1):
+        verdicts = audit_tree(tree, runners, sweep)
+        results.append((tree.label, verdicts))
+        done = ", ".join(f"{v.title} {v.status} ({v.wall_s or 0:.1f} s)" for v in verdicts)
+        print(f"crossattn-sizing: [{n}/{len(trees)}] {tree.label}: {done}", file=sys.stderr, flush=True)
     render(results)
     if args.json:
         write_json(args.json, results)
