@@ -94,7 +94,8 @@ def render_markdown(results: Results, command: str, provenance: dict[str, str], 
         "# Audit of vLLM releases: cross-attention block-table sizing",
         "",
         f"Written by the command above on {stamp} ({os.cpu_count()} CPUs, {total:.0f} s of audit wall time "
-        "in all); not edited by hand.",
+        "in all); not edited by hand. `python3 -m nox -s audit` runs the same over 0.19.0-0.34.0, after "
+        "the wheel tests (`pytest -m audit_wheels`).",
         "",
         'Path "read": the runner\'s sizing is read from the release\'s source (the wheel\'s syntax tree; '
         "nothing of vLLM is installed, imported or run) and evaluated per config by the harness's "

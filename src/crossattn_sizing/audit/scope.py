@@ -3,10 +3,11 @@
 A sizing formula can be wrong and still harmless where the runner never runs
 the models it would break: before 0.24.0, V2 gave an encoder-decoder model
 state only to ``WhisperForConditionalGeneration`` (named in
-``init_model_state``), and Whisper's ``max_source_positions`` covers its
-encoder. From 0.24.0 any model with ``CrossAttention`` layers gets one. The
-audit reports the formula's verdict either way; this reading is a note beside
-it, naming the line it comes from, so a reader can weigh the verdict.
+``init_model_state`` of ``model_states/__init__.py``), and Whisper's
+``max_source_positions`` covers its encoder. From 0.24.0 any model with
+``CrossAttention`` layers gets one. The audit reports the formula's verdict
+either way; this reading is a note beside it, naming the line it comes from,
+so a reader can weigh the verdict.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from crossattn_sizing.audit.modules import ModuleIndex
 
 DISPATCH_PATH = "vllm/v1/worker/gpu/model_states/__init__.py"
-DISPATCH_FUNCTION = "init_model_state"
 CROSS_ATTENTION_CLASS = "CrossAttention"
 
 
@@ -32,10 +32,10 @@ class Scope:
         return {"text": self.text, "where": self.where}
 
 
-def _architecture_tests(func: ast.FunctionDef) -> list[tuple[str, int]]:
-    """``"Arch" in ....architectures`` tests in the function: (architecture, line)."""
+def _architecture_tests(tree: ast.AST) -> list[tuple[str, int]]:
+    """``"Arch" in ....architectures`` tests: (architecture, line)."""
     found = []
-    for node in ast.walk(func):
+    for node in ast.walk(tree):
         if (
             isinstance(node, ast.Compare)
             and isinstance(node.left, ast.Constant)
@@ -49,9 +49,9 @@ def _architecture_tests(func: ast.FunctionDef) -> list[tuple[str, int]]:
     return found
 
 
-def _cross_attention_test(func: ast.FunctionDef) -> int | None:
-    """The line of an ``isinstance(..., CrossAttention)`` test in the function, if any."""
-    for node in ast.walk(func):
+def _cross_attention_test(tree: ast.AST) -> int | None:
+    """The line of an ``isinstance(..., CrossAttention)`` test, if any."""
+    for node in ast.walk(tree):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -69,16 +69,12 @@ def v2_encoder_decoder_scope(index: ModuleIndex) -> Scope:
     module = index.module_for_path(DISPATCH_PATH)
     if module is None:
         return Scope(f"not read: {DISPATCH_PATH} is not in this release", None)
-    funcs = [n for n in module.tree.body if isinstance(n, ast.FunctionDef) and n.name == DISPATCH_FUNCTION]
-    if not funcs:
-        return Scope(f"not read: {DISPATCH_PATH} defines no {DISPATCH_FUNCTION}", None)
-    func = funcs[0]
-    line = _cross_attention_test(func)
+    # The dispatch is init_model_state, or from 0.29.0 a helper next to it (resolve_model_state_cls).
+    line = _cross_attention_test(module.tree)
     if line is not None:
         return Scope(f"every model with {CROSS_ATTENTION_CLASS} layers", f"{DISPATCH_PATH}:{line}")
-    tests = _architecture_tests(func)
+    tests = _architecture_tests(module.tree)
     if tests:
         names = ", ".join(dict.fromkeys(name for name, _ in tests))
         return Scope(f"only the architectures {names}", f"{DISPATCH_PATH}:{tests[0][1]}")
-    return Scope(f"not read: {DISPATCH_FUNCTION} tests neither architectures nor CrossAttention layers",
-                 f"{DISPATCH_PATH}:{func.lineno}")  # fmt: skip
+    return Scope(f"not read: {DISPATCH_PATH} tests neither architectures nor CrossAttention layers", None)
