@@ -75,17 +75,26 @@ def fuzz(session: nox.Session) -> None:
     session.run("crossattn-sizing", "fuzz", *session.posargs, env=env)
 
 
+AUDIT_RELEASES = [f"0.{minor}.0" for minor in range(19, 35)]  # 0.19.0 ... 0.34.0
+
+
 @nox.session
 def audit(session: nox.Session) -> None:
     """Audit real vLLM releases end to end (downloads wheels once into a cache; not in the default run).
 
-    Exit 1 means some runner fails, which is the expected verdict for 0.24.0
-    (the pre-fix sizing); the JSON report under reports/ carries every verdict.
+    First the wheel tests (``-m audit_wheels``: the verdict each release must
+    get), then the report: ``reports/audit.md`` and ``reports/audit.json`` for
+    every release (or those given: ``nox -s audit -- 0.24.0 0.25.0``). The
+    report's exit status 1 is expected (the releases before the fix fail).
     """
-    session.install("-e", ".")  # the audit reads wheels as zip files: no torch, no vLLM install
-    releases = session.posargs or ["0.19.0", "0.23.0", "0.24.0", "0.25.0", "0.34.0"]
+    session.install("-e", ".")  # wheels are read as zip files: no torch, no vLLM; pytest is a base dep
+    releases = session.posargs or AUDIT_RELEASES
+    if not session.posargs:
+        env = dict(CPU_ENV, CROSSATTN_AUDIT_WHEELS="1")
+        session.run("pytest", "-m", "audit_wheels", "tests/test_audit_wheels.py", env=env)
     args = [a for r in releases for a in ("--vllm", r)]
-    session.run("crossattn-sizing", "audit", *args, "--json", "reports/audit.json", success_codes=[0, 1, 3])
+    reports = ["--json", "reports/audit.json", "--markdown", "reports/audit.md"]
+    session.run("crossattn-sizing", "audit", *args, *reports, success_codes=[0, 1, 3])
 
 
 @nox.session

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing import cli
-from crossattn_sizing.audit.check import FAILS, HOLDS, NEMOTRON, UNREADABLE, audit_tree, sweep_configs
+from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, NEMOTRON, UNREADABLE, audit_tree, sweep_configs
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, open_dir
 from crossattn_sizing.policies import widths
@@ -349,9 +349,36 @@ V2_RUNNER_SPEC_METHODS = V2_RUNNER.replace(
 )
 
 
+FIXTURES = Path(__file__).parent / "fixtures" / "audit"
+
+
+def fixture(name: str) -> str:
+    """A recorded release shape from ``tests/fixtures/audit`` (see its README)."""
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+# What every release has and the runners below lean on: the spec classes (their
+# class tree answers isinstance) and init_attn_backend (whose return shape the
+# harness's stand-in takes from its definition).
+ENGINE_BASICS = {
+    "vllm/v1/kv_cache_interface.py": "kv_cache_interface.py",
+    "vllm/v1/worker/gpu/attn_utils.py": "attn_utils_0_23.py",
+}
+
+
 def write_tree(root: Path, files: dict[str, str]) -> Path:
-    """Write ``files`` (package-relative paths) under ``root``; returns the checkout root."""
-    for rel, text in files.items():
+    """Write ``files`` (package-relative paths) under ``root``, with :data:`ENGINE_BASICS` where absent.
+
+    A default goes only into a runner folder the tree already has, so a tree
+    without a V2 folder stays without one.
+    """
+    folders = {rel.rpartition("/")[0] for rel in files}
+    defaults = {
+        rel: fixture(name)
+        for rel, name in ENGINE_BASICS.items()
+        if rel not in files and (rel.startswith("vllm/v1/kv") or rel.rpartition("/")[0] in folders)
+    }
+    for rel, text in {**defaults, **files}.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text), encoding="utf-8")
@@ -477,7 +504,7 @@ def test_unknown_name_in_the_max_is_not_read(tmp_path):
 
 def test_release_without_a_v2_runner(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v1_files()), ["v2"])
-    assert verdict.status == UNREADABLE
+    assert verdict.status == ABSENT
     assert verdict.reason == "vllm/v1/worker/gpu/ not found: no ModelRunner V2 in this release"
 
 

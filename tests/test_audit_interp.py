@@ -17,6 +17,7 @@ import pytest
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from tests.test_audit_extract import fixture
 
 PRELUDE = """
 import math
@@ -44,7 +45,13 @@ CONFIG = RunnerConfig(
 )
 
 
-def extract(tmp_path: Path, body: str, extra: str = "", config: RunnerConfig = CONFIG) -> tuple[int, ...]:
+def extract(tmp_path: Path, body: str, extra: str = "", config: RunnerConfig = CONFIG,
+            files: dict[str, str | None] | None = None) -> tuple[int, ...]:  # fmt: skip
+    """Widths of a runner whose ``initialize_kv_cache`` runs ``body`` then builds ``BlockTables``.
+
+    The tree also holds the recorded spec classes and ``init_attn_backend`` of
+    0.23+ (``files`` adds or, with None, removes package-relative files).
+    """
     runner = (
         PRELUDE
         + textwrap.dedent(extra)
@@ -53,10 +60,16 @@ def extract(tmp_path: Path, body: str, extra: str = "", config: RunnerConfig = C
         + "\n        self.block_tables = BlockTables(self.max_num_reqs, widths)\n"
     )
     package = tmp_path / "vllm"
-    for rel, text in {
+    tree: dict[str, str | None] = {
         "v1/worker/gpu/model_runner.py": runner,
         "v1/worker/gpu/block_table.py": BLOCK_TABLE,
-    }.items():
+        "v1/kv_cache_interface.py": fixture("kv_cache_interface.py"),
+        "v1/worker/gpu/attn_utils.py": fixture("attn_utils_0_23.py"),
+        **(files or {}),
+    }
+    for rel, text in tree.items():
+        if text is None:
+            continue
         (package / rel).parent.mkdir(parents=True, exist_ok=True)
         (package / rel).write_text(textwrap.dedent(text))
     return read_runner(DirTree(package), "v2")(config)
@@ -131,42 +144,38 @@ def test_calls_to_engine_code_are_never_evaluated(tmp_path):
         extract(tmp_path, body)
 
 
-def test_spec_subclasses_the_config_cannot_tell_apart_are_not_guessed(tmp_path):
-    body = """
-    widths = []
-    for group in kv_cache_config.kv_cache_groups:
-        spec = group.kv_cache_spec
-        widths.append(64 if isinstance(spec, MLAAttentionSpec) else 128)
-    """
-    with pytest.raises(ReadError, match="depends on"):
-        extract(tmp_path, body)
-    body_full = body.replace("MLAAttentionSpec", "FullAttentionSpec")
-    assert extract(tmp_path, body_full) == (64, 128)
+SPEC_CHOICE = """
+widths = []
+for group in kv_cache_config.kv_cache_groups:
+    spec = group.kv_cache_spec
+    widths.append(64 if isinstance(spec, {cls}) else 128)
+"""
 
 
-def test_a_raise_on_the_config_path_is_reported(tmp_path):
-    body = """
-    if self.max_model_len > 1024:
-        raise ValueError("too long")
-    widths = [1, 1]
-    """
-    with pytest.raises(
-        ReadError, match=re.escape("the source raises at vllm/v1/worker/gpu/model_runner.py:")
-    ):
-        extract(tmp_path, body)
+@pytest.mark.parametrize(
+    ("cls", "expected"),
+    [
+        ("MLAAttentionSpec", (128, 128)),  # a FullAttentionSpec subclass: full groups are plain ones
+        ("FullAttentionSpec", (64, 128)),
+        ("CrossAttentionSpec", (128, 64)),
+        ("AttentionSpec", (64, 64)),  # a base class of both
+        ("(MambaSpec, CrossAttentionSpec)", (128, 64)),
+    ],
+)
+def test_isinstance_on_specs_is_answered_from_the_release_class_tree(tmp_path, cls, expected):
+    extra = "from vllm.v1.kv_cache_interface import AttentionSpec, CrossAttentionSpec, MambaSpec\n"
+    assert extract(tmp_path, SPEC_CHOICE.format(cls=cls), extra) == expected
 
 
-def test_allocation_count_must_match_the_groups(tmp_path):
-    with pytest.raises(ReadError, match="3 block-table allocations for 2 KV-cache groups"):
-        extract(tmp_path, "widths = [1, 2, 3]")
+def test_isinstance_on_a_class_outside_the_tree_is_not_guessed(tmp_path):
+    extra = "from vllm.other_module import NewSpec\n"
+    expected = re.escape("isinstance(spec, vllm.other_module.NewSpec): not a class of the tree")
+    with pytest.raises(ReadError, match=expected):
+        extract(tmp_path, SPEC_CHOICE.format(cls="NewSpec"), extra)
 
 
-def test_tuple_unpacking_and_kernel_block_sizes(tmp_path):
-    body = """
-    self.attn_groups, support, kernel_block_sizes = init_attn_backend(kv_cache_config, None, None)
-    sizes = [g.kv_cache_spec.block_size for g in kv_cache_config.kv_cache_groups]
-    widths = [cdiv(self.max_model_len, bs) * (bs // kbs) for bs, kbs in zip(sizes, kernel_block_sizes)]
-    """
-    extra = "from vllm.v1.worker.gpu.attn_utils import init_attn_backend\n"
-    config = CONFIG.replace(groups=(KVCacheGroup(GroupKind.FULL, 64, 16), KVCacheGroup(GroupKind.CROSS, 32)))
-    assert extract(tmp_path, body, extra, config) == (32 * 4, 64)
+def test_isinstance_names_the_spec_class_a_release_lacks(tmp_path):
+    only_full = {"v1/kv_cache_interface.py": "class FullAttentionSpec:\n    pass\n"}
+    expected = "the release defines no CrossAttentionSpec in vllm.v1.kv_cache_interface"
+    with pytest.raises(ReadError, match=expected):
+        extract(tmp_path, SPEC_CHOICE.format(cls="FullAttentionSpec"), files=only_full)

@@ -23,6 +23,7 @@ import json
 import pytest
 
 from crossattn_sizing.audit.check import (
+    ABSENT,
     FAILS,
     HOLDS,
     KERNEL_IDS,
@@ -347,7 +348,7 @@ def test_subclasses_of_the_v2_runner_are_not_taken_for_v1(tmp_path):
     tree = tree_of(tmp_path, files)
     v2, v1 = audit_tree(tree, ["v2", "v1"], SAMPLE[:3])
     assert v2.status == HOLDS, v2.reason
-    assert v1.status == UNREADABLE
+    assert v1.status == ABSENT
     assert v1.reason == (
         "vllm/v1/worker/gpu_model_runner.py not found: no ModelRunner V1 in this release (the only "
         "classes under vllm/v1/worker/ with initialize_kv_cache belong to another runner: "

@@ -10,9 +10,15 @@ real overflow into a false "holds".
 
 Modules: :mod:`.sources` (wheels, cache, reading files), :mod:`.modules`
 (parsed modules and name resolution), :mod:`.known` (what engine names mean),
-:mod:`.interp` (the restricted evaluator), :mod:`.extract` (runners to
-policies), :mod:`.check` (coverage and allocation over a sweep) and
-:mod:`.report` (table and JSON).
+:mod:`.standins` (the harness's replacements for engine helpers, shaped by the
+release's own definitions), :mod:`.interp` (the restricted evaluator, a
+package), :mod:`.extract` (runners to policies), :mod:`.check` (coverage and
+allocation over a sweep), :mod:`.scope` (which models V2 serves),
+:mod:`.report` (table and JSON) and :mod:`.markdown` (the report file).
+
+Every verdict records its ``path``: "read" for this source-reading audit. It
+is the fallback where the release's own code cannot be executed; an executed
+verdict would carry "executed" in the same field.
 """
 
 from crossattn_sizing.audit.check import RunnerVerdict, audit_tree

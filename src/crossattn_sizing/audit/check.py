@@ -24,13 +24,15 @@ says which modelled rule a release implements.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from crossattn_sizing import admission
-from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, read_runner
+from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, RunnerAbsent, read_runner
 from crossattn_sizing.audit.modules import ModuleIndex
+from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.config import ConfigError, GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, widths
@@ -48,7 +50,8 @@ NEMOTRON = RunnerConfig(
 # Whisper: 1500 encoder frames (30 s padded), S = 1500, M = 448 (shared/spec.md).
 WHISPER_TOKENS = 1500
 
-HOLDS, FAILS, UNREADABLE = "holds", "fails", "could not be read"
+HOLDS, FAILS, UNREADABLE, ABSENT = "holds", "fails", "could not be read", "absent"
+READ_PATH = "read"
 KERNEL_IDS, MANAGER_IDS = "kernel-block ids", "manager-block ids"
 
 
@@ -96,6 +99,11 @@ class RunnerVerdict:
     matches: list[str] = field(default_factory=list)
     closest: dict[str, Any] | None = None
     rules: list[str] = field(default_factory=list)
+    # How the verdict was reached: "read" (the source's syntax tree, this package).
+    # An executed path (running the release's own code) reports "executed" here.
+    path: str = READ_PATH
+    wall_s: float | None = None
+    scope: Scope | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -103,6 +111,8 @@ class RunnerVerdict:
             "runner": self.runner,
             "title": self.title,
             "verdict": self.status,
+            "path": self.path,
+            "wall_s": None if self.wall_s is None else round(self.wall_s, 2),
             "where": self.where,
             "reason": self.reason,
             "configs_checked": self.configs_checked,
@@ -116,6 +126,7 @@ class RunnerVerdict:
             "matches_builtin": self.matches,
             "closest_builtin": self.closest,
             "equivalent_rules": self.rules,
+            "encoder_decoder_scope": self.scope.to_dict() if self.scope else None,
         }
 
 
@@ -319,10 +330,23 @@ def whisper_check(policy: ExtractedPolicy) -> dict[str, Any]:
 
 
 def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig]) -> RunnerVerdict:
+    """Read one runner and check it, timed; V2 verdicts carry the encoder-decoder scope read beside them."""
+    start = time.perf_counter()
+    verdict = _read_and_check(index, runner, label, configs)
+    if runner == "v2" and verdict.where is not None:
+        verdict.scope = v2_encoder_decoder_scope(index)
+    verdict.wall_s = time.perf_counter() - start
+    return verdict
+
+
+def _read_and_check(index: ModuleIndex, runner: str, label: str,
+                    configs: list[RunnerConfig]) -> RunnerVerdict:  # fmt: skip
     """Read one runner and check it; every read problem becomes a "could not be read" verdict."""
     title = RUNNERS[runner].title
     try:
         policy = read_runner(index, runner, label)
+    except RunnerAbsent as exc:
+        return RunnerVerdict(label, runner, title, ABSENT, reason=str(exc))
     except ReadError as exc:
         return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
     verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where)

@@ -16,13 +16,17 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from crossattn_sizing.audit.interp import Allocation, Interpreter, ReadError, _Raise
+from crossattn_sizing.audit.interp import Allocation, Interpreter, RaiseSignal, ReadError
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, FuncRef, Instance, Sym, Unknown
 from crossattn_sizing.config import RunnerConfig
 
 METHOD = "initialize_kv_cache"
+
+
+class RunnerAbsent(ReadError):
+    """The release has no such runner at all (e.g. ModelRunner V1 from 0.34.0): nothing to read."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +81,13 @@ def locate(index: ModuleIndex, spec: RunnerSpec) -> tuple[ClassRef, FuncRef]:
     if index.module_for_path(spec.path) is not None:
         raise ReadError(f"method {METHOD} not found in {spec.path}")
     if not any(True for _ in index.tree.files(spec.search_under)):
-        raise ReadError(f"{spec.search_under} not found: no {spec.title} in this release")
+        raise RunnerAbsent(f"{spec.search_under} not found: no {spec.title} in this release")
     if foreign:
-        raise ReadError(
+        raise RunnerAbsent(
             f"{spec.path} not found: no {spec.title} in this release (the only classes under "
             f"{spec.search_under} with {METHOD} belong to another runner: {'; '.join(sorted(foreign))})"
         )
-    raise ReadError(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
+    raise RunnerAbsent(f"{spec.path} not found, and no class under {spec.search_under} defines {METHOD}")
 
 
 def _in_scope(path: str, spec: RunnerSpec) -> bool:
@@ -144,9 +148,9 @@ class ExtractedPolicy:
             interp.run_init(runner, [Sym(p) for p in params], {})
         try:
             interp.call(self.method, [Sym("kv_cache_config")], {}, runner)
-        except _Raise as exc:
+        except RaiseSignal as exc:
             raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
-        widths, self.conditions = _widths(interp.allocations, config, self.where)
+        widths, self.conditions = _widths(interp.allocations, config, self.where, interp.skipped)
         owners = (a.owner for a in interp.allocations if a.owner is not None)
         self.table_classes = tuple(dict.fromkeys(owners))
         return widths
@@ -181,10 +185,11 @@ def _identifier(node: ast.AST) -> str | None:
 
 
 def _widths(
-    allocations: list[Allocation], config: RunnerConfig, where: str
+    allocations: list[Allocation], config: RunnerConfig, where: str, skipped: list[str]
 ) -> tuple[tuple[int, ...], tuple[str, ...]]:
     if not allocations:
-        raise ReadError(f"no block-table allocation reached from {where}")
+        why = f": {'; '.join(dict.fromkeys(skipped))}" if skipped else ""
+        raise ReadError(f"no block-table allocation reached from {where}{why}")
     groups = len(config.groups)
     if len(allocations) % groups:
         sites = ", ".join(sorted({a.where for a in allocations}))
@@ -212,4 +217,4 @@ def read_runner(tree: SourceTree | ModuleIndex, runner: str, label: str | None =
     return ExtractedPolicy(index, RUNNERS[runner], label or index.tree.label)
 
 
-__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerSpec", "locate", "read_runner"]
+__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerAbsent", "RunnerSpec", "locate", "read_runner"]

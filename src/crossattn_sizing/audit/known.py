@@ -1,7 +1,8 @@
 """What engine names mean in terms of the harness's RunnerConfig.
 
-This table is the audit's whole knowledge of vLLM; every mapping is a name the
-engine's config classes or utilities define, and nothing else is inferred.
+This table is the audit's knowledge of vLLM's names (the stand-ins for engine
+helpers are in :mod:`.standins`); every mapping is a name the engine's config
+classes or utilities define, and nothing else is inferred.
 An attribute name not listed here is unknown, and the policy that needs it is
 reported as "could not be read" with that name.
 
@@ -9,7 +10,12 @@ Modelling choices (each a departure the report can name):
 - prefill context parallelism is absent (size 1): the harness models DCP only;
 - the audited DCP rank is 0 (widths do not depend on the rank);
 - kernel block sizes are the harness groups' ``kernel_block_size``, whatever
-  the backend-selection helper computes them from.
+  the backend-selection helper computes them from (see :mod:`.standins`);
+- each harness group stands for an instance of exactly the spec class
+  ``KIND_SPEC_CLASS`` names (a full group is a plain ``FullAttentionSpec``,
+  not an MLA or sink variant): ``isinstance`` is then answered from the
+  release's own class tree in ``vllm/v1/kv_cache_interface.py``, so a spec
+  class a release adds (``CircularBufferSpec`` in 0.29.0) needs no entry here.
 """
 
 from __future__ import annotations
@@ -19,16 +25,22 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.values import GroupVal, SpecVal, Sym, TList, Unknown
 from crossattn_sizing.config import GroupKind, RunnerConfig
 
 
 class Context(Protocol):
-    """What a known function may use of the evaluator: the config and its attribute rule."""
+    """What a known function or stand-in may use of the evaluator."""
 
     config: RunnerConfig
+    index: ModuleIndex
 
     def attribute(self, obj: Any, name: str) -> Any: ...
+
+    def spec_isinstance(self, spec: SpecVal, cls: Any) -> bool:
+        """``isinstance(spec, cls)`` from the release's class tree; NotEvaluable when it cannot tell."""
+        ...
 
 
 KnownFn = Callable[[Context, list[Any], dict[str, Any]], Any]
@@ -93,23 +105,6 @@ def spec_attr(config: RunnerConfig, spec: SpecVal, name: str) -> Any:
     return Unknown(f"kv_cache_spec.{name} has no counterpart in the harness config")
 
 
-# isinstance(spec, NAME): True/False per group kind, None where the harness cannot tell.
-_FULL_VARIANTS = ("MLAAttentionSpec", "SinkFullAttentionSpec", "TQFullAttentionSpec", "HiddenStateCacheSpec")
-SPEC_CLASSES: dict[str, Callable[[GroupKind], bool | None]] = {
-    "KVCacheSpec": lambda k: True,
-    "AttentionSpec": lambda k: k.is_attention,
-    "FullAttentionSpec": lambda k: k is GroupKind.FULL,
-    "CrossAttentionSpec": lambda k: k is GroupKind.CROSS,
-    "SlidingWindowSpec": lambda k: k is GroupKind.SLIDING_WINDOW,
-    "SlidingWindowMLASpec": lambda k: None if k is GroupKind.SLIDING_WINDOW else False,
-    "MambaSpec": lambda k: k is GroupKind.MAMBA,
-    "EncoderOnlyAttentionSpec": lambda k: False,
-    "ChunkedLocalAttentionSpec": lambda k: False,
-    "UniformTypeKVCacheSpecs": lambda k: False,
-    **{name: (lambda k: None if k is GroupKind.FULL else False) for name in _FULL_VARIANTS},
-}
-
-
 def _ints(values: Iterable[Any], what: str) -> list[int]:
     out = []
     for v in values:
@@ -156,17 +151,13 @@ def _isinstance(ctx: Context, args: list[Any], kwargs: dict[str, Any]) -> Any:
     results = []
     for cls in classes if isinstance(classes, tuple) else (classes,):
         name = getattr(cls, "name", None)
-        if isinstance(obj, SpecVal) and name in SPEC_CLASSES:
-            results.append(SPEC_CLASSES[name](obj.group.kind))
+        if isinstance(obj, SpecVal):
+            results.append(ctx.spec_isinstance(obj, cls))
         elif isinstance(obj, GroupVal) and name == "KVCacheGroupSpec":
             results.append(True)
         else:
             raise NotEvaluable(f"isinstance(..., {name or cls!r})")
-    if any(r is True for r in results):
-        return True
-    if all(r is False for r in results):
-        return False
-    return Unknown("isinstance() on a spec subclass the harness config does not distinguish")
+    return any(results)
 
 
 def _getattr(ctx: Context, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -187,15 +178,6 @@ def _hasattr(ctx: Context, args: list[Any], kwargs: dict[str, Any]) -> Any:
     if isinstance(obj, Sym) and name in OPTIONAL_ATTRS:
         return OPTIONAL_ATTRS[name](ctx.config) is not None
     raise NotEvaluable(f"hasattr(..., {name!r})")
-
-
-def _kernel_block_sizes(config: RunnerConfig) -> TList:
-    return TList(g.kbs for g in config.groups)
-
-
-def _attn_backend(ctx: Context, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    # (attn_groups, cudagraph support, kernel_block_sizes) in the V2 runner's attn_utils.
-    return (Unknown("attention groups"), Unknown("cudagraph support"), _kernel_block_sizes(ctx.config))
 
 
 class DcpGroup:
@@ -245,23 +227,12 @@ KNOWN_FUNCTIONS: dict[str, KnownFn] = {
     "round_down": _int_pos(lambda x, y: (x // y) * y),
     "gcd": _int_pos(math.gcd),
     "lcm": _int_pos(lambda a, b: a * b // math.gcd(a, b)),
-    "get_total_cp_world_size": lambda ctx, a, k: ctx.config.dcp_size,
-    "get_dcp_group": lambda ctx, a, k: DcpGroup(ctx.config.dcp_size),
-    "get_pcp_group": lambda ctx, a, k: DcpGroup(1),
-    "init_attn_backend": _attn_backend,
-    "prepare_kernel_block_sizes": lambda ctx, a, k: _kernel_block_sizes(ctx.config),
 }
 
 # Known functions that compute with ints only: an engine object passed to one is an unknown name.
 ARITHMETIC = frozenset(
     {"max", "min", "len", "range", "int", "abs", "sum", "cdiv", "round_up", "round_down", "gcd", "lcm"}
 )
-# Engine helpers whose result the harness derives from the config alone, whatever they are passed.
-CONFIG_ONLY = frozenset(
-    {"get_total_cp_world_size", "get_dcp_group", "get_pcp_group", "init_attn_backend",
-     "prepare_kernel_block_sizes"}
-)  # fmt: skip
-
 # Qualified names of standard-library modules used as ``math.gcd`` and the like.
 KNOWN_QUALIFIED: dict[str, KnownFn] = {
     "math.gcd": KNOWN_FUNCTIONS["gcd"],

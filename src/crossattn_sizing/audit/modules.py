@@ -9,10 +9,13 @@ numpy) stay opaque :class:`~crossattn_sizing.audit.values.ExternalName` values.
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, ExternalName, FuncRef
+
+_BUILTIN_NAMES = frozenset(dir(builtins))
 
 
 @dataclass
@@ -126,6 +129,44 @@ class ModuleIndex:
                     return found
         return None
 
+    def ancestors(self, cls: ClassRef) -> tuple[list[ClassRef], list[str]]:
+        """``cls`` and every base class found in the tree, and the bases that could not be resolved.
+
+        Bases from outside the tree (``ABC``, ``Generic[...]``) are skipped: an
+        outside class cannot be a class of the tree. A base the tree names but
+        does not bind is returned as unresolved text.
+        """
+        found: list[ClassRef] = []
+        unresolved: list[str] = []
+        todo = [cls]
+        while todo and len(found) < 64:
+            current = todo.pop()
+            if current in found:
+                continue
+            found.append(current)
+            module = self.module_of(current)
+            for base in current.node.bases:
+                ref = self._base(module, base.value if isinstance(base, ast.Subscript) else base)
+                if isinstance(ref, ClassRef):
+                    todo.append(ref)
+                elif ref is None:
+                    unresolved.append(ast.unparse(base))
+        return found, unresolved
+
+    def _base(self, module: Module, node: ast.expr) -> object | None:
+        """What a base-class expression names: a ClassRef, something outside the tree, or None (unbound)."""
+        if isinstance(node, ast.Name):
+            if node.id in _BUILTIN_NAMES:
+                return ExternalName("builtins", node.id)
+            return self.resolve(module, node.id)
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            owner = self.resolve(module, node.value.id)
+            if isinstance(owner, ModRef):
+                inner = self.module(owner.name)
+                return self.resolve(inner, node.attr) if inner is not None else None
+            return ExternalName(node.value.id, node.attr)
+        return None
+
     def classes_defining(self, path: str, method: str) -> list[ClassRef]:
         """Classes in the file at ``path`` that define (or inherit from the tree) ``method``."""
         module = self.module_for_path(path)
@@ -166,3 +207,19 @@ def _absolute(module: Module, name: str | None, level: int) -> str:
         parts = parts[: len(parts) - (level - 1)]
     base = ".".join(parts)
     return f"{base}.{name}" if name else base
+
+
+def is_enum(cls: ClassRef) -> bool:
+    """Whether a class derives directly from an ``enum`` base (``Enum``, ``StrEnum``, ``enum.IntEnum``)."""
+    return any(ast.unparse(b).rpartition(".")[2].endswith("Enum") for b in cls.node.bases)
+
+
+def class_constants(cls: ClassRef) -> set[str]:
+    """Names a class body assigns at its top level (an enum's members)."""
+    names: set[str] = set()
+    for stmt in cls.node.body:
+        if isinstance(stmt, ast.Assign):
+            names.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            names.add(stmt.target.id)
+    return names

@@ -1,9 +1,12 @@
 """The audit's report: a releases x runners table, the details behind each cell, and JSON.
 
 Exit statuses (documented in ``crossattn-sizing audit --help``): 0 when every
-runner was read and holds, 1 when some runner fails, 3 when nothing fails but
-some runner could not be read (so an unreadable release never passes as a
-holding one). User errors (unknown version, download failure) exit 2 from the
+runner a release has was read and holds, 1 when some runner fails, 3 when
+nothing fails but some runner could not be read, or a release has none of the
+runners asked for (so an unreadable release never passes as a holding one). A
+runner a release does not have at all (ModelRunner V1 from 0.34.0) is
+"absent": not a pass, and no reason for exit 3 while another runner of that
+release was checked. User errors (unknown version, download failure) exit 2 from the
 CLI before any report.
 """
 
@@ -17,20 +20,30 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from crossattn_sizing.audit.check import FAILS, HOLDS, UNREADABLE, RunnerVerdict
+from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.outputs import write_text
 
 EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
-_STYLE = {HOLDS: "green", FAILS: "bold red", UNREADABLE: "yellow"}
+EXIT_MEANINGS = {
+    "0": "every runner present holds",
+    "1": "some runner fails",
+    "3": "some runner could not be read, or a release had none of the runners",
+}
+_STYLE = {HOLDS: "green", FAILS: "bold red", UNREADABLE: "yellow", ABSENT: "dim"}
 
 
 def exit_status(verdicts: list[RunnerVerdict]) -> int:
-    """0 all hold, 1 some fail, 3 some could not be read (and none fail)."""
+    """0 all present runners hold, 1 some fail, 3 some could not be read or a release had nothing to check."""
     statuses = {v.status for v in verdicts}
     if FAILS in statuses:
         return EXIT_FAILS
     if UNREADABLE in statuses:
+        return EXIT_UNREADABLE
+    by_release: dict[str, set[str]] = {}
+    for v in verdicts:
+        by_release.setdefault(v.source, set()).add(v.status)
+    if not verdicts or any(s == {ABSENT} for s in by_release.values()):
         return EXIT_UNREADABLE
     return EXIT_HOLDS
 
@@ -39,8 +52,8 @@ def _cell(verdict: RunnerVerdict | None) -> str:
     if verdict is None:
         return "-"
     text = f"[{_STYLE[verdict.status]}]{verdict.status}[/]"
-    if verdict.status == UNREADABLE:
-        return text
+    if verdict.status in (UNREADABLE, ABSENT):
+        return text + _path_and_time(verdict)
     if verdict.status == HOLDS:
         text = f"{text}\n{verdict.configs_checked} configs"
     elif verdict.nemotron is not None and not verdict.nemotron["holds"]:
@@ -53,7 +66,12 @@ def _cell(verdict: RunnerVerdict | None) -> str:
         text += f"\n= {escape(', '.join(verdict.matches))}"
     elif verdict.rules:
         text += f"\n= {escape(verdict.rules[0])}"
-    return text
+    return text + _path_and_time(verdict)
+
+
+def _path_and_time(verdict: RunnerVerdict) -> str:
+    wall = "" if verdict.wall_s is None else f", {verdict.wall_s:.1f} s"
+    return f"\n[dim]{verdict.path}{wall}[/]"
 
 
 def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | None = None) -> None:
@@ -77,7 +95,7 @@ def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | No
 def detail_lines(verdict: RunnerVerdict) -> list[str]:
     """Plain-text lines explaining one verdict (counterexample, reproduction, reason, matching rule)."""
     head = f"{verdict.source} {verdict.title}: {verdict.status}"
-    if verdict.status == UNREADABLE and verdict.where is None:
+    if verdict.status in (UNREADABLE, ABSENT) and verdict.where is None:
         return [f"{head}: {verdict.reason}"]
     lines = [f"{head} ({verdict.where})"]
     if verdict.status == UNREADABLE:
@@ -106,6 +124,9 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
         lines.append(f"  Whisper ({w['encoder_tokens']} frames, {w['configs']} block shapes): {outcome}")
     if verdict.status != UNREADABLE:
         lines.extend(_rule_lines(verdict))
+    if verdict.scope is not None:
+        where = f" ({verdict.scope.where})" if verdict.scope.where else ""
+        lines.append(f"  encoder-decoder models this runner serves: {verdict.scope.text}{where}")
     for condition in verdict.conditions:
         lines.append(f"  note: the tables checked are built when `{condition}` (undecidable from the config)")
     return lines
@@ -137,7 +158,7 @@ def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
     verdicts = [v for _, vs in results for v in vs]
     return {
         "exit_status": exit_status(verdicts),
-        "exit_statuses": {"0": "all hold", "1": "some runner fails", "3": "some runner could not be read"},
+        "exit_statuses": EXIT_MEANINGS,
         "results": [v.to_dict() for v in verdicts],
     }
 

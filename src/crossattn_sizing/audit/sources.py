@@ -9,6 +9,7 @@ same for a wheel, an installed package directory and a source checkout.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -214,3 +215,17 @@ def open_release(version: str, cache_dir: Path | None = None, *, offline: bool =
     """A tree over a release's wheel, labelled with the version asked for."""
     wheel = fetch_wheel(version, cache_dir, offline=offline, downloader=downloader)
     return ZipTree(wheel, label=check_version(version))
+
+
+def provenance(tree: SourceTree) -> str:
+    """What exactly was read: a wheel's file name and sha256, or a directory's path."""
+    if isinstance(tree, ZipTree):
+        digest = hashlib.sha256()
+        with open(tree.path, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(chunk)
+        return f"{tree.path.name} sha256 {digest.hexdigest()}"
+    if isinstance(tree, DirTree):
+        return f"directory {tree.package_dir}"
+    return tree.label
+

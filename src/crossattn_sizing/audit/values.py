@@ -107,6 +107,25 @@ class SuperVal:
     instance: Any
 
 
+class StandInTuple(tuple):  # type: ignore[type-arg]
+    """A tuple returned by a harness stand-in; ``origin`` names the stand-in for messages."""
+
+    origin: str
+
+    def __new__(cls, items: Any, origin: str) -> StandInTuple:
+        made = super().__new__(cls, items)
+        made.origin = origin
+        return made
+
+
+@dataclass(frozen=True)
+class EnumMember:
+    """A member of an ``enum.Enum`` class of the tree (``KVCacheSpecKind.MAMBA``), compared by name."""
+
+    enum: str
+    name: str
+
+
 class TList(list):  # type: ignore[type-arg]
     """A list the evaluator built; ``poison`` marks one whose contents became unknown."""
 

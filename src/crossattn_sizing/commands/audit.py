@@ -9,11 +9,13 @@ installed, imported or run: the sizing is read from the source (see
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
-from crossattn_sizing.audit.check import audit_tree
+from crossattn_sizing.audit.check import audit_tree, sweep_configs
 from crossattn_sizing.audit.extract import RUNNERS
+from crossattn_sizing.audit.markdown import render_markdown, write_markdown
 from crossattn_sizing.audit.report import exit_status, render, write_json
 from crossattn_sizing.audit.sources import (
     SourceTree,
@@ -22,16 +24,19 @@ from crossattn_sizing.audit.sources import (
     default_cache_dir,
     open_dir,
     open_release,
+    provenance,
 )
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.outputs import output_file
 
 EPILOG = """\
 exit status:
-  0  every runner was read and its sizing holds
+  0  every runner a release has was read and its sizing holds (a runner the
+     release does not have, e.g. V1 from 0.34.0, is reported as absent)
   1  some runner fails (a counterexample config is printed)
   2  usage or user error: unknown version, download failure, bad path
-  3  nothing fails, but some runner could not be read (what was not found is printed)
+  3  nothing fails, but some runner could not be read (the reason and the line
+     it concerns are printed), or a release has none of the runners asked for
   130  interrupted (Ctrl-C)
 """
 
@@ -56,6 +61,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--offline", action="store_true",
                         help="never download: use only wheels already in the cache")  # fmt: skip
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the verdicts as JSON")
+    parser.add_argument(
+        "--markdown", metavar="FILE", default=None,
+        help="also write the report as Markdown (first line: the command that regenerates it)",
+    )  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -75,11 +84,34 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
     return trees
 
 
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run (for the Markdown report's first line)."""
+    words = ["crossattn-sizing", "audit"]
+    words += [w for v in args.vllm for w in ("--vllm", v)]
+    words += [w for p in args.vllm_path for w in ("--vllm-path", p)]
+    words += [w for r in args.runner or [] for w in ("--runner", r)]
+    words += ["--offline"] if args.offline else []
+    words += ["--json", args.json] if args.json else []
+    words += ["--markdown", args.markdown]
+    return shlex.join(words)
+
+
 def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
     json_path = output_file("--json", args.json)  # before any download
-    results = [(tree.label, audit_tree(tree, runners)) for tree in _sources(args)]
+    markdown_path = output_file("--markdown", args.markdown)
+    trees = _sources(args)
+    sweep = sweep_configs()
+    results = []
+    for n, tree in enumerate(trees, 1):
+        verdicts = audit_tree(tree, runners, sweep)
+        results.append((tree.label, verdicts))
+        done = ", ".join(f"{v.title} {v.status} ({v.wall_s or 0:.1f} s)" for v in verdicts)
+        print(f"crossattn-sizing: [{n}/{len(trees)}] {tree.label}: {done}", file=sys.stderr, flush=True)
+    render(results)
     if json_path:
         write_json(json_path, results)
-    render(results)
+    if markdown_path:
+        origins = {tree.label: provenance(tree) for tree in trees}
+        write_markdown(markdown_path, render_markdown(results, _command(args), origins, len(sweep)))
     return exit_status([v for _, verdicts in results for v in verdicts])
