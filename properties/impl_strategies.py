@@ -255,7 +255,7 @@ def cross_cases(draw: st.DrawFn, config: RunnerConfig) -> CrossCase:
     """Admitted requests, biased to the encoder bound and entry edges (the lead's ``encoder_lengths``)."""
     n = draw(st.integers(1, config.max_num_reqs), label="num_requests")
     order = draw(st.permutations(range(config.max_num_reqs)), label="row_order")
-    lens = tuple(draw(encoder_lengths(config, label=f"encoder_len[{i}]")) for i in range(n))
+    lens = tuple(draw(encoder_lengths(config), label=f"encoder_len[{i}]") for i in range(n))
     queries = tuple(draw(st.integers(1, 2), label=f"num_queries[{i}]") for i in range(n))
     rows = tuple(order[:n])
     if n > 1 and any(abs(a - b) == 1 for a in rows for b in rows):
