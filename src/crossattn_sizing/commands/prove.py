@@ -1,5 +1,11 @@
 """``crossattn-sizing prove``: check the coverage invariant on every config of a bounded domain.
 
+With no domain option the domain is :func:`crossattn_sizing.edges.edge_domain`:
+dense around every width edge and out to 2M-token contexts, small enough that
+a user's ``module:attr`` policy, called once per config, is checked in seconds.
+Any domain option switches to the grid those options describe (the others
+keep the grid defaults below).
+
 Exit status: 0 when the invariant holds on the whole domain, 1 when there are
 counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.errors.HarnessError`
 the CLI prints as one line).
@@ -16,6 +22,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from crossattn_sizing import edges
+from crossattn_sizing.edges import edge_coverage, edge_domain
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.policies import load_policy, policy_name
 from crossattn_sizing.prove import (
@@ -24,11 +32,11 @@ from crossattn_sizing.prove import (
     Domain,
     DomainError,
     ProveResult,
-    prove,
+    prove_all,
     vector_form,
 )
 
-DEFAULTS = {
+DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",
     "kernel_block_sizes": "all",
     "dcp": "1",
@@ -55,33 +63,20 @@ def register(subparsers: Any) -> None:
         ),
     )
     p.add_argument("--policy", required=True, metavar="P", help="built-in policy name or module:attr")
-    p.add_argument(
-        "--block-sizes", default=DEFAULTS["block_sizes"], metavar="LIST", help="bs, manager (%(default)s)"
-    )
-    p.add_argument(
-        "--kernel-block-sizes",
-        default=DEFAULTS["kernel_block_sizes"],
-        metavar="LIST",
-        help="kernel block sizes, kept where they divide bs; 'all' = every divisor (%(default)s)",
-    )
-    p.add_argument(
-        "--dcp",
-        default=DEFAULTS["dcp"],
-        metavar="LIST",
-        help="DCP sizes; C > 1 adds every interleave dividing kbs (%(default)s)",
-    )
-    p.add_argument(
-        "--max-model-len", default=DEFAULTS["max_model_len"], metavar="LIST", help="M (%(default)s)"
-    )
-    p.add_argument(
-        "--encoder-tokens", default=DEFAULTS["encoder_tokens"], metavar="LIST", help="E (%(default)s)"
-    )
-    p.add_argument(
-        "--source-positions",
-        default=DEFAULTS["source_positions"],
-        metavar="LIST",
-        help="S; 'absent' = the config has no max_source_positions (%(default)s)",
-    )
+    axes = {
+        "block_sizes": "bs, manager",
+        "kernel_block_sizes": "kernel block sizes, kept where they divide bs; 'all' = every divisor",
+        "dcp": "DCP sizes; C > 1 adds every interleave dividing kbs",
+        "max_model_len": "M",
+        "encoder_tokens": "E",
+        "source_positions": "S; 'absent' = the config has no max_source_positions",
+    }
+    for key, what in axes.items():
+        p.add_argument(
+            "--" + key.replace("_", "-"),
+            metavar="LIST",
+            help=f"{what} (grid default {DEFAULTS[key]}; any of these options replaces the edge domain)",
+        )
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
         "--chunk-size",
@@ -144,23 +139,39 @@ def _report(result: ProveResult) -> None:
         print("\n".join(_table(result.counterexamples)))
 
 
+def describe_edges(domains: list[Domain]) -> dict[str, str]:
+    """The edge domain's axes, one line each, and how many width edges it holds."""
+    e_sizes = [d.encoder_tokens.size for d in domains]
+    return {
+        "parts": f"{len(domains)}: one per (bs, C), bs in {edges.BLOCK_SIZES}, C in {edges.DCP_SIZES}",
+        "kbs": "bs and one smaller kernel block (16, or bs/2); I = 1 (the width formulas never read it)",
+        "M": f"{len(edges.MODEL_LENS)} values in {edges.MODEL_LENS[0]}..{edges.MODEL_LENS[-1]}: "
+        "2^j, 2^j+1, 3*2^(j-1), and configured lengths",
+        "E": f"{min(e_sizes)}..{max(e_sizes)} values per part in 1..{edges.MAX_TOKENS}: every "
+        f"k*unit-1..k*unit+1 for k <= {edges.DENSE_MULTIPLES}, then 2 multiples per octave; 2^j+-1",
+        "S": "absent, 0, 448, 1500, 4096, 1048576",
+        "B": "max(M, E): the smallest B the engine accepts that admits E, so e = E",
+        "edges": edge_coverage(domains).describe(),
+    }
+
+
 def run(args: argparse.Namespace) -> int:
     """Parse the domain, run :func:`prove`, print the report; the exit status says whether it holds."""
     examples = _int_option(args.examples, "--examples", 0)
     chunk_size = _int_option(args.chunk_size, "--chunk-size", 1)
-    domain = Domain.parse(
-        block_sizes=args.block_sizes,
-        kernel_block_sizes=args.kernel_block_sizes,
-        dcp=args.dcp,
-        max_model_len=args.max_model_len,
-        encoder_tokens=args.encoder_tokens,
-        source_positions=args.source_positions,
-    )
+    given = {key: getattr(args, key) for key in DEFAULTS if getattr(args, key) is not None}
+    if given:
+        grid = Domain.parse(**(DEFAULTS | given))
+        domains, described = [grid], grid.describe()
+    else:
+        domains = edge_domain()
+        described = describe_edges(domains)
     policy = load_policy(args.policy)
     if args.json and not Path(args.json).resolve().parent.is_dir():
         raise HarnessError(f"--json {args.json!r}: the folder it names does not exist")
-    print(f"domain: {domain.size:,} configs")
-    for axis, text in domain.describe().items():
+    size = sum(d.size for d in domains)
+    print(f"domain: {size:,} configs" + ("" if given else f" (edge domain, {len(domains)} parts)"))
+    for axis, text in described.items():
         print(f"  {axis}: {text}")
     if args.dry_run:
         return 0
@@ -168,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if vector_form(policy) is None:
         print(
             f"note: policy {policy_name(policy)} has no vectorised form; calling it once per config "
-            f"({domain.size:,} calls, slow)",
+            f"({size:,} calls)",
             file=sys.stderr,
         )
     with Progress(
@@ -180,9 +191,9 @@ def run(args: argparse.Namespace) -> int:
         transient=True,
         disable=args.no_progress or not err.is_terminal,
     ) as bar:
-        task = bar.add_task("prove", total=domain.size)
-        result = prove(
-            domain,
+        task = bar.add_task("prove", total=size)
+        result = prove_all(
+            domains,
             policy,
             examples=examples,
             chunk_size=chunk_size,
@@ -190,7 +201,8 @@ def run(args: argparse.Namespace) -> int:
         )
     _report(result)
     if args.json:
-        payload = result.to_dict() | {"domain": {"options": domain.specs, "axes": domain.describe()}}
+        options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
+        payload = result.to_dict() | {"domain": {"options": options, "axes": described}}
         try:
             Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
         except OSError as exc:
