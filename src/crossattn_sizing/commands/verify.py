@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
+from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.suite import run_suite
 
@@ -115,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
                     select=args.select,
                     on_progress=on_progress,
                 )
+            if code != 2:  # beside the sampled properties, the exhaustive check on the edge domain
+                progress.update(task, description=f"{spec}: prove on the edge domain")
+                results.append(prove_property(load_policy(spec), spec))
             verdicts.append(PolicyVerdict(policy_name(load_policy(spec)), expected_to_hold(spec), results))
             progress.remove_task(task)
             progress.advance(overall)
