@@ -333,6 +333,8 @@ def test_cli_exit_0_when_it_holds(capsys: pytest.CaptureFixture[str], tmp_path: 
     out = capsys.readouterr().out
     assert "mrv2: holds on the whole domain" in out
     data = json.loads(out_file.read_text())
+    n = data["configs_checked"]
+    assert f"covered: {n:,} of the domain's {n:,} configs (100%)" in out
     assert data["holds"] is True and data["counterexamples"] == []
     assert data["configs_checked"] == small_domain(
         block_sizes="1-16", dcp="1-2", max_model_len="1-64:9", encoder_tokens="1-400:17",

@@ -123,10 +123,12 @@ def _table(examples: list[Counterexample]) -> list[str]:
     return ["  " + "  ".join(v.rjust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
 
 
-def _report(result: ProveResult) -> None:
+def _report(result: ProveResult, size: int) -> None:
     rate = result.configs / result.seconds if result.seconds > 0 else float("inf")
     how = "vectorised" if result.vectorised else "one call per config"
     timing = f"{result.seconds:.2f} s, {rate:.3g} configs/s, {how}"
+    share = 100 * result.configs / size
+    print(f"covered: {result.configs:,} of the domain's {size:,} configs ({share:.0f}%)")
     if result.holds:
         print(f"{result.policy}: holds on the whole domain: {result.configs:,} configs checked ({timing})")
         return
@@ -199,10 +201,10 @@ def run(args: argparse.Namespace) -> int:
             chunk_size=chunk_size,
             progress=lambda n: bar.advance(task, n),
         )
-    _report(result)
+    _report(result, size)
     if args.json:
         options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
-        payload = result.to_dict() | {"domain": {"options": options, "axes": described}}
+        payload = result.to_dict() | {"domain": {"options": options, "axes": described, "configs": size}}
         try:
             Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
         except OSError as exc:
