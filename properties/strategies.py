@@ -327,6 +327,9 @@ def record_config_events(config: RunnerConfig, stress: bool = False) -> None:
     if stress:
         event("stress corner")
     event(f"cell: {decision_cell(config)}")
+    # Each dimension on its own too, so summaries (fuzz, --hypothesis-show-statistics) add up.
+    event("S absent" if config.max_source_positions is None else "S present")
+    event("E set" if config.max_num_encoder_input_tokens is not None else "E defaults to B")
     event("DCP on" if config.dcp_size > 1 else "DCP off")
     cross = config.groups[config.cross_groups()[0]]
     event("cross block size <= 128" if cross.block_size <= 128 else "cross block size > 128")
