@@ -57,6 +57,22 @@ def tolerance(dtype: torch.dtype) -> Tolerance:
     return TOLERANCES[dtype]
 
 
+FP32_EPS = 2.0**-24
+MASS_MARGIN = 4.0
+MASS_REASON = (
+    "plus, where scores and values are large, {margin:g} x 2^-24 x ({keys} keys + 2 x {score:.4g}) x "
+    "sum_i p_i|v_i|: the kernel computes in fp32 whatever the dtype, so a weighted sum of n values "
+    "is off by at most n ulps of sum p|v| (values cancel, so not of |output|), and each score "
+    "q.k*scale by ~2 ulps of sum_d |q_d k_d| * scale (bounded by {score:.4g}), which moves the "
+    "softmax weights by that much relative; 4x margin"
+)
+
+
+def mass_bound(mass: torch.Tensor, score_abs: float, num_keys: int) -> torch.Tensor:
+    """The fp32 error bound that scales with ``sum_i p_i |v_i|`` (see :data:`MASS_REASON`)."""
+    return MASS_MARGIN * FP32_EPS * (num_keys + 2.0 * score_abs) * mass
+
+
 def spans(values: Sequence[int]) -> str:
     """``[1,2,3,7,9,10]`` as ``1..3, 7, 9..10`` (sorted, compact, for messages)."""
     items = sorted(set(values))
@@ -165,18 +181,27 @@ def assert_outputs_match(
     requests: Sequence[RequestReport],
     header: Sequence[str],
     dtype: torch.dtype,
+    mass: torch.Tensor | None = None,
+    score_abs: float = 0.0,
+    num_keys: int = 0,
 ) -> None:
     """The implementation's output equals the float64 reference within the dtype's tolerance.
 
+    With ``mass`` (``sum_i p_i |v_i|`` per element), the bound also grows with
+    the fp32 rounding of large, cancelling values and scores (:func:`mass_bound`).
     A NaN or inf anywhere fails too: cells a request does not own are poisoned
-    with NaN, so a non-finite output means one was read.
+    with NaN, so a non-finite output means one was read, and a softmax that
+    overflows shows as one.
     """
     tol = tolerance(dtype)
     got64 = got.detach().to("cpu", torch.float64)
     exp64 = expected.to(torch.float64)
     err = (got64 - exp64).abs()
     finite = torch.isfinite(got64)
-    bad = ~finite | (err > tol.atol + tol.rtol * exp64.abs())
+    bound = tol.atol + tol.rtol * exp64.abs()
+    if mass is not None:
+        bound = bound + mass_bound(mass.to(torch.float64), score_abs, num_keys)
+    bad = ~finite | (err > bound)
     if not bool(bad.any()):
         return
     err_shown = torch.where(finite, err, torch.full_like(err, math.inf))
@@ -185,6 +210,8 @@ def assert_outputs_match(
         f"  tolerance ({str(dtype).removeprefix('torch.')}): rtol={tol.rtol:g} atol={tol.atol:g} "
         f"({tol.reason})",
     ]
+    if mass is not None:
+        lines.append("    " + MASS_REASON.format(margin=MASS_MARGIN, keys=num_keys, score=score_abs))
     bad_q = bad.flatten(1).any(dim=1)
     for req in requests:
         mine = [q for q, owner in enumerate(query_owner) if owner == req.index]
@@ -203,7 +230,8 @@ def assert_outputs_match(
         lines.append(
             f"      WRONG OUTPUT: max abs error {float(sub.max()):.4g} at query {q} (position "
             f"{query_position[q]}), head {h}, dim {d}: got {float(got64[q, h, d]):.6g}, "
-            f"expected {float(exp64[q, h, d]):.6g}; {len(wrong)} of {len(mine)} queries wrong"
+            f"expected {float(exp64[q, h, d]):.6g} (bound {float(bound[wrong][qi, h, d]):.3g}); "
+            f"{len(wrong)} of {len(mine)} queries wrong"
             + (f"; {nonfinite} non-finite values (a poisoned cell reached the output)" if nonfinite else "")
         )
     raise AssertionError("\n".join(lines))

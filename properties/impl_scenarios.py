@@ -21,14 +21,29 @@ from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, policy_name
 from crossattn_sizing.runner import CrossMode, PagedRunner
 from properties.impl_assertions import RequestReport
-from properties.impl_strategies import AttentionShape, CrossCase, SelfCase, make_content, pool_size
+from properties.impl_strategies import (
+    UNIT,
+    AttentionShape,
+    ContentScales,
+    CrossCase,
+    SelfCase,
+    make_content,
+    pool_size,
+)
 from reference.attention import attention as reference_attention
 from reference.pool import BlockPool
 
 
 @dataclass
 class ScenarioRun:
-    """What an attention scenario produced, and what the oracle says it should be."""
+    """What an attention scenario produced, and what the oracle says it should be.
+
+    ``mass`` is ``sum_i p_i |v_i|`` per output element (the oracle's attention
+    over ``|v|``): the scale of the fp32 rounding in a weighted sum, which the
+    tolerance is relative to when values are large and cancel. ``score_abs``
+    bounds ``sum_d |q_d k_d| * scale`` over the scenario, and ``num_keys`` is
+    the most keys one query sees: the two other sources of fp32 error.
+    """
 
     out: torch.Tensor
     expected: torch.Tensor
@@ -36,6 +51,19 @@ class ScenarioRun:
     query_position: list[int]
     reports: list[RequestReport]
     header: list[str]
+    mass: torch.Tensor | None = None
+    score_abs: float = 0.0
+    num_keys: int = 0
+
+
+def _score_abs(queries: list[torch.Tensor], keys: list[torch.Tensor], scale: float) -> float:
+    """The largest ``sum_d |q_d k_d| * scale`` between any query and key of the same request."""
+    best = 0.0
+    for q, k in zip(queries, keys, strict=True):
+        if q.numel() and k.numel():
+            qa, ka = q.to(torch.float64).abs(), k.to(torch.float64).abs()
+            best = max(best, float(torch.einsum("qhd,khd->qhk", qa, ka).max()) * scale)
+    return best
 
 
 def _seed(base: int, *parts: int) -> int:
@@ -49,7 +77,10 @@ def _seed(base: int, *parts: int) -> int:
 def dense_reference(
     query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float
 ) -> torch.Tensor:
-    """The oracle's dense attention per head, in float64: ``[nq, H, D]``."""
+    """The oracle's dense attention per head, in float64: ``[nq, H, D]``.
+
+    Called with ``values.abs()`` it gives the mass ``sum_i p_i |v_i|`` the tolerance scales with.
+    """
     heads = query.shape[1]
     per_head = []
     for h in range(heads):
@@ -91,6 +122,7 @@ def run_cross(
     *,
     guarded: bool,
     mode: CrossMode,
+    scales: ContentScales = UNIT,
 ) -> ScenarioRun:
     """One prefill step (encoder K/V written once) and one decode step of cross-attention.
 
@@ -111,17 +143,19 @@ def run_cross(
         ids = pool.allocate(admission.blocks_allocated(config, group, e))
         given.append(expand_block_ids(ids, group.bpk))
         runner.append(g, row, ids)
-    keys = [make_content(_seed(seed, i, 0), e, shape) for i, e in enumerate(lens)]
-    values = [make_content(_seed(seed, i, 1), e, shape) for i, e in enumerate(lens)]
+    keys = [make_content(_seed(seed, i, 0), e, shape, scales.qk) for i, e in enumerate(lens)]
+    decades = scales.value_decades
+    values = [make_content(_seed(seed, i, 1), e, shape, decades=decades) for i, e in enumerate(lens)]
     queries = [
-        make_content(_seed(seed, i, 2), nq, shape, spread=2.0) for i, nq in enumerate(case.num_queries)
+        make_content(_seed(seed, i, 2), nq, shape, spread=2.0 * scales.qk)
+        for i, nq in enumerate(case.num_queries)
     ]
     runner.write(g, case.rows, [range(e) for e in lens], keys, values)
     q_pos = [[0] * nq for nq in case.num_queries]  # decoder positions do not matter: non-causal
     out = runner.attend(g, case.rows, queries, q_pos, lens, causal=False)
-    expected = torch.cat(
-        [dense_reference(q, k, v, runner.scale) for q, k, v in zip(queries, keys, values, strict=True)]
-    )
+    triples = list(zip(queries, keys, values, strict=True))
+    expected = torch.cat([dense_reference(q, k, v, runner.scale) for q, k, v in triples])
+    mass = torch.cat([dense_reference(q, k, v.abs(), runner.scale) for q, k, v in triples])
     per_entry = group.kbs * (config.dcp_size if mode == "sharded" else 1)
     reports = [
         RequestReport(i, row, e, per_entry, widths[g], given[i], runner.tables[g].row(row))
@@ -134,7 +168,8 @@ def run_cross(
     )
     header.append(f"  group {g} (cross, bs={group.block_size}, kbs={group.kbs}): {widths[g]} entries "
                   f"= {widths[g] * per_entry} encoder tokens per row")
-    return ScenarioRun(out, expected, owner, [0] * len(owner), reports, header)
+    return ScenarioRun(out, expected, owner, [0] * len(owner), reports, header, mass,
+                       _score_abs(queries, keys, runner.scale), max(lens))
 
 
 def run_self(
@@ -148,6 +183,7 @@ def run_self(
     pool_seed: int,
     *,
     guarded: bool,
+    scales: ContentScales = UNIT,
 ) -> ScenarioRun:
     """A prefill step (all prompt tokens, causal) and a decode step, on every DCP rank, merged.
 
@@ -164,9 +200,10 @@ def run_self(
         head_dim=shape.head_dim, dtype=shape.dtype, guarded=guarded,
     )
     given: list[list[int]] = [[] for _ in case.rows]
-    keys = [make_content(_seed(seed, i, 0), n, shape) for i, n in enumerate(totals)]
-    values = [make_content(_seed(seed, i, 1), n, shape) for i, n in enumerate(totals)]
-    queries = [make_content(_seed(seed, i, 2), n, shape, spread=2.0) for i, n in enumerate(totals)]
+    keys = [make_content(_seed(seed, i, 0), n, shape, scales.qk) for i, n in enumerate(totals)]
+    decades = scales.value_decades
+    values = [make_content(_seed(seed, i, 1), n, shape, decades=decades) for i, n in enumerate(totals)]
+    queries = [make_content(_seed(seed, i, 2), n, shape, 2.0 * scales.qk) for i, n in enumerate(totals)]
 
     for i, (row, s) in enumerate(zip(case.rows, case.prompt_lens, strict=True)):
         ids = pool.allocate(admission.blocks_allocated(config, group, s))
@@ -198,12 +235,12 @@ def run_self(
         owner += dec
         position += [p[0] for p in pos]
 
-    expected = torch.cat(
-        [
-            dense_reference(queries[i][p : p + 1], keys[i][: p + 1], values[i][: p + 1], runner.scale)
-            for i, p in zip(owner, position, strict=True)
-        ]
-    )
+    seen = [
+        (queries[i][p : p + 1], keys[i][: p + 1], values[i][: p + 1])
+        for i, p in zip(owner, position, strict=True)
+    ]
+    expected = torch.cat([dense_reference(q, k, v, runner.scale) for q, k, v in seen])
+    mass = torch.cat([dense_reference(q, k, v.abs(), runner.scale) for q, k, v in seen])
     per_entry = admission.tokens_per_entry(config, group)
     reports = [
         RequestReport(i, row, n, per_entry, widths[g], given[i], runner.tables[g].row(row))
@@ -213,4 +250,5 @@ def run_self(
         "paged causal self-attention (DCP ranks merged by log-sum-exp) differs from dense attention",
         impl, policy, config, widths, guarded, shape,
     )
-    return ScenarioRun(torch.cat(outs), expected, owner, position, reports, header)
+    return ScenarioRun(torch.cat(outs), expected, owner, position, reports, header, mass,
+                       _score_abs(queries, keys, runner.scale), max(totals))

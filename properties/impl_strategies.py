@@ -55,15 +55,62 @@ def attention_shapes(draw: st.DrawFn) -> AttentionShape:
     return AttentionShape(heads, head_dim, dtype)
 
 
-def make_content(seed: int, num_tokens: int, shape: AttentionShape, spread: float = 1.0) -> torch.Tensor:
+@dataclass(frozen=True)
+class ContentScales:
+    """How large a scenario's numbers are: scores from near zero to several hundred, values
+    from tiny to near the dtype's limit.
+
+    ``qk``: standard deviation of query and key entries; a score ``q.k/sqrt(D)``
+    then has standard deviation ``qk**2``, so 0.1 gives a flat softmax and 16
+    scores of several hundred, past ``exp``'s fp32 overflow at 88.7 (a softmax
+    that forgets to subtract the row maximum returns inf/inf). ``value_decades``:
+    each value row is scaled by ``10**u``, ``u`` uniform in that range (mixed
+    signs, so large values cancel).
+    """
+
+    qk: float
+    value_decades: tuple[float, float]
+
+
+# Decades of values per dtype: up to about 1e4 in fp16 (max 65504, values up to ~4 sigma),
+# 1e30 in fp32/bf16 (max 3.4e38; sums of a few thousand stay far below it), down to 1e-6.
+VALUE_DECADES = {torch.float16: 4.0, torch.float32: 30.0, torch.bfloat16: 30.0}
+QK_SCALES = (1.0, 0.1, 4.0, 8.0, 16.0)
+UNIT = ContentScales(1.0, (0.0, 0.0))
+
+
+@st.composite
+def content_scales(draw: st.DrawFn, dtype: torch.dtype) -> ContentScales:
+    """Score and value magnitudes for one scenario (``UNIT`` first: O(1) scores and values)."""
+    qk = draw(st.sampled_from(QK_SCALES), label="qk_scale")
+    top = draw(st.sampled_from((0.0, 2.0, VALUE_DECADES[dtype])), label="value_decades_high")
+    low = draw(st.sampled_from((0.0, -6.0)), label="value_decades_low")
+    event(f"score scale ~{qk * qk:g}" + (" (past exp's fp32 overflow)" if 3 * qk * qk > 88.7 else ""))
+    if top > 2.0:
+        event("values up to the dtype's range")
+    return ContentScales(qk, (low, top))
+
+
+def make_content(
+    seed: int,
+    num_tokens: int,
+    shape: AttentionShape,
+    spread: float = 1.0,
+    decades: tuple[float, float] = (0.0, 0.0),
+) -> torch.Tensor:
     """``[num_tokens, heads, head_dim]`` values rounded to the dtype, every token's row distinct.
 
+    Each token's row is scaled by ``spread * 10**u``, ``u`` uniform in ``decades``.
     Distinct rows matter: a kernel that reads a neighbouring cell is only
     caught if the neighbour holds something else. Random rows rarely collide
     even in bf16, and any that do are redrawn.
     """
     gen = torch.Generator().manual_seed(seed)
-    out = (torch.randn(num_tokens, shape.num_heads, shape.head_dim, generator=gen) * spread).to(shape.dtype)
+    lo, hi = decades
+    scale = torch.full((num_tokens, 1, 1), float(spread))
+    if hi > lo:  # (drawn only then, so unscaled content is what it always was for a seed)
+        scale *= torch.pow(10.0, lo + (hi - lo) * torch.rand(num_tokens, 1, 1, generator=gen))
+    out = (torch.randn(num_tokens, shape.num_heads, shape.head_dim, generator=gen) * scale).to(shape.dtype)
     for _ in range(100):
         seen: set[tuple[float, ...]] = set()
         redraw = []
@@ -74,7 +121,7 @@ def make_content(seed: int, num_tokens: int, shape: AttentionShape, spread: floa
             seen.add(key)
         if not redraw:
             return out
-        fresh = torch.randn(len(redraw), shape.num_heads, shape.head_dim, generator=gen) * spread
+        fresh = torch.randn(len(redraw), shape.num_heads, shape.head_dim, generator=gen) * scale[redraw]
         out[redraw] = fresh.to(shape.dtype)
     raise AssertionError("could not draw distinct token contents")  # pragma: no cover - astronomically rare
 
@@ -255,7 +302,7 @@ def cross_cases(draw: st.DrawFn, config: RunnerConfig) -> CrossCase:
     """Admitted requests, biased to the encoder bound and entry edges (the lead's ``encoder_lengths``)."""
     n = draw(st.integers(1, config.max_num_reqs), label="num_requests")
     order = draw(st.permutations(range(config.max_num_reqs)), label="row_order")
-    lens = tuple(draw(encoder_lengths(config, label=f"encoder_len[{i}]")) for i in range(n))
+    lens = tuple(draw(encoder_lengths(config), label=f"encoder_len[{i}]") for i in range(n))
     queries = tuple(draw(st.integers(1, 2), label=f"num_queries[{i}]") for i in range(n))
     rows = tuple(order[:n])
     if n > 1 and any(abs(a - b) == 1 for a in rows for b in rows):

@@ -1,14 +1,43 @@
 """Hypothesis strategies for runner configs and workloads.
 
 Strategies live here; assertions live in :mod:`properties.assertions`; the
-properties that join them live in ``test_*.py``. Every draw is labelled so a
-failing example reads as a list of named choices, and the interesting regimes
-(aligned edges, one token over, DCP, kernel expansion) are drawn on purpose
-and recorded with ``event()`` rather than left to chance.
+properties that join them live in ``test_*.py``. A failing example reads as
+the :class:`CapacityCase` it built (config and encoder lengths), and the
+assertion prints its diagnosis and a reproduce command.
+
+What a sizing policy can get wrong decides what is drawn:
+
+* Lengths span what engines run, from a few tokens to :data:`MAX_LEN` (2M,
+  past the 1M-token contexts that exist), on a log scale, so small, edge and
+  very large values all come often: a policy that caps, clamps or ``min()``s a
+  length fails only on large ones.
+* Lengths sit on width edges on purpose: a multiple of one of the group's
+  units (kernel block, manager block, aligned span; times the DCP size),
+  plus or minus one token. Off-by-one slips live there and nowhere else.
+* A policy is arbitrary Python and may branch on any input, so every cell of
+  the decision table is drawn often and recorded with ``event()``: ``S``
+  present or absent, ``E`` set or defaulting to ``B``, the order of
+  ``M``/``E``/``S`` (ties included), DCP on or off, the cross block size at
+  most 128 or above, and which other group kinds share the model.
+* The first choice of a case is the *stress corner*, where
+  every dial is at its hard setting at once (long context, one token past an
+  aligned edge, ``S`` absent, DCP with a replicated group, kernel-block
+  expansion). Hypothesis tries the simplest draw first, so the first example
+  of every run is that corner, and a failure found there shrinks to it: a
+  fixed, readable shape. The corner is an eighth of later draws; the rest
+  explore the decision table.
+
+Speed: a capacity example must cost well under a millisecond, and Hypothesis
+spends tens of microseconds on each ``draw()``. So a case is one draw of
+:data:`DIAL_BYTES` bytes, read as choices by :class:`Dials` (see there for
+why shrinking still works).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
 from dataclasses import dataclass
 
 from hypothesis import event
@@ -17,127 +46,335 @@ from hypothesis import strategies as st
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 
+LOG2_MAX_LEN = 21
+MAX_LEN = 1 << LOG2_MAX_LEN
+"""The largest length drawn: 2,097,152 tokens, past the 1M-token contexts engines serve."""
+MAX_BLOCK_SIZE = 512
+MAX_DCP = 8
+MAX_REQS = 8
+
 # Block sizes engines use, plus non-powers of two (hybrid models page with
-# e.g. 48 or 96) and sizes above 128 where the alignment rules change.
-COMMON_BLOCK_SIZES = (1, 8, 16, 32, 48, 64, 96, 128, 256, 512)
-MAX_LEN = 1 << 15
+# e.g. 48 or 96), split at 128 where the alignment rules change.
+SMALL_BLOCK_SIZES = (16, 1, 8, 32, 48, 64, 96, 128, 3, 24, 80, 112)
+LARGE_BLOCK_SIZES = (256, 512, 144, 192, 384, 160, 272, 448)
+ALL_BLOCK_SIZES = SMALL_BLOCK_SIZES + LARGE_BLOCK_SIZES
+# Lengths people configure: Whisper, BART, Nemotron-Parse pages, powers of two up to 1M contexts.
+FAMOUS_LENGTHS = (448, 1024, 1500, 2048, 3201, 3328, 3329, 4096, 8192, 9000, 32768, 65536, 131072,
+                  262144, 524288, 1 << 20)
+OTHER_KINDS = ((), (GroupKind.FULL,), (GroupKind.SLIDING_WINDOW,), (GroupKind.MAMBA,),
+               (GroupKind.FULL, GroupKind.MAMBA), (GroupKind.FULL, GroupKind.SLIDING_WINDOW),
+               (GroupKind.SLIDING_WINDOW, GroupKind.MAMBA), (GroupKind.FULL, GroupKind.FULL))
+
+DIAL_BYTES = 48
+"""Bytes of one capacity case: a case reads 35 (median), 46 (90th percentile); past the end reads zero.
+
+Hypothesis draws bytes one at a time, so every byte not read is time spent for nothing."""
 
 
-def divisors(n: int) -> list[int]:
+class Dials:
+    """Choices read one after another from a byte string that Hypothesis draws in one go.
+
+    Why not one ``draw()`` per choice: Hypothesis spends tens of microseconds of
+    bookkeeping on every draw, and a case has 20 to 40 choices, so per-choice
+    draws made a capacity example cost milliseconds. One fixed-size byte string
+    is one choice; reading it here is a few microseconds. Shrinking still
+    works: Hypothesis lowers bytes toward zero, and every reader below maps
+    zero to its simplest option (the first listed, the low end of a range).
+    Bytes past the end read as zero.
+    """
+
+    __slots__ = ("data", "pos")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def byte(self) -> int:
+        pos = self.pos
+        self.pos += 1
+        return self.data[pos] if pos < len(self.data) else 0
+
+    def below(self, n: int) -> int:
+        """An integer in ``[0, n)``: one byte for ``n <= 256``, three up to ``2**22``, four above.
+
+        Three bytes span ``2**24``, so below ``2**22`` no value is more than 5/4 as likely
+        as another: near enough to uniform for lengths, and a byte cheaper per length.
+        """
+        if n <= 256:
+            return self.byte() % n if n > 1 else 0
+        value = self.byte() << 16 | self.byte() << 8 | self.byte()
+        if n > 1 << 22:
+            value = value << 8 | self.byte()
+        return value % n
+
+    def between(self, lo: int, hi: int) -> int:
+        """An integer in ``[lo, hi]`` (zero bytes give ``lo``)."""
+        return lo + self.below(hi - lo + 1) if hi > lo else lo
+
+    def pick(self, options: tuple):  # type: ignore[no-untyped-def]
+        """One of ``options`` (zero gives the first)."""
+        return options[self.below(len(options))]
+
+    def flag(self) -> bool:
+        """A coin (zero gives False)."""
+        return bool(self.byte() & 1)
+
+    def log_length(self) -> int:
+        """A length whose magnitude is uniform on a log scale over ``1 .. MAX_LEN``."""
+        e = self.below(LOG2_MAX_LEN)
+        return self.between(1 << e, (2 << e) - 1)
+
+    def multiple(self, u: int, min_log2: int = 0) -> int:
+        """A multiple ``k * u <= MAX_LEN`` with ``k`` log-uniform from ``2**min_log2`` (where room allows)."""
+        top = max(0, (MAX_LEN // u).bit_length() - 1)
+        lo = min(min_log2, top)
+        e = lo + self.below(top - lo + 1)
+        return u * self.between(1 << e, min((2 << e) - 1, MAX_LEN // u))
+
+    def offset(self) -> int:
+        """+1, 0 or -1 token around an edge (zero gives +1: one token over, the bug's shape)."""
+        return OFFSETS[self.below(3)]
+
+    def edge_length(self, units: tuple[int, ...]) -> int:
+        """A multiple of one of ``units`` plus or minus one token (the widest unit first)."""
+        return max(1, self.multiple(self.pick(units[::-1])) + self.offset())
+
+    def any_length(self, units: tuple[int, ...]) -> int:
+        """A width edge of ``units``, a log-scale length, or a length people configure (a third each)."""
+        mode = self.below(3)
+        if mode == 0:
+            return self.edge_length(units)
+        if mode == 1:
+            return self.log_length()
+        return max(1, self.pick(FAMOUS_LENGTHS) + self.offset())
+
+
+OFFSETS = (1, 0, -1)
+
+
+def dials(size: int = DIAL_BYTES) -> st.SearchStrategy[Dials]:
+    """A reader over ``size`` drawn bytes."""
+    return st.binary(min_size=size, max_size=size).map(Dials)
+
+
+@functools.cache
+def divisors(n: int) -> tuple[int, ...]:
     """Positive divisors of ``n`` in increasing order."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    return tuple(d for d in range(1, n + 1) if n % d == 0)
 
 
-@st.composite
-def block_sizes(draw: st.DrawFn, label: str = "block_size") -> int:
-    return draw(st.one_of(st.sampled_from(COMMON_BLOCK_SIZES), st.integers(1, 512)), label=label)
+def alignment_units(bs: int) -> tuple[int, ...]:
+    """Block multiples engines align a width to: the v0.34 rule's and the v0.21-0.25 rule's."""
+    pow2 = 128 // bs if bs <= 128 else 1
+    return tuple(sorted({128 // math.gcd(128, bs), pow2}))
 
 
-@st.composite
-def kv_groups(draw: st.DrawFn, kind: GroupKind, dcp_size: int) -> KVCacheGroup:
-    """One group; its kernel block size is a divisor of its block size."""
-    bs = draw(block_sizes(label=f"{kind.value}.block_size"))
-    kbs = draw(st.sampled_from(divisors(bs)[::-1]), label=f"{kind.value}.kernel_block_size")
+@functools.cache
+def width_units(group: KVCacheGroup, dcp_factor: int) -> tuple[int, ...]:
+    """Token spans at whose multiples a group's width changes: entry, block, aligned span (times ``C_g``)."""
+    units = {group.kbs * dcp_factor, group.block_size * dcp_factor}
+    units.update(group.block_size * dcp_factor * a for a in alignment_units(group.block_size))
+    return tuple(sorted(units))
+
+
+def _group(d: Dials, kind: GroupKind, dcp_size: int, sizes: tuple[int, ...], stress: bool) -> KVCacheGroup:
+    """One group; its kernel block size is a divisor of its block size.
+
+    Expansion (``kbs < bs``) half the time; in the stress corner always where
+    ``bs`` allows, with replicated (not DCP-sharded) groups beside the cross one.
+    """
+    bs = d.pick(sizes)
+    divs = divisors(bs)
+    choice = d.byte()
+    if stress and bs > 1:
+        kbs = divs[-2 - choice % (len(divs) - 1)]
+    elif choice & 1:
+        kbs = divs[(choice >> 1) % len(divs)]
+    else:
+        kbs = bs
     sharded = True
     if dcp_size > 1 and kind is not GroupKind.CROSS:
-        sharded = draw(st.booleans(), label=f"{kind.value}.dcp_sharded")
+        sharded = not stress and d.flag()
     return KVCacheGroup(kind, bs, kbs, sharded)
 
 
-def _lengths_around(anchor: int) -> st.SearchStrategy[int]:
-    """A length below, at, or just above ``anchor`` (the regimes the bug lives in)."""
-    return st.one_of(
-        st.integers(1, max(1, anchor)),
-        st.just(anchor),
-        st.integers(anchor + 1, anchor + 2 * anchor + 64),
-    )
+def _interleave(d: Dials, groups: list[KVCacheGroup], dcp_size: int) -> int:
+    if dcp_size == 1:
+        return 1
+    sharded_kbs = [g.kbs for g in groups if g.kind.is_attention and g.dcp_sharded]
+    return d.pick(_common_divisors(tuple(sharded_kbs)))
 
 
-@st.composite
-def runner_configs(draw: st.DrawFn, max_dcp: int = 8) -> RunnerConfig:
-    """Encoder-decoder configs the engine would start with.
+@functools.cache
+def _common_divisors(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(i for i in divisors(min(sizes)) if all(k % i == 0 for k in sizes))
 
-    ``E`` and ``S`` are drawn relative to ``M`` (below, equal, above), and
-    ``S`` absent is drawn first so shrinking heads for the Nemotron-Parse shape
-    (no ``max_source_positions`` field).
-    """
-    m = draw(st.integers(1, 8192), label="max_model_len")
-    e = draw(st.one_of(st.none(), _lengths_around(m)), label="max_num_encoder_input_tokens")
-    # Absent is listed twice: it is the shape of the bug, and one_of picks branches evenly.
-    s = draw(st.one_of(st.none(), st.none(), st.just(0), _lengths_around(m)), label="max_source_positions")
-    extra_b = draw(st.integers(0, 4096), label="batched_tokens_above_needed")
-    b = max(m, e or 0) + extra_b
-    c = draw(st.one_of(st.just(1), st.integers(2, max_dcp)), label="dcp_size") if max_dcp > 1 else 1
-    cross = draw(kv_groups(GroupKind.CROSS, c), label="cross_group")
-    others = draw(
-        st.lists(
-            st.sampled_from([GroupKind.FULL, GroupKind.SLIDING_WINDOW, GroupKind.MAMBA]).flatmap(
-                lambda k: kv_groups(k, c)
-            ),
-            max_size=2,
-        ),
-        label="other_groups",
-    )
-    cross_pos = draw(st.integers(0, len(others)), label="cross_group_index")
-    groups = [*others[:cross_pos], cross, *others[cross_pos:]]
-    interleave = 1
-    if c > 1:
-        sharded_kbs = [g.kbs for g in groups if g.kind.is_attention and g.dcp_sharded]
-        common = [i for i in divisors(min(sharded_kbs)) if all(k % i == 0 for k in sharded_kbs)]
-        interleave = draw(st.sampled_from(common), label="dcp_interleave")
-    config = RunnerConfig(
+
+def _stress_config(d: Dials, max_dcp: int) -> RunnerConfig:
+    """Every dial hard at once: ``M`` on an aligned edge at >= 128K tokens, ``E`` one token past it
+    (or on it, or one short), ``S`` absent, DCP with a replicated full group, kernel-block expansion."""
+    c = d.between(2, max_dcp) if max_dcp > 1 else 1
+    groups = [_group(d, k, c, SMALL_BLOCK_SIZES, stress=True) for k in (GroupKind.FULL, GroupKind.CROSS)]
+    unit = max(width_units(groups[1], c))
+    m = d.multiple(unit, min_log2=max(0, 17 - (unit.bit_length() - 1)))
+    e = m + d.offset()
+    return _finish(d, groups, c, m, max(m, e) + d.below(4), e, None)
+
+
+def _finish(
+    d: Dials, groups: list[KVCacheGroup], c: int, m: int, b: int, e: int | None, s: int | None
+) -> RunnerConfig:
+    """The config with the dials every cell shares: interleave, rows, and the mamba-only fields."""
+    interleave = _interleave(d, groups, c)
+    max_num_reqs = d.between(1, MAX_REQS)
+    mamba = d.byte()  # only mamba widths read these, but a policy may branch on anything
+    return RunnerConfig(
         max_model_len=m,
         max_num_batched_tokens=b,
         max_num_encoder_input_tokens=e,
         max_source_positions=s,
         dcp_size=c,
         dcp_interleave=interleave,
-        max_num_reqs=draw(st.integers(1, 8), label="max_num_reqs"),
+        max_num_reqs=max_num_reqs,
         groups=tuple(groups),
-        prefix_caching=draw(st.booleans(), label="prefix_caching"),
-        num_speculative_blocks=draw(st.integers(0, 2), label="num_speculative_blocks"),
+        prefix_caching=bool(mamba & 1),
+        num_speculative_blocks=(mamba >> 1) % 3,
     )
-    record_config_events(config)
-    return config
 
 
-def record_config_events(config: RunnerConfig) -> None:
-    """Name the regimes a config falls in, so a run's statistics show what was covered."""
+# Rank of each of (M, E, S) (those present) in each order; the first puts M lowest, E highest.
+_PERMUTATIONS = {
+    2: ((0, 1), (1, 0)),
+    3: ((0, 2, 1), (0, 1, 2), (1, 2, 0), (1, 0, 2), (2, 0, 1), (2, 1, 0)),
+}
+
+
+def _order(d: Dials, values: list[int]) -> list[int]:
+    """``values`` sorted, then dealt out in a drawn order, neighbours tied one time in four."""
+    ranked = sorted(values)
+    tie = d.below(8)  # 1: lowest two equal; 2: highest two equal; else none
+    if tie == 1:
+        ranked[1] = ranked[0]
+    elif tie == 2:
+        ranked[-2] = ranked[-1]
+    return [ranked[p] for p in d.pick(_PERMUTATIONS[len(ranked)])]
+
+
+def _generic_config(d: Dials, max_dcp: int) -> RunnerConfig:
+    """A cell of the decision table, with lengths on a log scale and on width edges."""
+    # S absent (first: the Nemotron-Parse shape) half the time, 0 one time in 16 (a field
+    # holding 0 is not the same as no field), a length otherwise.
+    s_kind = d.below(16)
+    s_present = s_kind >= 8
+    e_set = d.flag()
+    c = d.between(2, max_dcp) if max_dcp > 1 and d.flag() else 1
+    cross = _group(d, GroupKind.CROSS, c, LARGE_BLOCK_SIZES if d.flag() else SMALL_BLOCK_SIZES, stress=False)
+    others = [_group(d, kind, c, ALL_BLOCK_SIZES, stress=False) for kind in d.pick(OTHER_KINDS)]
+    pos = d.below(len(others) + 1)
+    groups = [*others[:pos], cross, *others[pos:]]
+    units = width_units(cross, c)
+    # M, E (or B, when E defaults to it) and S, in a drawn order.
+    m, e, *rest = _order(d, [d.any_length(units) for _ in range(2 + s_present)])
+    s = (0 if s_kind == 8 else rest[0]) if s_present else None
+    if e_set:
+        extra = d.below(3)
+        b = max(m, e) + (0, 1, d.log_length())[extra]
+        budget: int | None = e
+    else:
+        m, e = min(m, e), max(m, e)  # B >= M: chunked prefill is off for encoder-decoder models
+        b, budget = e, None
+    return _finish(d, groups, c, m, b, budget, s)
+
+
+def read_config(d: Dials, max_dcp: int = MAX_DCP, stress_corner: bool = True) -> tuple[RunnerConfig, bool]:
+    """A config from the dials, and whether it is the stress corner (zero bytes: the corner).
+
+    ``stress_corner=False`` leaves the corner out (the meta-tests use it to show
+    that the decision table alone catches each broken policy).
+    """
+    stress = d.below(8) == 0 and stress_corner
+    return (_stress_config(d, max_dcp) if stress else _generic_config(d, max_dcp)), stress
+
+
+def runner_configs(max_dcp: int = MAX_DCP) -> st.SearchStrategy[RunnerConfig]:
+    """Encoder-decoder configs the engine would start with (the stress corner first, see the module doc)."""
+
+    def build(d: Dials) -> RunnerConfig:
+        config, stress = read_config(d, max_dcp)
+        record_config_events(config, stress)
+        return config
+
+    return dials().map(build)
+
+
+def decision_cell(config: RunnerConfig) -> str:
+    """The cell of the inputs' decision table a config falls in: field presence and the order of lengths."""
+    named = [("M", config.max_model_len),
+             ("E" if config.max_num_encoder_input_tokens else "E=B", config.encoder_budget)]
+    if config.max_source_positions is not None:
+        named.append(("S", config.max_source_positions))
+    named.sort(key=lambda kv: kv[1])
+    order = named[0][0]
+    for (_, prev), (name, value) in itertools.pairwise(named):
+        order += ("=" if value == prev else "<") + name
+    s = "S absent" if config.max_source_positions is None else (
+        "S=0" if config.max_source_positions == 0 else "S present")
+    return f"{s}, {order}"
+
+
+def record_config_events(config: RunnerConfig, stress: bool = False) -> None:
+    """Name the decision-table cell and regimes a config falls in, so a run's statistics show coverage."""
+    if stress:
+        event("stress corner")
+    event(f"cell: {decision_cell(config)}")
+    # Each dimension on its own too, so summaries (fuzz, --hypothesis-show-statistics) add up.
     event("S absent" if config.max_source_positions is None else "S present")
-    if config.encoder_budget > max(config.max_model_len, config.source_positions):
-        event("E above max(M, S): pre-fix width is short")
-    if config.dcp_size > 1:
-        event("DCP > 1")
+    event("E set" if config.max_num_encoder_input_tokens is not None else "E defaults to B")
+    event("DCP on" if config.dcp_size > 1 else "DCP off")
+    cross = config.groups[config.cross_groups()[0]]
+    event("cross block size <= 128" if cross.block_size <= 128 else "cross block size > 128")
+    event("groups: cross" + "".join(sorted(f"+{g.kind.value}" for g in config.groups
+                                           if g.kind is not GroupKind.CROSS)))
+    if config.dcp_size > 1 and any(not g.dcp_sharded for g in config.groups if g.kind.is_attention):
+        event("replicated group under DCP")
     if any(g.bpk > 1 for g in config.groups):
         event("kernel expansion (bpk > 1)")
-    if any(g.block_size > 128 for g in config.groups):
-        event("block size > 128")
+    top = max(config.max_model_len, config.encoder_budget, config.source_positions)
+    event(f"longest length in 2^{top.bit_length() - 1}..2^{top.bit_length()}")
 
 
-@st.composite
-def encoder_lengths(draw: st.DrawFn, config: RunnerConfig, label: str = "encoder_len") -> int:
-    """An admitted encoder length, biased to the bound and to entry edges.
+def read_encoder_length(d: Dials, config: RunnerConfig) -> int:
+    """An admitted encoder length: the bound (zero bytes), one less, a width edge below it, or any.
 
     The edges are where off-by-one sizing fails: a length that exactly fills
-    its last entry, and one token more.
+    an entry, block or aligned span, and one token more.
     """
     bound = admission.encoder_bound(config)
     cross = config.groups[config.cross_groups()[0]]
-    per_entry = admission.tokens_per_entry(config, cross)
-    edges = sorted(
-        {
-            x
-            for x in (bound, bound - 1, per_entry, per_entry + 1, config.max_model_len,
-                      config.max_model_len + 1, config.source_positions + 1)
-            if 1 <= x <= bound
-        }
-    )
-    e = draw(st.one_of(st.sampled_from(edges), st.integers(1, bound)), label=label)
+    mode = d.below(4)
+    if mode == 0:
+        return bound
+    if mode == 1:
+        return max(1, bound - 1)
+    if mode == 2:  # a multiple of a unit, among the last three at or below the bound, plus one or exact
+        u = d.pick(width_units(cross, config.dcp_factor(cross)))
+        k = max(1, bound // u - d.below(3))
+        return min(bound, max(1, k * u + d.offset()))
+    return d.between(1, bound)
+
+
+def encoder_lengths(config: RunnerConfig) -> st.SearchStrategy[int]:
+    """One admitted encoder length of ``config`` (see :func:`read_encoder_length`)."""
+    return dials(8).map(lambda d: _length_event(read_encoder_length(d, config), config))
+
+
+def _length_event(e: int, config: RunnerConfig) -> int:
+    per_entry = admission.tokens_per_entry(config, config.groups[config.cross_groups()[0]])
     if e % per_entry == 0:
         event("encoder length on an entry edge")
     elif e % per_entry == 1:
         event("encoder length one token over an entry edge")
-    if e == bound:
+    if e == admission.encoder_bound(config):
         event("encoder length at the admitted bound")
     return e
 
@@ -150,9 +387,20 @@ class CapacityCase:
     encoder_lens: tuple[int, ...]
 
 
-@st.composite
-def capacity_cases(draw: st.DrawFn, max_dcp: int = 8) -> CapacityCase:
-    config = draw(runner_configs(max_dcp=max_dcp), label="config")
-    n = draw(st.integers(1, config.max_num_reqs), label="num_requests")
-    lens = tuple(draw(encoder_lengths(config, label=f"encoder_len[{i}]")) for i in range(n))
-    return CapacityCase(config, lens)
+def read_case(d: Dials, max_dcp: int = MAX_DCP, stress_corner: bool = True) -> tuple[CapacityCase, bool]:
+    """A case from the dials, and whether its config is the stress corner."""
+    config, stress = read_config(d, max_dcp, stress_corner)
+    n = d.between(1, config.max_num_reqs)
+    return CapacityCase(config, tuple(read_encoder_length(d, config) for _ in range(n))), stress
+
+
+def capacity_cases(max_dcp: int = MAX_DCP, stress_corner: bool = True) -> st.SearchStrategy[CapacityCase]:
+    """A config and a batch of admitted requests, from one draw of :data:`DIAL_BYTES` bytes."""
+
+    def build(d: Dials) -> CapacityCase:
+        case, stress = read_case(d, max_dcp, stress_corner)
+        record_config_events(case.config, stress)
+        _length_event(max(case.encoder_lens), case.config)  # the longest request is the one that overflows
+        return case
+
+    return dials().map(build)

@@ -35,6 +35,7 @@ from properties.impl_strategies import (
     CrossCase,
     attention_configs,
     attention_shapes,
+    content_scales,
     cross_cases,
     seeds,
     self_cases,
@@ -43,8 +44,9 @@ from properties.impl_strategies import (
 
 def _assert_run(run: ScenarioRun, dtype: torch.dtype) -> None:
     assert_outputs_match(
-        run.out, run.expected, run.query_owner, run.query_position, run.reports, run.header, dtype
-    )
+        run.out, run.expected, run.query_owner, run.query_position, run.reports, run.header, dtype,
+        run.mass, run.score_abs, run.num_keys,
+    )  # fmt: skip
 
 
 def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guarded: bool) -> None:
@@ -52,6 +54,7 @@ def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guard
     config = data.draw(attention_configs(), label="config")
     case = data.draw(cross_cases(config), label="requests")
     shape = data.draw(attention_shapes(), label="shape")
+    scales = data.draw(content_scales(shape.dtype), label="content_scales")
     seed = data.draw(seeds(), label="content_seed")
     pool_seed = data.draw(seeds(), label="pool_seed")
     widths = checked_widths(policy, config)
@@ -64,8 +67,9 @@ def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guard
         event("some request needs more entries than the policy gives")
     try:
         run = run_cross(
-            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=guarded, mode=mode
-        )
+            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=guarded, mode=mode,
+            scales=scales,
+        )  # fmt: skip
     except CapacityError as err:
         header = scenario_header(
             "paged cross-attention could not run", impl, policy, config, widths, guarded, shape
@@ -80,13 +84,16 @@ def check_self_attention(data: st.DataObject, impl: Impl, policy: Policy) -> Non
     config = data.draw(attention_configs(), label="config")
     case = data.draw(self_cases(config), label="requests")
     shape = data.draw(attention_shapes(), label="shape")
+    scales = data.draw(content_scales(shape.dtype), label="content_scales")
     seed = data.draw(seeds(), label="content_seed")
     pool_seed = data.draw(seeds(), label="pool_seed")
     widths = checked_widths(policy, config)
     if any(case.decode):
         event("decode step after the prefill")
     try:
-        run = run_self(impl, policy, config, widths, case, shape, seed, pool_seed, guarded=True)
+        run = run_self(
+            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=True, scales=scales
+        )
     except CapacityError as err:
         header = scenario_header(
             "paged self-attention could not run", impl, policy, config, widths, True, shape

@@ -7,6 +7,7 @@ working torch implementation and break exactly one thing.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -110,13 +111,47 @@ class KeysAndValuesSwapped(TorchImpl):
         super().write_kv(key_cache, value_cache, value, key, slots)
 
 
+class SoftmaxWithoutMax(TorchImpl):
+    """Softmax as ``exp(s) / sum(exp(s))`` without subtracting the row maximum: inf/inf past s = 88.7."""
+
+    name = "broken-softmax-without-max"
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout, causal, scale):
+        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
+                                     seq_lens, query_positions, layout, causal, scale, subtract_max=False)
+
+
+class MergeEmptyRankAsZeroLse(TorchImpl):
+    """The DCP merge replaces an empty rank's ``lse = -inf`` by 0 (a log(0) guard), so its zero
+    output gets weight ``exp(-lse_max)`` and drags the merged output toward 0."""
+
+    name = "broken-merge-empty-rank"
+
+    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        return super().merge(outs, [torch.where(torch.isneginf(x), torch.zeros_like(x), x) for x in lses])
+
+
+class LseInBaseTwo(TorchImpl):
+    """The kernel returns ``log2(sum(exp2(...)))`` (an exp2 kernel's lse) where the merge expects
+    the natural log: partials are re-weighted by ``2**(lse_r - lse)`` instead of ``e**(...)``."""
+
+    name = "broken-lse-base-2"
+
+    def paged_attention(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        out, lse = super().paged_attention(*args, **kwargs)
+        return out, lse / math.log(2.0)
+
+
 BROKEN_SLOT_MAPPINGS = {cls.name: cls for cls in (SlotOffByOne, InterleaveIgnored, PaddingForgotten)}
 """Caught by the slot-mapping property."""
 
 BROKEN_CROSS = {cls.name: cls for cls in (SlotOffByOne, MergeWithoutLse, ReadsOneColumnPast,
-                                          ReadsWholeBlocks, KeysAndValuesSwapped, InterleaveIgnored)}
+                                          ReadsWholeBlocks, KeysAndValuesSwapped, InterleaveIgnored,
+                                          SoftmaxWithoutMax, MergeEmptyRankAsZeroLse, LseInBaseTwo)}
 """Caught by the cross-attention property (sharded under DCP for the merge and ownership)."""
 
 BROKEN_SELF = {cls.name: cls for cls in (SlotOffByOne, MergeWithoutLse, ReadsOneColumnPast, ReadsWholeBlocks,
-                                         CausalMaskDropped, KeysAndValuesSwapped, InterleaveIgnored)}
+                                         CausalMaskDropped, KeysAndValuesSwapped, InterleaveIgnored,
+                                         SoftmaxWithoutMax, MergeEmptyRankAsZeroLse, LseInBaseTwo)}
 """Caught by the self-attention property."""

@@ -3,9 +3,11 @@
 A property that cannot fail is a defect. Each test runs the suite's own
 strategy and assertion, under the ``ci`` profile's settings and budget and
 without the pinned examples, against a policy known to be wrong, and demands a
-counterexample. The pre-fix sizing must also shrink to the Nemotron-Parse
-shape: encoder tokens above both ``max_model_len`` and ``max_source_positions``,
-the latter absent.
+counterexample. Each broken policy must be caught twice: by the strategy as
+shipped, and with its stress corner left out, so that what catches it is the
+generated decision table and width edges, not one fixed shape. The pre-fix
+sizing must also shrink to the Nemotron-Parse shape: encoder tokens above
+both ``max_model_len`` and ``max_source_positions``, the latter absent.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from tests.broken_policies import BROKEN
 CI = settings.get_profile("ci")
 
 
-def shrunk_counterexample(policy: Policy, invariant: Invariant) -> CapacityCase | None:
+def shrunk_counterexample(
+    policy: Policy, invariant: Invariant, stress_corner: bool = True
+) -> CapacityCase | None:
     """Run the property body under the ci profile; return the last (shrunk) failing case."""
     failing: list[CapacityCase] = []
 
     @settings(CI, print_blob=False)
-    @given(case=capacity_cases())
+    @given(case=capacity_cases(stress_corner=stress_corner))
     def prop(case: CapacityCase) -> None:
         try:
             assert_invariant(policy, case, invariant)
@@ -51,11 +55,15 @@ def test_prefix_sizing_is_caught_with_the_nemotron_shape(invariant: Invariant) -
     assert max(case.encoder_lens) > config.max_model_len
 
 
+@pytest.mark.parametrize("stress_corner", [True, False], ids=["shipped", "without-stress-corner"])
 @pytest.mark.parametrize("name", sorted(BROKEN))
-def test_broken_policy_is_caught(name: str) -> None:
+def test_broken_policy_is_caught(name: str, stress_corner: bool) -> None:
     # Allocation fit is the stricter invariant; coverage must catch the policies
     # that under-size the row itself, so both are demanded where they apply.
-    caught = {inv: shrunk_counterexample(BROKEN[name], inv) is not None for inv in ("coverage", "allocation")}
+    caught = {
+        inv: shrunk_counterexample(BROKEN[name], inv, stress_corner) is not None
+        for inv in ("coverage", "allocation")
+    }
     assert caught["allocation"], f"allocation fit missed broken policy {name}"
     assert caught["coverage"], f"coverage missed broken policy {name}"
 

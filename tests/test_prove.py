@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from crossattn_sizing import edges
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
@@ -22,6 +23,7 @@ from crossattn_sizing.prove import (
     group_table,
     parse_values,
     prove,
+    prove_all,
     scalar_check,
     vector_form,
     vector_widths,
@@ -175,18 +177,63 @@ def test_mrv2_holds_with_every_kernel_block_size_and_interleave() -> None:
     assert result.holds and result.configs == domain.size > 10**6
 
 
-@pytest.mark.parametrize("name", sorted(set(BROKEN) - {"dcp_on_replicated"}))
-def test_broken_policies_are_caught_through_the_scalar_fallback(name: str) -> None:
-    """Each broken width formula (tests/broken_policies.py) fails somewhere on a small domain.
+# A lone cross group is sharded, so dcp_on_replicated is right on every prove domain; every
+# config of a prove domain sets E, so budget_only_if_set (which forgets E's default) is too.
+OUTSIDE_PROVE = {"dcp_on_replicated", "budget_only_if_set"}
+# Need what the small domain below lacks: lengths past 64K, block sizes above 128.
+OUTSIDE_SMALL = OUTSIDE_PROVE | {"capped_length", "floor_for_large_blocks"}
 
-    ``dcp_on_replicated`` is left out: a lone cross group is sharded, so it is right here.
-    """
+
+@pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_SMALL))
+def test_broken_policies_are_caught_through_the_scalar_fallback(name: str) -> None:
+    """Each broken width formula (tests/broken_policies.py) fails somewhere on a small domain."""
     domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
     result = prove(domain, BROKEN[name], examples=3)
     assert not result.vectorised
     assert not result.holds
     assert len(result.counterexamples) == 3
     assert all(max(c.entries_needed, c.entries_allocated) > c.entries_given for c in result.counterexamples)
+
+
+@pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_PROVE))
+def test_edge_domain_catches_every_broken_policy_in_its_reach(name: str) -> None:
+    """Two parts of the default domain: a non-power-of-two and a large block size, under DCP."""
+    parts = edges.edge_domain(block_sizes=(48, 256), dcp_sizes=(2,))
+    result = prove_all(parts, BROKEN[name], examples=2)
+    assert not result.holds and result.configs == sum(p.size for p in parts)
+    assert all(max(c.entries_needed, c.entries_allocated) > c.entries_given for c in result.counterexamples)
+
+
+def test_edge_domain_verdicts_of_the_builtins_and_its_edges() -> None:
+    parts = edges.edge_domain()
+    for name, policy in BUILTIN_POLICIES.items():
+        assert prove_all(parts, policy, examples=0).holds is policy.expected_to_hold, name
+    coverage = edges.edge_coverage(parts)
+    assert coverage.dense_held == coverage.dense_edges > 0
+    assert 0 < coverage.held < coverage.all_edges
+    for part in parts:
+        axis = part.encoder_tokens
+        assert axis.min() >= 1 and axis.max() <= edges.MAX_TOKENS
+        assert {(1 << 20) - 1, 1 << 20, (1 << 20) + 1} <= set(axis.tolist())  # 1M contexts
+        for u in edges.units(int(part.block_sizes[0]), int(part.dcp_sizes[0])):
+            assert {u - 1, u, u + 1} - {0} <= set(axis.tolist())
+
+
+def test_policy_widths_fast_configs_equal_validated_ones() -> None:
+    """The fast scalar path hands the policy configs equal to fully built ones."""
+    domain = small_domain(block_sizes="3,16", dcp="1-2", max_model_len="1,40", encoder_tokens="1-300:97")
+    seen: list[RunnerConfig] = []
+
+    def spy(config: RunnerConfig) -> tuple[int, ...]:
+        seen.append(config)
+        return widths(config, "fixed", "gcd")
+
+    prove(domain, spy)
+    assert len(seen) == domain.size
+    t = domain.groups
+    expected = [domain.config(g, j) for g in range(t.block_size.size) for j in range(domain.num_lengths)]
+    assert sorted(map(repr, seen)) == sorted(map(repr, expected))
+    assert all(c == RunnerConfig.from_dict(c.to_dict()) for c in seen)
 
 
 def test_subclass_overriding_call_is_not_trusted_to_be_vectorisable() -> None:
@@ -286,6 +333,8 @@ def test_cli_exit_0_when_it_holds(capsys: pytest.CaptureFixture[str], tmp_path: 
     out = capsys.readouterr().out
     assert "mrv2: holds on the whole domain" in out
     data = json.loads(out_file.read_text())
+    n = data["configs_checked"]
+    assert f"covered: {n:,} of the domain's {n:,} configs (100%)" in out
     assert data["holds"] is True and data["counterexamples"] == []
     assert data["configs_checked"] == small_domain(
         block_sizes="1-16", dcp="1-2", max_model_len="1-64:9", encoder_tokens="1-400:17",
@@ -323,6 +372,14 @@ def test_cli_user_policy_falls_back_and_says_so(
     captured = capsys.readouterr()
     assert "has no vectorised form; calling it once per config" in captured.err
     assert "one call per config" in captured.out
+
+
+def test_cli_default_is_the_edge_domain_and_says_what_it_covers(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prove", "--policy", "mrv2", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    size = sum(p.size for p in edges.edge_domain())
+    assert f"domain: {size:,} configs (edge domain, 24 parts)" in out
+    assert "edges of the first 8 multiples of each: 1,584 of 1,584 held" in out
 
 
 def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:

@@ -75,8 +75,13 @@ def torch_paged_attention(
     layout: SlotLayout,
     causal: bool,
     scale: float,
+    subtract_max: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of each query over its request's keys on this rank, read through the table.
+
+    ``subtract_max=False`` exponentiates raw scores, as a kernel that forgets
+    the row maximum does (scores past 88.7 overflow fp32's exp); it exists so
+    the meta-tests can show the attention properties catch that kernel.
 
     Batch entry ``b`` owns queries ``query_start_loc[b]:query_start_loc[b+1]``,
     row ``b`` of ``table`` (flat storage, ``row_stride`` entries per row) and
@@ -116,6 +121,8 @@ def torch_paged_attention(
         # poisoned cell must reach the output, not be mistaken for "no keys".
         row_max = scores.amax(dim=-1, keepdim=True)
         safe_max = torch.where(torch.isneginf(row_max), torch.zeros_like(row_max), row_max)
+        if not subtract_max:
+            safe_max = torch.zeros_like(safe_max)
         weights = torch.exp(scores - safe_max)
         total = weights.sum(dim=-1, keepdim=True)
         acc = torch.einsum("qhk,khd->qhd", weights, values)

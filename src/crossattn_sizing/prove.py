@@ -200,6 +200,8 @@ class Domain:
     source_positions: np.ndarray
     kernel_block_sizes: np.ndarray | None = None
     specs: dict[str, str] = dataclasses.field(default_factory=dict)
+    shapes: GroupTable | None = None
+    """Group shapes listed outright (valid, canonical order) instead of every one the axes allow."""
 
     @classmethod
     def parse(
@@ -246,6 +248,8 @@ class Domain:
     @functools.cached_property
     def groups(self) -> GroupTable:
         """The ``(bs, kbs, C, I)`` shapes (a few thousand rows for bs 1..512, C = 1)."""
+        if self.shapes is not None:
+            return self.shapes
         return group_table(self.block_sizes, self.dcp_sizes, self.kernel_block_sizes)
 
     @property
@@ -555,31 +559,32 @@ def prove(
     t = domain.groups
     if form is not None:
         _spot_check(domain, policy, form)
-        a = alignment_multiples(t.block_size, form[1])
-        bpk = t.block_size // t.kernel_block_size
-        cols = _Groups(
-            span=t.block_size * t.dcp * a,
-            per=a * bpk,
-            kbs_c=t.kernel_block_size * t.dcp,
-            bs_c=t.block_size * t.dcp,
-            bpk=bpk,
-        )
+    a = alignment_multiples(t.block_size, form[1] if form is not None else "none")
+    bpk = t.block_size // t.kernel_block_size
+    cols = _Groups(
+        span=t.block_size * t.dcp * a,
+        per=a * bpk,
+        kbs_c=t.kernel_block_size * t.dcp,
+        bs_c=t.block_size * t.dcp,
+        bpk=bpk,
+    )
     collector = _Collector(examples)
     cached: tuple[int, _Lengths] | None = None  # (chunk start, its rows)
     chunk = min(domain.num_lengths, max(1, chunk_size))
     for g0, g1, j0, j1 in _tiles(t.block_size.size, domain.num_lengths, chunk_size):
+        c0 = j0 - j0 % chunk
+        if cached is None or cached[0] != c0:
+            m, e_budget, s = domain.lengths(c0, min(c0 + chunk, domain.num_lengths))
+            e = np.minimum(e_budget, np.maximum(m, e_budget))  # min(E, B) with B = max(M, E)
+            big_l = vector_length(form[0] if form is not None else "fixed", m, e_budget, s)
+            cached = (c0, _Lengths(-big_l[None, :], -e[None, :]))
+        ln = cached[1]
+        tile = _Lengths(ln.neg_l[:, j0 - c0 : j1 - c0], ln.neg_e[:, j0 - c0 : j1 - c0])
+        group_cols = _Groups(*(col[g0:g1, None] for col in cols))
         if form is None:
-            mask = _scalar_mask(domain, policy, g0, g1, j0, j1)
+            mask = _width_mask(_policy_widths(domain, policy, g0, g1, j0, j1), group_cols, tile.neg_e)
         else:
-            c0 = j0 - j0 % chunk
-            if cached is None or cached[0] != c0:
-                m, e_budget, s = domain.lengths(c0, min(c0 + chunk, domain.num_lengths))
-                e = np.minimum(e_budget, np.maximum(m, e_budget))  # min(E, B) with B = max(M, E)
-                big_l = vector_length(form[0], m, e_budget, s)
-                cached = (c0, _Lengths(-big_l[None, :], -e[None, :]))
-            ln = cached[1]
-            tile = _Lengths(ln.neg_l[:, j0 - c0 : j1 - c0], ln.neg_e[:, j0 - c0 : j1 - c0])
-            mask = _vector_mask(_Groups(*(col[g0:g1, None] for col in cols)), tile)
+            mask = _vector_mask(group_cols, tile)
         collector.add(mask, g0, j0)
         if progress is not None:
             progress((g1 - g0) * (j1 - j0))
@@ -600,23 +605,72 @@ def prove(
     )
 
 
-def _scalar_mask(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int) -> np.ndarray:
-    """The fallback for policies with no vectorised form: one scalar check per config."""
-    t = domain.groups
-    lengths = list(zip(*(a.tolist() for a in domain.lengths(j0, j1)), strict=True))
-    mask = np.zeros((g1 - g0, j1 - j0), dtype=bool)
+def prove_all(
+    domains: list[Domain],
+    policy: Policy,
+    *,
+    examples: int = 5,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    progress: Callable[[int], None] | None = None,
+) -> ProveResult:
+    """:func:`prove` over a union of domains (the edge domain's parts), as one result.
+
+    Counts add up; counterexamples are the first ``examples`` in part order,
+    canonical order within a part.
+    """
+    start = time.perf_counter()
+    results = [
+        prove(d, policy, examples=examples, chunk_size=chunk_size, progress=progress) for d in domains
+    ]
+    found = [c for r in results for c in r.counterexamples][:examples]
+    return ProveResult(
+        policy=policy_name(policy),
+        vectorised=all(r.vectorised for r in results),
+        configs=sum(r.configs for r in results),
+        failures=sum(r.failures for r in results),
+        counterexamples=found,
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int) -> np.ndarray:
+    """The policy's cross width for every config of a tile: one call per config.
+
+    What a call costs is the policy's own time: the first config of each group
+    row is built and validated as usual, and the rest copy its fields with
+    ``M``, ``B``, ``E`` and ``S`` changed (the domain only holds valid
+    configs, so validating each again proves nothing and took half the time).
+    An answer that is not a 1-tuple of a non-negative int goes through
+    :func:`checked_widths`, which accepts any sequence and names a bad one.
+    """
+    m, e, s = domain.lengths(j0, j1)
+    lengths = list(zip(m.tolist(), e.tolist(), s.tolist(), strict=True))
+    out = np.empty((g1 - g0, j1 - j0), dtype=np.int64)
+    new = object.__new__
     for g in range(g0, g1):
-        group = KVCacheGroup(GroupKind.CROSS, int(t.block_size[g]), int(t.kernel_block_size[g]))
-        dcp, inter = int(t.dcp[g]), int(t.interleave[g])
-        for j, (m, e, s) in enumerate(lengths):
-            config = RunnerConfig(
-                max_model_len=m,
-                max_num_batched_tokens=max(m, e),
-                groups=(group,),
-                max_num_encoder_input_tokens=e,
-                max_source_positions=None if s == ABSENT else s,
-                dcp_size=dcp,
-                dcp_interleave=inter,
-            )
-            mask[g - g0, j] = scalar_check(policy, config) is not None
-    return mask
+        fields = dict(domain.config(g, j0).__dict__)
+        row = []
+        for mi, ei, si in lengths:
+            fields["max_model_len"] = mi
+            fields["max_num_batched_tokens"] = mi if mi > ei else ei
+            fields["max_num_encoder_input_tokens"] = ei
+            fields["max_source_positions"] = None if si == ABSENT else si
+            config = new(RunnerConfig)
+            config.__dict__.update(fields)
+            w = policy(config)
+            if type(w) is tuple and len(w) == 1 and type(w[0]) is int and w[0] >= 0:
+                row.append(w[0])
+            else:
+                row.append(checked_widths(policy, config)[0])
+        out[g - g0] = row
+    return out
+
+
+def _width_mask(widths: np.ndarray, g: _Groups, neg_e: np.ndarray) -> np.ndarray:
+    """Failing configs given the widths: ``needed > W`` or ``allocated > W`` (negated form, as above)."""
+    ng = -widths
+    fail = (neg_e // g.kbs_c) < ng
+    na = neg_e // g.bs_c
+    na *= g.bpk
+    fail |= na < ng
+    return fail

@@ -22,6 +22,7 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.outputs import output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
+from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.suite import run_suite
 
@@ -122,6 +123,11 @@ def run(args: argparse.Namespace) -> int:
     return report.exit_status
 
 
+def wants_prove(select: list[str]) -> bool:
+    """The edge-domain prove row runs unless ``-k`` selects properties and none names it."""
+    return not select or any("prove" in expr for expr in select)
+
+
 def run_policies(
     args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
     verdicts: list[PolicyVerdict],
@@ -165,6 +171,10 @@ def run_policies(
                     on_progress=on_progress,
                 )
             interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
+            if not interrupted and wants_prove(args.select):
+                # Beside the sampled properties, the exhaustive check on the edge domain.
+                progress.update(task, description=f"{spec}: prove on the edge domain")
+                results.append(prove_property(load_checked_policy(spec), spec))
             expected = expected_to_hold(spec)
             verdicts[-1] = PolicyVerdict(names[spec], expected, results, interrupted=interrupted)
             progress.remove_task(task)
