@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.cli import main
+from crossattn_sizing.commands.verify import wants_prove
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.proof import NAME, prove_property
@@ -53,11 +54,15 @@ def test_a_policy_that_raises_somewhere_does_not_hold() -> None:
 
 
 def test_verify_never_shows_a_policy_as_holding_when_prove_finds_a_counterexample(tmp_path: Path) -> None:
-    """The slot-mapping property does not read the sizing policy; the prove row still fails it."""
+    """The slot-mapping property does not read the sizing policy; the prove row still fails it.
+
+    ``-k`` selects the prove row like any property (a ``-k`` naming no row runs nothing).
+    """
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [sys.executable, "-m", "crossattn_sizing", "verify", "--policy",
-         "tests.broken_policies:aligned_ceil_off_by_one", "-k", "test_slot_mapping", "--json", str(report)],
+         "tests.broken_policies:aligned_ceil_off_by_one", "-k", "test_slot_mapping or prove",
+         "--json", str(report)],
         capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
@@ -67,3 +72,8 @@ def test_verify_never_shows_a_policy_as_holding_when_prove_finds_a_counterexampl
     assert all(outcome == "holds" for name, outcome in rows.items() if name != NAME)
     assert policy["verdict"] == "fails"
     assert NAME in proc.stdout
+
+
+def test_a_selection_naming_no_prove_row_leaves_it_out() -> None:
+    assert wants_prove([]) and wants_prove(["prove"]) and wants_prove(["test_coverage or prove"])
+    assert not wants_prove(["test_coverage"])

@@ -51,6 +51,8 @@ def prove_property(policy: Policy, spec: str, parts: list[Domain] | None = None)
     # ``examples`` counts the configs checked: a row with none would be no verdict at all.
     out = PropertyResult(NAME, duration_s=result.seconds, examples=result.configs)
     if result.holds:
+        if result.configs > 0:  # an empty domain checked nothing: it stays "not run"
+            out.outcome = "holds"
         return out
     c = result.counterexamples[0]
     first = counterexample_config(c)
