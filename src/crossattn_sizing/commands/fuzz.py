@@ -26,6 +26,7 @@ from rich.table import Table
 
 from crossattn_sizing import profiles
 from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.policies import load_policy
 from crossattn_sizing.report import PLAIN
 from crossattn_sizing.suite import PropertyResult, properties_dir, run_suite
@@ -48,7 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
     )
     p.add_argument("--json", type=Path, help="write the summary as JSON")
-    p.set_defaults(func=run)
+    p.add_argument("--workers", type=int, default=1,
+                   help="fuzzing processes sharing the example database (default 1; see --redis-url)")
+    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
+    p.set_defaults(func=run, parser=p)
 
 
 class Totals:
@@ -86,9 +90,19 @@ def run(args: argparse.Namespace) -> int:
         raise HarnessError(f"--minutes={args.minutes}: must be > 0")
     if args.examples_per_round < 1:
         raise HarnessError(f"--examples-per-round={args.examples_per_round}: must be >= 1")
+    if args.workers < 1:
+        raise HarnessError(f"--workers={args.workers}: must be >= 1")
     specs = args.policy or ["mrv2"]
     for spec in specs:
         load_policy(spec)
+    if args.redis_url:
+        os.environ[REDIS_URL_ENV] = args.redis_url
+    if redis_url():
+        check_reachable(redis_url())  # type: ignore[arg-type]
+    if args.workers > 1:
+        from crossattn_sizing.fleet.workers import run_workers
+
+        return run_workers(args.parser, args)
     regressions = args.regressions or properties_dir() / "regressions"
     os.environ["CROSSATTN_REGRESSIONS_DIR"] = str(regressions)
     os.environ["CROSSATTN_RECORD_REGRESSIONS"] = "1"
@@ -163,6 +177,10 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         color = "red" if r.outcome == "fails" else "green"
         table.add_row(policy, name, str(r.examples), f"[{color}]{r.outcome}[/]", targets)
     console.print(table)
+    replayed = sum(r.replayed for r in totals.by_key.values())
+    if replayed:
+        console.print(f"{replayed} failure(s) replayed from the example database "
+                      "(found earlier, or by another worker sharing it)")
     for (policy, name), r in sorted(totals.by_key.items()):
         if r.events:
             console.print(f"\nregimes hit, {policy} / {name} (event(): examples)")
@@ -192,6 +210,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
                 "outcome": r.outcome,
                 "events": r.events,
                 "best_targets": r.best_targets,
+                "replayed_from_database": r.replayed,
                 "diagnosis": r.diagnosis,
             }
             for (policy, name), r in sorted(totals.by_key.items())
