@@ -48,3 +48,15 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except (OSError, IndexError):
         return True
+
+
+def describe_exit(code: int | None) -> str:
+    """``exit status 3``, ``signal SIGKILL`` or ``no exit status`` for a ``returncode``."""
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"

@@ -41,6 +41,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("cpu", "cuda"),
         help="device the implementation runs on (default: cpu)",
     )
+    group.addoption(
+        "--dcp-backend",
+        default=os.environ.get("CROSSATTN_DCP_BACKEND", "inprocess"),
+        choices=("inprocess", "gloo", "nccl"),
+        help="DCP ranks of the attention properties: one process (inprocess, default), or one "
+        "torch.distributed worker per rank (gloo on CPU, nccl on CUDA)",
+    )
+    group.addoption(
+        "--dcp-timeout",
+        type=float,
+        default=float(os.environ.get("CROSSATTN_DCP_TIMEOUT", "120")),
+        help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
+    )
 
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
@@ -63,6 +76,10 @@ def pytest_configure(config: pytest.Config) -> None:
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
+        if config.getoption("dcp_backend") == "nccl" and config.getoption("device") != "cuda":
+            raise HarnessError("--dcp-backend nccl needs --device cuda (gloo is the CPU backend)")
+        if config.getoption("dcp_timeout") <= 0:
+            raise HarnessError(f"--dcp-timeout={config.getoption('dcp_timeout')}: must be > 0 seconds")
     except HarnessError as exc:
         raise pytest.UsageError(str(exc)) from None
 
@@ -104,3 +121,29 @@ def impl(impl_spec: str, device: str):  # type: ignore[no-untyped-def]
         return load_impl(impl_spec, device)
     except HarnessError as exc:
         pytest.exit(f"--impl {impl_spec!r}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="session")
+def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+    """The runner factory of ``--dcp-backend``: in process, or ranks as torch.distributed workers.
+
+    One pool of worker processes per DCP size, started on first use and reused
+    by every example of the session; closed at session end (and at exit).
+    """
+    from crossattn_sizing.distributed.backend import runner_factory
+
+    option = request.config.getoption
+    factory = runner_factory(option("dcp_backend"), impl_spec, device, option("dcp_timeout"))
+    yield factory
+    close = getattr(factory, "close", None)
+    if close is not None:
+        close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No DCP rank outlives the session, whatever the fixtures' teardown did."""
+    import sys
+
+    pool = sys.modules.get("crossattn_sizing.distributed.pool")
+    if pool is not None:
+        pool.close_all()

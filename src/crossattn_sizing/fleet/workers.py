@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from crossattn_sizing.processes import end_group, signal_group
+from crossattn_sizing.processes import describe_exit, end_group, signal_group
 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
@@ -176,14 +176,6 @@ def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     if interrupted and not dead:
         return 130
     return INCOMPLETE if dead else 0
-
-
-def describe_exit(code: int | None) -> str:
-    if code is None:
-        return "no exit status"
-    if code < 0:
-        return f"signal {signal.Signals(-code).name}"
-    return f"exit status {code}"
 
 
 def add_summary(totals: object, data: dict) -> None:  # type: ignore[type-arg]
