@@ -10,6 +10,7 @@ here; nothing is expected on the machine but Python and pip.
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 
@@ -73,6 +74,31 @@ def fuzz(session: nox.Session) -> None:
     install(session)
     env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
     session.run("crossattn-sizing", "fuzz", *session.posargs, env=env)
+
+
+@nox.session
+def distributed(session: nox.Session) -> None:
+    """DCP ranks as real processes: the attention properties over torch.distributed.
+
+    gloo on CPU (C = 2 and 4, plus the C drawn by test_attention.py), and the
+    distributed meta-tests; NCCL on CUDA as well where the machine has a GPU per
+    rank (C = 2 and 4 each need that many devices; a size without enough is
+    skipped with the reason). A machine with ``nvidia-smi`` gets the CUDA build
+    of torch (``CROSSATTN_GPU_TORCH_SPEC``), others the CPU one.
+    """
+    install(session, GPU_TORCH if shutil.which("nvidia-smi") else CPU_TORCH)
+    session.run("pytest", "properties/test_distributed_dcp.py", "properties/test_attention.py",
+                "tests/test_distributed.py", "--dcp-backend", "gloo", *session.posargs, env=CPU_ENV)
+    devices = session.run(
+        "python", "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)",
+        silent=True,
+    )
+    if int(str(devices).strip().splitlines()[-1]) >= 2:
+        env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        nccl = ["--dcp-backend", "nccl", "--device", "cuda"]
+        session.run("pytest", "properties/test_distributed_dcp.py", *nccl, *session.posargs, env=env)
+    else:
+        session.log("NCCL not run: it needs at least 2 CUDA devices (one per DCP rank)")
 
 
 @nox.session
