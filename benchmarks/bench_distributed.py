@@ -6,7 +6,7 @@ sized. Figures, never asserted.
 
 Run (writes reports/bench_distributed.md and prints the same tables):
 
-    .venv/bin/python benchmarks/bench_distributed.py [--runs 3] [--fuzz-minutes 0.5]
+    .venv/bin/python benchmarks/bench_distributed.py [--runs 3] [--fuzz-minutes 1] [--examples-per-round 50]
 
 1. ``properties/test_distributed_dcp.py`` (C = 2 and 4, ``ci`` profile:
    derandomized, so every backend draws the same examples) in-process through
@@ -17,7 +17,9 @@ Run (writes reports/bench_distributed.md and prints the same tables):
 2. ``crossattn-sizing fuzz --workers N`` (N = 1, 2) on the capacity properties
    under ``mrv2`` for ``--fuzz-minutes``, against a private redis-server:
    examples of all workers together per second of wall time (process start-up
-   included).
+   included). Hypothesis reports a test's examples when the test ends, and the
+   budget stops a run between tests, so rounds are kept small
+   (``--examples-per-round``) to keep the count from being quantised.
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+import torch
+
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_distributed.md"
-COMMAND = ".venv/bin/python benchmarks/bench_distributed.py --runs {runs} --fuzz-minutes {minutes}"
+COMMAND = (".venv/bin/python benchmarks/bench_distributed.py --runs {runs} --fuzz-minutes {minutes} "
+           "--examples-per-round {per_round}")
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TRITON_INTERPRET": "1"}
 os.environ.update(ENV)
 BACKENDS = ("inprocess", "gloo")
@@ -64,7 +69,7 @@ def group_start_seconds(world: int) -> float:
     return elapsed
 
 
-def fuzz_rate(workers: int, minutes: float) -> tuple[int, float]:
+def fuzz_rate(workers: int, minutes: float, per_round: int) -> tuple[int, float]:
     """(examples of all workers, wall seconds) of one ``fuzz --workers`` run against a private server."""
     from crossattn_sizing.fleet.database import REDIS_URL_ENV
     from crossattn_sizing.fleet.server import RedisServer
@@ -72,7 +77,8 @@ def fuzz_rate(workers: int, minutes: float) -> tuple[int, float]:
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as server:
         summary = Path(tmp) / "summary.json"
         cmd = [sys.executable, "-m", "crossattn_sizing", "fuzz", "--workers", str(workers), "--minutes",
-               str(minutes), "--policy", "mrv2", "-k", "test_capacity", "--db", str(Path(tmp) / "db"),
+               str(minutes), "--policy", "mrv2", "-k", "test_capacity",
+               "--examples-per-round", str(per_round), "--db", str(Path(tmp) / "db"),
                "--regressions", str(Path(tmp) / "regressions"), "--json", str(summary)]
         env = dict(os.environ, **{REDIS_URL_ENV: server.url})
         start = time.perf_counter()
@@ -87,7 +93,8 @@ def fuzz_rate(workers: int, minutes: float) -> tuple[int, float]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--fuzz-minutes", type=float, default=0.5)
+    parser.add_argument("--fuzz-minutes", type=float, default=1.0)
+    parser.add_argument("--examples-per-round", type=int, default=50)
     args = parser.parse_args()
 
     rates: dict[str, dict[str, list[float]]] = {b: {} for b in BACKENDS}
@@ -98,11 +105,14 @@ def main() -> int:
                 rates[backend].setdefault(name, []).append(n / seconds if seconds else 0.0)
                 examples[backend][name] = n
     starts = {c: statistics.median(group_start_seconds(c) for _ in range(args.runs)) for c in (2, 4)}
-    fuzz = {n: [fuzz_rate(n, args.fuzz_minutes) for _ in range(args.runs)] for n in (1, 2)}
+    fuzz: dict[int, list[tuple[int, float]]] = {1: [], 2: []}
+    for _ in range(args.runs):
+        for n in fuzz:  # interleaved, as above
+            fuzz[n].append(fuzz_rate(n, args.fuzz_minutes, args.examples_per_round))
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     lines = [
-        f"`{COMMAND.format(runs=args.runs, minutes=args.fuzz_minutes)}`",
+        f"`{COMMAND.format(runs=args.runs, minutes=args.fuzz_minutes, per_round=args.examples_per_round)}`",
         "",
         "# Distributed DCP and fuzzing fleets: throughput",
         "",
@@ -114,7 +124,8 @@ def main() -> int:
         "",
         "`properties/test_distributed_dcp.py` under `mrv2`, profile `ci` (derandomized: both backends run "
         "the same examples). Seconds are pytest's call time, which includes the float64 reference oracle "
-        "and, for gloo, starting each process group on the first example.",
+        "and, for gloo, starting each process group on the first example. The driver runs torch with "
+        f"{torch.get_num_threads()} intra-op threads, each gloo rank with 1.",
         "",
         "| property | examples | in-process ex/s | gloo ex/s | gloo / in-process |",
         "| --- | ---: | ---: | ---: | ---: |",
@@ -126,13 +137,19 @@ def main() -> int:
                      f"{b / a if a else 0:.2f} |")
     lines += [
         "",
+        "In process, the driver runs every rank's kernels one after the other; with gloo the ranks run "
+        "them in parallel processes and the driver pays a pickled round trip per step and rank. Which is "
+        "faster depends on the machine and its load; both columns include the float64 oracle, which runs "
+        "in the driver either way.",
+        "",
         "Starting a gloo process group (each rank imports torch, meets the others through a file "
         "rendezvous, loads the implementation), once per DCP size per session: "
         + ", ".join(f"C = {c}: {s:.2f} s" for c, s in starts.items()) + ".",
         "",
         "## Fuzzing throughput with 1 and 2 workers",
         "",
-        f"`crossattn-sizing fuzz --workers N --minutes {args.fuzz_minutes} --policy mrv2 -k test_capacity` "
+        f"`crossattn-sizing fuzz --workers N --minutes {args.fuzz_minutes} --policy mrv2 -k test_capacity "
+        f"--examples-per-round {args.examples_per_round}` "
         "against a private redis-server (Unix socket); examples of all workers together per second of "
         "wall time, process start-up included.",
         "",

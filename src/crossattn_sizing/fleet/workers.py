@@ -24,9 +24,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+from rich.status import Status
 
 from crossattn_sizing.processes import describe_exit, end_group, signal_group
 
@@ -111,13 +114,13 @@ def _reap_live() -> None:
     reap(list(_LIVE))
 
 
-def wait_all(workers: list[Worker], on_tick: object = None) -> bool:
+def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -> bool:
     """Wait for every worker; Ctrl-C is forwarded to them as SIGINT. True if interrupted."""
     interrupted = False
     while any(w.proc.poll() is None for w in workers):
         try:
             time.sleep(0.2)
-            if callable(on_tick):
+            if on_tick is not None:
                 on_tick()
         except KeyboardInterrupt:
             if interrupted:  # a second Ctrl-C: stop now
@@ -142,8 +145,18 @@ def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
     err = Console(stderr=True)
     err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "
               f"logs in {folder}", **PLAIN)
+    started = time.monotonic()
+
+    def show(status: Status) -> Callable[[], None]:
+        def tick() -> None:
+            running = sum(w.proc.poll() is None for w in workers)
+            elapsed = time.monotonic() - started
+            status.update(f"fuzz: {running} of {len(workers)} workers running, {elapsed:.0f}s")
+        return tick
+
     try:
-        interrupted = wait_all(workers)
+        with err.status("fuzz: starting workers") as status:
+            interrupted = wait_all(workers, show(status))
     except BaseException:
         reap(workers)
         raise
