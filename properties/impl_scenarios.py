@@ -3,7 +3,9 @@
 A scenario allocates block ids from the reference's :class:`BlockPool` (unique,
 non-monotonic), appends them to the implementation's block tables in
 scheduling order, writes every token's distinct key and value by slot into
-NaN-poisoned caches, and attends. The expected output is dense attention over
+NaN-poisoned caches, and attends (``runner_factory``: DCP ranks in this
+process, or in ``torch.distributed`` workers, see
+:mod:`crossattn_sizing.distributed`). The expected output is dense attention over
 the request's own keys and values, computed by the reference in float64: paged
 attention must equal it (spec invariant 7), whatever the block ids.
 """
@@ -17,6 +19,7 @@ import torch
 from crossattn_sizing import admission
 from crossattn_sizing.block_table import expand_block_ids
 from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, policy_name
 from crossattn_sizing.runner import CrossMode, PagedRunner
@@ -123,6 +126,7 @@ def run_cross(
     guarded: bool,
     mode: CrossMode,
     scales: ContentScales = UNIT,
+    runner_factory: RunnerFactory = PagedRunner,
 ) -> ScenarioRun:
     """One prefill step (encoder K/V written once) and one decode step of cross-attention.
 
@@ -133,7 +137,7 @@ def run_cross(
     lens = list(case.encoder_lens)
     num_blocks = pool_size(config, group, lens, slack=2)
     pool = BlockPool(num_blocks, seed=pool_seed)
-    runner = PagedRunner(
+    runner = runner_factory(
         config, widths, impl, num_blocks=num_blocks, num_heads=shape.num_heads,
         head_dim=shape.head_dim, dtype=shape.dtype, guarded=guarded, cross_mode=mode,
     )
@@ -184,6 +188,7 @@ def run_self(
     *,
     guarded: bool,
     scales: ContentScales = UNIT,
+    runner_factory: RunnerFactory = PagedRunner,
 ) -> ScenarioRun:
     """A prefill step (all prompt tokens, causal) and a decode step, on every DCP rank, merged.
 
@@ -195,7 +200,7 @@ def run_self(
     totals = [s + int(d) for s, d in zip(case.prompt_lens, case.decode, strict=True)]
     num_blocks = pool_size(config, group, totals, slack=2)
     pool = BlockPool(num_blocks, seed=pool_seed)
-    runner = PagedRunner(
+    runner = runner_factory(
         config, widths, impl, num_blocks=num_blocks, num_heads=shape.num_heads,
         head_dim=shape.head_dim, dtype=shape.dtype, guarded=guarded,
     )

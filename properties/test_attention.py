@@ -25,9 +25,11 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths
+from crossattn_sizing.runner import PagedRunner
 from properties.impl_assertions import assert_outputs_match, refusal_message
 from properties.impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header
 from properties.impl_strategies import (
@@ -49,9 +51,12 @@ def _assert_run(run: ScenarioRun, dtype: torch.dtype) -> None:
     )  # fmt: skip
 
 
-def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guarded: bool) -> None:
-    """The body of the cross-attention property, shared with the meta-tests."""
-    config = data.draw(attention_configs(), label="config")
+def check_cross_attention(
+    data: st.DataObject, impl: Impl, policy: Policy, guarded: bool, *,
+    configs: st.SearchStrategy[RunnerConfig] | None = None, runner_factory: RunnerFactory = PagedRunner,
+) -> None:
+    """The body of the cross-attention property, shared with the meta-tests and the distributed suite."""
+    config = data.draw(attention_configs() if configs is None else configs, label="config")
     case = data.draw(cross_cases(config), label="requests")
     shape = data.draw(attention_shapes(), label="shape")
     scales = data.draw(content_scales(shape.dtype), label="content_scales")
@@ -68,7 +73,7 @@ def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guard
     try:
         run = run_cross(
             impl, policy, config, widths, case, shape, seed, pool_seed, guarded=guarded, mode=mode,
-            scales=scales,
+            scales=scales, runner_factory=runner_factory,
         )  # fmt: skip
     except CapacityError as err:
         header = scenario_header(
@@ -79,9 +84,12 @@ def check_cross_attention(data: st.DataObject, impl: Impl, policy: Policy, guard
     _assert_run(run, shape.dtype)
 
 
-def check_self_attention(data: st.DataObject, impl: Impl, policy: Policy) -> None:
-    """The body of the self-attention (DCP, causal) property, shared with the meta-tests."""
-    config = data.draw(attention_configs(), label="config")
+def check_self_attention(
+    data: st.DataObject, impl: Impl, policy: Policy, *,
+    configs: st.SearchStrategy[RunnerConfig] | None = None, runner_factory: RunnerFactory = PagedRunner,
+) -> None:
+    """The body of the self-attention (DCP, causal) property, shared with meta-tests and distributed suite."""
+    config = data.draw(attention_configs() if configs is None else configs, label="config")
     case = data.draw(self_cases(config), label="requests")
     shape = data.draw(attention_shapes(), label="shape")
     scales = data.draw(content_scales(shape.dtype), label="content_scales")
@@ -92,8 +100,9 @@ def check_self_attention(data: st.DataObject, impl: Impl, policy: Policy) -> Non
         event("decode step after the prefill")
     try:
         run = run_self(
-            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=True, scales=scales
-        )
+            impl, policy, config, widths, case, shape, seed, pool_seed, guarded=True, scales=scales,
+            runner_factory=runner_factory,
+        )  # fmt: skip
     except CapacityError as err:
         header = scenario_header(
             "paged self-attention could not run", impl, policy, config, widths, True, shape
@@ -105,16 +114,18 @@ def check_self_attention(data: st.DataObject, impl: Impl, policy: Policy) -> Non
 @pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
 @given(data=st.data())
 def test_cross_attention_matches_dense(
-    data: st.DataObject, impl: Impl, sizing_policy: Policy, guarded: bool
+    data: st.DataObject, impl: Impl, sizing_policy: Policy, guarded: bool, dcp_runner: RunnerFactory
 ) -> None:
     """Decode queries over each request's encoder keys, read through its row, equal dense attention."""
-    check_cross_attention(data, impl, sizing_policy, guarded)
+    check_cross_attention(data, impl, sizing_policy, guarded, runner_factory=dcp_runner)
 
 
 @given(data=st.data())
-def test_self_attention_matches_dense(data: st.DataObject, impl: Impl, sizing_policy: Policy) -> None:
+def test_self_attention_matches_dense(
+    data: st.DataObject, impl: Impl, sizing_policy: Policy, dcp_runner: RunnerFactory
+) -> None:
     """Causal prefill and decode over DCP-sharded caches, merged by log-sum-exp, equal dense attention."""
-    check_self_attention(data, impl, sizing_policy)
+    check_self_attention(data, impl, sizing_policy, runner_factory=dcp_runner)
 
 
 def nemotron_parse_config(max_model_len: int = 2048) -> RunnerConfig:

@@ -8,6 +8,8 @@ working torch implementation and break exactly one thing.
 from __future__ import annotations
 
 import math
+import os
+import time
 from collections.abc import Sequence
 
 import torch
@@ -155,3 +157,37 @@ BROKEN_SELF = {cls.name: cls for cls in (SlotOffByOne, MergeWithoutLse, ReadsOne
                                          CausalMaskDropped, KeysAndValuesSwapped, InterleaveIgnored,
                                          SoftmaxWithoutMax, MergeEmptyRankAsZeroLse, LseInBaseTwo)}
 """Caught by the self-attention property."""
+
+
+
+class MisbehavesOnRank1(TorchImpl):
+    """DCP rank 1 misbehaves inside its attention kernel; for the distributed backend only."""
+
+    def misbehave(self) -> None:
+        raise NotImplementedError
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout, causal, scale):
+        if layout.rank == 1:
+            self.misbehave()
+        return super().paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
+                                       seq_lens, query_positions, layout, causal, scale)
+
+
+class DiesOnRank1(MisbehavesOnRank1):
+    """Rank 1's process exits (a crashed kernel)."""
+
+    name = "broken-dies-on-rank-1"
+
+    def misbehave(self) -> None:
+        os._exit(17)
+
+
+class HangsOnRank1(MisbehavesOnRank1):
+    """Rank 1 never returns (a deadlocked kernel)."""
+
+    name = "broken-hangs-on-rank-1"
+
+    def misbehave(self) -> None:
+        while True:
+            time.sleep(60)

@@ -30,10 +30,10 @@ MRV2 = BUILTIN_POLICIES["mrv2"]
 PREFIX = BUILTIN_POLICIES["mrv2-prefix"]
 
 
-def failure(body: Callable[[st.DataObject], None]) -> str | None:
+def failure(body: Callable[[st.DataObject], None], budget: settings = CAUGHT) -> str | None:
     """Run ``body`` as a property under the ci settings; the failure message, or None if it held."""
 
-    @CAUGHT
+    @budget
     @given(data=st.data())
     def prop(data: st.DataObject) -> None:
         body(data)

@@ -91,3 +91,7 @@ class CapacityError(HarnessError, IndexError):
             f"capacity error {where}: group {group} row {row} needs {needed} entries but the "
             f"row holds {width}; token positions from {first_position} have no column"
         )
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # Rebuilt from its fields, so it crosses a process boundary (a distributed DCP rank).
+        return (type(self), (self.group, self.row, self.needed, self.width, self.first_position, self.access))

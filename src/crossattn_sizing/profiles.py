@@ -9,7 +9,10 @@ the ``CROSSATTN_PROFILE`` environment variable.
 The database is a local directory (``CROSSATTN_DB``, default
 ``.hypothesis/examples``); a read-only shared copy named by
 ``CROSSATTN_SHARED_DB`` is layered under it, so developers replay what the
-nightly fleet found without writing into the shared copy.
+nightly fleet found without writing into the shared copy. A fuzzing fleet
+shares one live database instead: ``CROSSATTN_REDIS_URL`` names a Redis server
+(:mod:`crossattn_sizing.fleet.database`) layered under the local directory, so
+every example found by any worker is saved to both and replayed by all.
 """
 
 from __future__ import annotations
@@ -28,17 +31,22 @@ from hypothesis.database import (
 PROFILE_ENV = "CROSSATTN_PROFILE"
 DB_ENV = "CROSSATTN_DB"
 SHARED_DB_ENV = "CROSSATTN_SHARED_DB"
-PROFILES = ("dev", "ci", "nightly", "gpu", "replay")
+PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
 
 def example_database() -> ExampleDatabase:
-    """The local directory database, with the shared read-only copy beneath it if configured."""
-    local: ExampleDatabase = DirectoryBasedExampleDatabase(os.environ.get(DB_ENV, str(DEFAULT_DB)))
+    """The local directory database, with the fleet's Redis and the shared read-only copy beneath it."""
+    from crossattn_sizing.fleet.database import redis_database, redis_url
+
+    layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(os.environ.get(DB_ENV, str(DEFAULT_DB)))]
+    url = redis_url()
+    if url:
+        layers.append(redis_database(url))
     shared = os.environ.get(SHARED_DB_ENV)
-    if not shared:
-        return local
-    return MultiplexedDatabase(local, ReadOnlyDatabase(DirectoryBasedExampleDatabase(shared)))
+    if shared:
+        layers.append(ReadOnlyDatabase(DirectoryBasedExampleDatabase(shared)))
+    return layers[0] if len(layers) == 1 else MultiplexedDatabase(*layers)
 
 
 def register_profiles() -> None:
@@ -75,6 +83,12 @@ def register_profiles() -> None:
     # Only the pinned examples (hand-pinned shapes and regression files), no generation:
     # the quick check that what the fuzzer found still fails (or is fixed).
     settings.register_profile("replay", phases=[Phase.explicit], database=None, print_blob=True)
+    # Pinned examples and what the example database holds (a fleet's Redis included), no
+    # generation: a failure here was found earlier, by this machine or by any fleet worker.
+    settings.register_profile(
+        "reuse", phases=[Phase.explicit, Phase.reuse], database=example_database(), print_blob=True,
+        deadline=None, suppress_health_check=quiet,
+    )
 
 
 def selected_profile(explicit: str | None = None) -> str:

@@ -8,6 +8,7 @@ not a failure inside every test.
 
 from __future__ import annotations
 
+import math
 import os
 
 import pytest
@@ -17,10 +18,15 @@ from crossattn_sizing.errors import HarnessError, OptionError
 from crossattn_sizing.policies import Policy, load_callable, load_checked_policy
 
 DEVICES = ("cpu", "cuda")
+DCP_BACKENDS = ("inprocess", "gloo", "nccl")
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
-profiles.register_profiles()
+try:
+    profiles.register_profiles()
+    _PROFILE_ERROR: HarnessError | None = None
+except HarnessError as exc:  # e.g. a malformed CROSSATTN_REDIS_URL: reported as a usage error below
+    _PROFILE_ERROR = exc
 
 last_usage_error = ""
 """The message of the last usage error raised at start-up, for in-process callers
@@ -54,15 +60,37 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         # argparse error, where every other bad input gets one line.
         help="device the implementation runs on: cpu or cuda (default: cpu)",
     )
+    group.addoption(
+        "--dcp-backend",
+        default=os.environ.get("CROSSATTN_DCP_BACKEND", "inprocess"),
+        # Checked in pytest_configure, like --device: one line instead of pytest's usage text.
+        help="DCP ranks of the attention properties: one process (inprocess, default), or one "
+        "torch.distributed worker per rank (gloo on CPU, nccl on CUDA)",
+    )
+    group.addoption(
+        "--dcp-timeout",
+        type=float,
+        default=float(os.environ.get("CROSSATTN_DCP_TIMEOUT", "120")),
+        help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
+    )
 
 
+@pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     try:
+        if _PROFILE_ERROR is not None:
+            raise _PROFILE_ERROR
+        from crossattn_sizing.fleet.database import check_reachable, redis_url, scope_current_profile
+
+        if redis_url():
+            check_reachable(redis_url())  # type: ignore[arg-type]
         if config.getoption("hypothesis_profile", None) is None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
         config._crossattn_policy = load_checked_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        # Stored examples are kept per policy and implementation (see ScopedDatabase).
+        scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")))
         device = config.getoption("device")
         if device not in DEVICES:
@@ -71,6 +99,14 @@ def pytest_configure(config: pytest.Config) -> None:
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
+        backend = config.getoption("dcp_backend")
+        if backend not in DCP_BACKENDS:
+            raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(DCP_BACKENDS)}")
+        if backend == "nccl" and device != "cuda":
+            raise OptionError("--dcp-backend", "'nccl'", "needs --device cuda (gloo is the CPU backend)")
+        timeout = config.getoption("dcp_timeout")
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise OptionError("--dcp-timeout", timeout, "must be a finite number of seconds > 0")
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
 
@@ -121,3 +157,29 @@ def impl(impl_spec: str, device: str):  # type: ignore[no-untyped-def]
         return load_impl(impl_spec, device)
     except HarnessError as exc:
         pytest.exit(f"--impl {impl_spec!r}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
+
+
+@pytest.fixture(scope="session")
+def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+    """The runner factory of ``--dcp-backend``: in process, or ranks as torch.distributed workers.
+
+    One pool of worker processes per DCP size, started on first use and reused
+    by every example of the session; closed at session end (and at exit).
+    """
+    from crossattn_sizing.distributed.backend import runner_factory
+
+    option = request.config.getoption
+    factory = runner_factory(option("dcp_backend"), impl_spec, device, option("dcp_timeout"))
+    yield factory
+    close = getattr(factory, "close", None)
+    if close is not None:
+        close()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No DCP rank outlives the session, whatever the fixtures' teardown did."""
+    import sys
+
+    pool = sys.modules.get("crossattn_sizing.distributed.pool")
+    if pool is not None:
+        pool.close_all()

@@ -10,6 +10,12 @@ and DCP rank a NaN-poisoned KV cache. A step is the engine's order of work:
 3. ``write`` the tokens' keys and values by slot, on each rank;
 4. ``attend``: gather the step's rows, paged attention per rank, DCP merge.
 
+With ``rank`` set, the runner holds one DCP rank only (its caches and its copy
+of the block tables): a worker process of the distributed backend
+(:mod:`crossattn_sizing.distributed`), which exchanges the partials of
+:meth:`PagedRunner.partials` with the other ranks through ``torch.distributed``
+instead of merging them in one process.
+
 The guard (see :mod:`crossattn_sizing.block_table`) runs on the host before
 each kernel launch. The kernels themselves come from the implementation under
 test (:mod:`crossattn_sizing.impl`).
@@ -123,6 +129,7 @@ class PagedRunner:
         guarded: bool = True,
         cross_mode: CrossMode = "faithful",
         tail: int | None = None,
+        rank: int | None = None,
     ) -> None:
         if len(widths) != len(config.groups):
             raise ValueError(f"{len(widths)} widths for {len(config.groups)} groups")
@@ -138,6 +145,9 @@ class PagedRunner:
         self.dtype = dtype
         self.guarded = guarded
         self.cross_mode: CrossMode = cross_mode
+        if rank is not None and not 0 <= rank < config.dcp_size:
+            raise ValueError(f"rank {rank} outside [0, {config.dcp_size})")
+        self.rank = rank
         self.scale = 1.0 / math.sqrt(head_dim)
         tail = default_tail(config, widths) if tail is None else tail
         self.tables: list[DeviceBlockTable] = []
@@ -176,8 +186,10 @@ class PagedRunner:
         return not (group.kind is GroupKind.CROSS and self.cross_mode == "faithful")
 
     def ranks(self, g: int) -> range:
-        """The DCP ranks whose caches differ for group ``g`` (one when replicated or faithful)."""
-        return range(self.config.dcp_size) if self.sharded(g) else range(1)
+        """The DCP ranks of group ``g`` this runner holds (one when replicated, faithful or ``rank`` set)."""
+        if not self.sharded(g):
+            return range(1)
+        return range(self.config.dcp_size) if self.rank is None else range(self.rank, self.rank + 1)
 
     def layout(self, g: int, rank: int) -> SlotLayout:
         """The slot layout of group ``g`` on ``rank``."""
@@ -241,6 +253,20 @@ class PagedRunner:
         attention on each rank over the rank's local share, merges the partials
         and returns the output in the run's dtype, ``[sum of queries, H, D]``.
         """
+        outs, lses = self.partials(g, rows, queries, query_positions, seq_lens, causal)
+        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs, lses)
+        return merged.to(self.dtype)
+
+    def partials(
+        self,
+        g: int,
+        rows: Sequence[int],
+        queries: Sequence[torch.Tensor],
+        query_positions: Sequence[Sequence[int]],
+        seq_lens: Sequence[int],
+        causal: bool,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Each held rank's fp32 ``(out, lse)`` over its local share of the keys, before the merge."""
         table, inputs = self.tables[g], self.inputs[g]
         table.gather(rows, into=inputs)
         query = torch.cat(list(queries)).to(self.device, self.dtype)
@@ -275,5 +301,4 @@ class PagedRunner:
             )
             outs.append(out)
             lses.append(lse)
-        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs, lses)
-        return merged.to(self.dtype)
+        return outs, lses

@@ -59,6 +59,9 @@ class PropertyResult:
     examples: int = 0
     events: dict[str, int] = field(default_factory=dict)
     best_targets: dict[str, float] = field(default_factory=dict)
+    # Failures Hypothesis replayed from the example database (its reuse phase): found
+    # earlier, by this machine or by another fuzzing worker sharing the database.
+    replayed: int = 0
 
     def add_statistics(self, stats: dict) -> None:  # type: ignore[type-arg]
         """Fold one Hypothesis statistics dict in (its format is Hypothesis's, read defensively)."""
@@ -67,12 +70,15 @@ class PropertyResult:
                 continue
             for case in phase.get("test-cases", []):
                 self._count(1, dict.fromkeys(case.get("events", []), 1), {})
+            if key == "reuse-phase":
+                self.replayed += int(phase.get("distinct-failures", 0))
         self._count(0, {}, stats.get("targets") or {})
 
     def merge(self, other: PropertyResult) -> None:
         """Fold another run of the same property in (fuzz rounds add up this way)."""
         self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
         self._count(other.examples, other.events, other.best_targets)
+        self.replayed += other.replayed
         if other.outcome == "fails" and self.outcome != "fails":
             self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
         elif other.outcome == "holds" and self.outcome in ("not run", "n/a"):

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from crossattn_sizing import interrupts, profiles
 from crossattn_sizing.errors import OptionError
+from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.outputs import output_dir, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.report import PLAIN
@@ -70,7 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
     )
     p.add_argument("--json", type=Path, help="write the summary as JSON")
-    p.set_defaults(func=run)
+    p.add_argument("--workers", type=int, default=1,
+                   help="fuzzing processes sharing the example database (default 1; see --redis-url)")
+    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
+    p.set_defaults(func=run, parser=p)
 
 
 class Totals:
@@ -122,6 +126,8 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--max-rounds", args.max_rounds, "must be >= 1")
     if args.examples_per_round < 1:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
+    if args.workers < 1:
+        raise OptionError("--workers", args.workers, "must be >= 1")
     if args.seed is not None and args.seed < 0:
         raise OptionError("--seed", args.seed, "must be >= 0")
 
@@ -131,10 +137,18 @@ def run(args: argparse.Namespace) -> int:
     specs = args.policy or ["mrv2"]
     for spec in specs:
         load_checked_policy(spec)
+    if args.redis_url:
+        os.environ[REDIS_URL_ENV] = args.redis_url
+    if redis_url():
+        check_reachable(redis_url())  # type: ignore[arg-type]
     json_path = output_file("--json", args.json)
     regressions = output_dir("--regressions", args.regressions or properties_dir() / "regressions")
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
+    if args.workers > 1:
+        from crossattn_sizing.fleet.workers import run_workers
+
+        return run_workers(args.parser, args)
     os.environ["CROSSATTN_REGRESSIONS_DIR"] = str(regressions)
     os.environ["CROSSATTN_RECORD_REGRESSIONS"] = "1"
     if db:
@@ -243,6 +257,10 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         color = {"fails": "red", "holds": "green"}.get(r.outcome, "yellow")
         table.add_row(policy, name, str(r.examples), f"[{color}]{r.outcome}[/]", targets)
     console.print(table)
+    replayed = sum(r.replayed for r in totals.by_key.values())
+    if replayed:
+        console.print(f"{replayed} failure(s) replayed from the example database "
+                      "(found earlier, or by another worker sharing it)")
     for (policy, name), r in sorted(totals.by_key.items()):
         if r.events:
             console.print(f"\nregimes hit, {policy} / {name} (event(): examples)")
@@ -272,6 +290,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
                 "outcome": r.outcome,
                 "events": r.events,
                 "best_targets": r.best_targets,
+                "replayed_from_database": r.replayed,
                 "diagnosis": r.diagnosis,
             }
             for (policy, name), r in sorted(totals.by_key.items())

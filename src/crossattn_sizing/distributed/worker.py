@@ -1,0 +1,184 @@
+"""One DCP rank in its own process: its KV-cache shard, its block tables, its share of attention.
+
+Started by :class:`crossattn_sizing.distributed.pool.RankPool` as
+``python -m crossattn_sizing.distributed.worker``, it joins a
+``torch.distributed`` process group (gloo on CPU, NCCL on CUDA), loads the
+implementation under test itself, and serves the driver's requests over a
+private socket (inherited file descriptor, one pickled message per request):
+
+- ``open``: a fresh :class:`~crossattn_sizing.runner.PagedRunner` holding only
+  this rank (one per Hypothesis example; the process and group are reused);
+- ``append``, ``write``, ``row``: the runner's own methods, on this rank;
+- ``attend``: this rank's partial ``(out, lse)``; for a DCP-sharded group the
+  ranks first agree that every one of them computed its partial (an
+  all-reduce of an error flag, so a rank whose guard refused does not leave
+  the others waiting in a collective), then all-gather the partials, as the
+  engine does, and each merges them with the implementation's ``merge``.
+
+Before entering a collective the worker tells the driver, so a rank that
+hangs elsewhere is told apart from the ranks waiting for it. The worker exits
+when the driver closes the socket or dies (end of file), so it never outlives
+its driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import sys
+import traceback
+from datetime import timedelta
+from multiprocessing.connection import Connection
+from typing import Any
+
+import torch
+
+from crossattn_sizing.runner import PagedRunner
+
+
+def send(conn: Connection, message: Any) -> None:
+    """Send with plain pickle: tensors travel as copies of their data.
+
+    ``Connection.send`` pickles with multiprocessing's reducers, under which
+    torch passes a tensor's storage as a shared-memory handle, which needs the
+    sender's multiprocessing authkey; these processes do not share one.
+    """
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def recv(conn: Connection) -> Any:
+    return pickle.loads(conn.recv_bytes())
+
+
+class PeerFailed(RuntimeError):
+    """This rank was fine, but another rank failed before the collective."""
+
+
+def _error(exc: BaseException) -> tuple[str, Any, str]:
+    """An ``error`` reply carrying the exception itself when it pickles, else its description."""
+    text = traceback.format_exc()
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return ("error", exc, text)
+    except Exception:
+        return ("error", RuntimeError(f"{type(exc).__name__}: {exc}"), text)
+
+
+class Rank:
+    """The state of one rank and the handlers of the driver's requests."""
+
+    def __init__(self, conn: Connection, rank: int, world: int, backend: str, impl_spec: str,
+                 device: str) -> None:
+        import torch.distributed as dist
+
+        from crossattn_sizing.impl import load_impl
+
+        self.conn = conn
+        self.rank = rank
+        self.world = world
+        self.dist = dist
+        self.impl = load_impl(impl_spec, device)
+        self.runner: PagedRunner | None = None
+        # gloo exchanges host tensors; NCCL exchanges tensors on this rank's GPU.
+        self.comm_device = torch.device("cpu") if backend == "gloo" else torch.device(device)
+
+    def open(self, config: Any, widths: Any, kwargs: dict[str, Any]) -> None:
+        if config.dcp_size != self.world:
+            raise ValueError(f"config has dcp_size {config.dcp_size}, this group has {self.world} ranks")
+        self.runner = PagedRunner(config, widths, self.impl, rank=self.rank, **kwargs)
+
+    def held(self) -> PagedRunner:
+        if self.runner is None:
+            raise RuntimeError("no scenario is open on this rank")
+        return self.runner
+
+    def append(self, g: int, row: int, ids: list[int]) -> list[int]:
+        return self.held().append(g, row, ids)
+
+    def write(self, *args: Any) -> None:
+        self.held().write(*args)
+
+    def row(self, g: int, row: int) -> list[int]:
+        return self.held().tables[g].row(row)
+
+    def attend(self, g: int, *args: Any) -> torch.Tensor:
+        runner = self.held()
+        if not runner.sharded(g):  # replicated or faithful: every rank attends over all keys itself
+            outs, _ = runner.partials(g, *args)
+            return outs[0].to(runner.dtype).cpu()
+        failure: BaseException | None = None
+        try:
+            outs, lses = runner.partials(g, *args)
+        except Exception as exc:
+            failure = exc
+        send(self.conn, ("collective", "all-gather"))
+        flag = torch.tensor([0 if failure is None else 1], dtype=torch.int32, device=self.comm_device)
+        self.dist.all_reduce(flag, op=self.dist.ReduceOp.MAX)
+        if failure is not None:
+            raise failure
+        if int(flag.item()):
+            raise PeerFailed("another DCP rank failed before the all-gather")
+        out = outs[0].to(self.comm_device).contiguous()
+        lse = lses[0].to(self.comm_device).contiguous()
+        all_outs = [torch.empty_like(out) for _ in range(self.world)]
+        all_lses = [torch.empty_like(lse) for _ in range(self.world)]
+        self.dist.all_gather(all_outs, out)
+        self.dist.all_gather(all_lses, lse)
+        dev = runner.device
+        merged = self.impl.merge([o.to(dev) for o in all_outs], [x.to(dev) for x in all_lses])
+        return merged.to(runner.dtype).cpu()
+
+    def serve(self) -> None:
+        handlers = {"open": self.open, "append": self.append, "write": self.write, "row": self.row,
+                    "attend": self.attend}
+        while True:
+            try:
+                op, payload = recv(self.conn)
+            except (EOFError, OSError):  # the driver closed the socket or died
+                return
+            if op == "close":
+                return
+            try:
+                send(self.conn, ("ok", handlers[op](*payload)))
+            except Exception as exc:
+                send(self.conn, _error(exc))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.worker")
+    parser.add_argument("--fd", type=int, required=True)
+    parser.add_argument("--rank", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--backend", choices=("gloo", "nccl"), required=True)
+    parser.add_argument("--init-method", required=True)
+    parser.add_argument("--impl", required=True)
+    parser.add_argument("--device", required=True)
+    parser.add_argument("--collective-timeout", type=float, required=True)
+    args = parser.parse_args(argv)
+    conn = Connection(args.fd)
+    torch.set_num_threads(1)  # C ranks share the machine's cores
+    try:
+        import torch.distributed as dist
+
+        device = args.device
+        if args.backend == "nccl":
+            torch.cuda.set_device(args.rank)
+            device = f"cuda:{args.rank}"
+        dist.init_process_group(args.backend, init_method=args.init_method, rank=args.rank,
+                                world_size=args.world, timeout=timedelta(seconds=args.collective_timeout))
+        rank = Rank(conn, args.rank, args.world, args.backend, args.impl, device)
+    except Exception as exc:
+        send(conn, _error(exc))
+        return 1
+    send(conn, ("ready", os.getpid()))
+    try:
+        rank.serve()
+    finally:
+        conn.close()
+        # No destroy_process_group: a peer may already be gone, and the process ends here anyway.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

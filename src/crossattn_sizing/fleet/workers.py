@@ -1,0 +1,206 @@
+"""``crossattn-sizing fuzz --workers N``: N fuzzing processes against one example database.
+
+Each worker is the ordinary single-process ``fuzz`` command, started with the
+same options (rebuilt from the parsed ones, so options added to ``fuzz`` later
+are forwarded too), its own JSON summary and log file, in its own process
+group. They share the example database: the local directory (``--db``) and,
+with ``CROSSATTN_REDIS_URL`` / ``--redis-url``, the fleet's Redis server, so a
+failure one worker finds is replayed by the others in their next round (and
+by anyone pointing at the same server). The parent waits, forwards Ctrl-C,
+and prints one summary of all workers; a worker that died is named, with its
+exit status and log, and the run counts as incomplete (exit status 3) unless a
+failure was found (1). No worker outlives the parent: they are killed with
+their process groups on the way out, and by an ``atexit`` hook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from rich.status import Status
+
+from crossattn_sizing.processes import describe_exit, end_group, signal_group
+
+INCOMPLETE = 3
+"""Exit status when a worker died and nothing failed: the run did not check what it set out to."""
+
+
+@dataclass
+class Worker:
+    index: int
+    proc: subprocess.Popen[bytes]
+    summary: Path
+    log: Path
+    log_file: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+
+_LIVE: list[Worker] = []
+
+
+def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop: set[str]) -> list[str]:
+    """The command line that reproduces ``args`` for ``parser``, without the options in ``drop``.
+
+    Only values that differ from the defaults are written, so a worker parses
+    exactly what the parent parsed.
+    """
+    out: list[str] = []
+    for action in parser._actions:
+        if not action.option_strings or action.dest in drop or action.dest == "help":
+            continue
+        value = getattr(args, action.dest, action.default)
+        if value == action.default:
+            continue
+        flag = action.option_strings[-1]
+        if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
+            out.append(flag)
+        elif isinstance(action, argparse._AppendAction):
+            for item in value:
+                out += [flag, str(item)]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
+    """Start ``count`` fuzz processes with ``argv`` (each with its own ``--json`` and log in ``folder``)."""
+    workers = []
+    for i in range(count):
+        summary, log = folder / f"worker-{i}.json", folder / f"worker-{i}.log"
+        log_file = log.open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
+            stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+            env=dict(os.environ, CROSSATTN_FUZZ_WORKER=str(i)), start_new_session=True,
+        )
+        worker = Worker(i, proc, summary, log, log_file)
+        workers.append(worker)
+        _LIVE.append(worker)
+    return workers
+
+
+def signal_all(workers: list[Worker], sig: int) -> None:
+    for w in workers:
+        if w.proc.poll() is None:
+            signal_group(w.proc, sig)
+
+
+def reap(workers: list[Worker]) -> None:
+    """Kill whatever is left of each worker's process group and close its log."""
+    for w in workers:
+        end_group(w.proc, first=signal.SIGKILL, grace_s=0)
+        w.log_file.close()
+        if w in _LIVE:
+            _LIVE.remove(w)
+
+
+@atexit.register
+def _reap_live() -> None:
+    reap(list(_LIVE))
+
+
+def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -> bool:
+    """Wait for every worker; Ctrl-C is forwarded to them as SIGINT. True if interrupted."""
+    interrupted = False
+    while any(w.proc.poll() is None for w in workers):
+        try:
+            time.sleep(0.2)
+            if on_tick is not None:
+                on_tick()
+        except KeyboardInterrupt:
+            if interrupted:  # a second Ctrl-C: stop now
+                signal_all(workers, signal.SIGKILL)
+            else:
+                interrupted = True
+                signal_all(workers, signal.SIGINT)  # each worker still writes its summary
+    return interrupted
+
+
+def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """The ``--workers N`` run: start, wait, merge the summaries, print and return the exit status."""
+    from rich.console import Console
+
+    from crossattn_sizing.commands import fuzz
+    from crossattn_sizing.outputs import write_text
+    from crossattn_sizing.report import PLAIN
+
+    argv = forward_argv(parser, args, drop={"workers", "json"})
+    folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))
+    console = Console()
+    workers = start_workers(argv, args.workers, folder)
+    err = Console(stderr=True)
+    err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "
+              f"logs in {folder}", **PLAIN)
+    started = time.monotonic()
+
+    def show(status: Status) -> Callable[[], None]:
+        def tick() -> None:
+            running = sum(w.proc.poll() is None for w in workers)
+            elapsed = time.monotonic() - started
+            status.update(f"fuzz: {running} of {len(workers)} workers running, {elapsed:.0f}s")
+        return tick
+
+    try:
+        with err.status("fuzz: starting workers") as status:
+            interrupted = wait_all(workers, show(status))
+    except BaseException:
+        reap(workers)
+        raise
+    reap(workers)
+    totals = fuzz.Totals()
+    new_files: set[Path] = set()
+    dead = []
+    for w in workers:
+        if not w.summary.is_file():
+            dead.append(w)
+            continue
+        data = json.loads(w.summary.read_text())
+        add_summary(totals, data)
+        new_files.update(Path(f) for f in data.get("new_regressions", []))
+        interrupted = interrupted or bool(data.get("interrupted"))
+    fuzz.render(console, totals, sorted(new_files), interrupted or bool(dead))
+    for w in dead:
+        console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
+                      f"[/]; what it had found is in the example database; its log: {w.log}")
+    if args.json:
+        summary = fuzz.summary_json(totals, sorted(new_files), interrupted or bool(dead))
+        summary["workers"] = [
+            {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
+             "died": w in dead}
+            for w in workers
+        ]
+        write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
+    if any(r.outcome == "fails" for r in totals.by_key.values()):
+        return 1
+    if interrupted and not dead:
+        return 130
+    return INCOMPLETE if dead else 0
+
+
+def add_summary(totals: object, data: dict) -> None:  # type: ignore[type-arg]
+    """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
+    from crossattn_sizing.suite import PropertyResult
+
+    totals.rounds += int(data.get("rounds", 0))  # type: ignore[attr-defined]
+    for p in data.get("properties", []):
+        result = PropertyResult(p["property"], outcome=p["outcome"], diagnosis=p.get("diagnosis", ""))
+        result.examples = int(p.get("examples", 0))
+        result.events = dict(p.get("events", {}))
+        result.best_targets = dict(p.get("best_targets", {}))
+        result.replayed = int(p.get("replayed_from_database", 0))
+        totals.add(p["policy"], [result])  # type: ignore[attr-defined]
