@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, stored_keys
+from crossattn_sizing.fleet.database import REDIS_URL_ENV, stored_failures
 from crossattn_sizing.fleet.server import RedisServer
 from crossattn_sizing.processes import alive
 
@@ -81,7 +81,7 @@ def test_a_failure_found_by_one_worker_is_replayed_by_another_and_by_pytest(
     first = subprocess.run(fuzz_cmd(tmp_path, "a"), capture_output=True, text=True, timeout=SAFETY_S,
                            env=env_for(server))
     assert first.returncode == 1, first.stdout + first.stderr
-    assert stored_keys(server.url) > 0
+    assert stored_failures(server.url) > 0
     found = properties_of(tmp_path / "a.json")
     assert all(p["outcome"] == "fails" for p in found.values())
 
@@ -110,7 +110,7 @@ def test_fuzz_workers_share_one_database_and_print_one_summary(tmp_path: Path, s
     assert [w["exit_status"] for w in summary["workers"]] == [1, 1]
     assert not any(w["died"] for w in summary["workers"])
     assert summary["properties"] and all(p["outcome"] == "fails" for p in summary["properties"])
-    assert stored_keys(server.url) > 0
+    assert stored_failures(server.url) > 0
     assert not any(alive(w["pid"]) for w in summary["workers"])
 
 
@@ -135,7 +135,7 @@ def test_killing_workers_mid_run_loses_nothing_they_found(tmp_path: Path, server
         banner = proc.stderr.readline()
         pids = [int(p) for p in banner.split("(pids ")[1].split(")")[0].split(", ")]
         assert len(pids) == 2, banner
-        wait_for(lambda: stored_keys(server.url) > 0, "a worker to store a failing example")
+        wait_for(lambda: stored_failures(server.url) > 0, "a worker to store a failing example")
         for pid in pids:
             assert alive(pid), "a worker ended before it was killed"
             os.killpg(pid, signal.SIGKILL)

@@ -1,7 +1,5 @@
 """``python -m crossattn_sizing`` runs the console script."""
 
-import sys
+from crossattn_sizing.cli import console_main
 
-from crossattn_sizing.cli import main
-
-sys.exit(main())
+console_main()

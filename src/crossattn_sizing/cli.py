@@ -45,8 +45,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command in-process and return its exit status (tests call this)."""
     with interrupts.handling():
         return _run(argv)
+
+
+def console_main() -> NoReturn:
+    """The console script and ``python -m crossattn_sizing``: run, then leave with the status.
+
+    Ctrl-C stays handled until the process is gone, so the status after a Ctrl-C
+    is 130 whenever it lands (see :func:`crossattn_sizing.interrupts.leave`).
+    """
+    with interrupts.handling(restore=False):
+        status = _run(None)
+    interrupts.leave(status)
 
 
 def _run(argv: Sequence[str] | None) -> int:
@@ -65,4 +77,4 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console_main()

@@ -15,9 +15,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from types import FrameType
+from typing import NoReturn
 
 EXIT_STATUS = 130
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
@@ -38,11 +40,13 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 
 @contextlib.contextmanager
-def handling() -> Iterator[None]:
+def handling(restore: bool = True) -> Iterator[None]:
     """Route SIGINT through the recording handler for the block, then put the old one back.
 
     Counts start at zero. Only the main thread can own signal handlers; elsewhere
-    (a command run from a worker thread) Python's default applies.
+    (a command run from a worker thread) Python's default applies. With
+    ``restore=False`` (the console script, about to exit) a press after the block
+    is ignored instead: the process is leaving with its status anyway.
     """
     global _count
     _count = 0
@@ -53,7 +57,23 @@ def handling() -> Iterator[None]:
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous if restore else signal.SIG_IGN)
+
+
+def leave(status: int) -> NoReturn:
+    """End the process with ``status``; after a Ctrl-C, without the interpreter's shutdown.
+
+    Once the interpreter has seen a KeyboardInterrupt it may end the process by
+    re-raising SIGINT at exit (status -2 instead of 130), and a late press could
+    land in the shutdown itself. After a Ctrl-C the report is already printed and
+    written, so the output is flushed and the process leaves at once with 130.
+    """
+    if status != EXIT_STATUS:
+        sys.exit(status)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(status)
 
 
 def requested() -> bool:
@@ -67,7 +87,5 @@ def announce(line: str) -> None:
     Long runs say what they are doing, and a supervisor (or a test) can wait
     for a run to be under way instead of guessing with a clock.
     """
-    import sys
-
     if not sys.stderr.isatty():
         print(line, file=sys.stderr, flush=True)

@@ -68,11 +68,17 @@ def check_reachable(url: str) -> None:
         client.close()
 
 
-def stored_keys(url: str) -> int:
-    """How many example keys of this harness the server holds (tests and summaries)."""
+def stored_failures(url: str) -> int:
+    """How many tests have failing examples stored on the server (tests and summaries).
+
+    Hypothesis keeps a test's failing examples under its database key, and
+    other examples under sub-keys of it (``.secondary``: failures it shrank
+    past; ``.pareto``: the best ``target()`` scores), which do not count.
+    """
     client = _client(url)
     try:
-        return sum(1 for _ in client.scan_iter(match=KEY_PREFIX + b"*"))
+        keys = client.scan_iter(match=KEY_PREFIX + b"*")
+        return sum(1 for key in keys if not key.endswith((b".secondary", b".pareto")))
     finally:
         client.close()
 
