@@ -50,6 +50,25 @@ def ancestors() -> set[int]:
     return pids
 
 
+def parent_of(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def descendants(roots: set[int]) -> set[int]:
+    """``roots`` and every process below them (another run in the checkout this script must not judge)."""
+    parents = {int(e.name): parent_of(int(e.name)) for e in Path("/proc").iterdir() if e.name.isdigit()}
+    found = set(roots)
+    grew = True
+    while grew:
+        new = {pid for pid, ppid in parents.items() if ppid in found and pid not in found}
+        found |= new
+        grew = bool(new)
+    return found
+
+
 def left_behind(exclude: set[int]) -> list[str]:
     """Processes running in this checkout that are not this script or a burner."""
     found = []
@@ -71,6 +90,8 @@ def main() -> int:
     parser.add_argument("files", nargs="+")
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--ignore-tree", type=int, action="append", default=[], metavar="PID",
+                        help="another run in this checkout (with its children): not judged")  # fmt: skip
     args = parser.parse_args()
     env = {**os.environ, "CROSSATTN_PROFILE": "ci", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "TRITON_INTERPRET": "1"}  # fmt: skip
@@ -86,7 +107,7 @@ def main() -> int:
                 cwd=ROOT, env=env, capture_output=True, text=True,
             )  # fmt: skip
             summary = (proc.stdout.strip().splitlines() or ["(no output)"])[-1]
-            left = left_behind(exclude)
+            left = left_behind(exclude | descendants(set(args.ignore_tree)))
             failures += proc.returncode != 0
             leftovers += len(left)
             print(f"run {i:2d}: exit {proc.returncode}, {time.monotonic() - start:6.1f} s, {summary}; "
