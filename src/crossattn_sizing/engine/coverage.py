@@ -81,8 +81,9 @@ def engine_coverage(
     positions = [list(range(e)) for e in encoder_lens]
     widths = tuple(b * grp.bpk for b, grp in zip(blocks, config.groups, strict=True))
     try:
+        assert policy.worker is not None
         result = run_block_tables(
-            policy.spec,
+            policy.worker,
             block_sizes=[grp.block_size for grp in config.groups],
             kernel_block_sizes=[grp.kbs for grp in config.groups],
             max_num_blocks_per_group=blocks,
@@ -90,7 +91,6 @@ def engine_coverage(
             max_num_batched_tokens=max(sum(encoder_lens), 1),
             appends=appends,
             steps=[{"idx_mapping": rows, "positions": positions}],
-            device=policy.device,
         )
     except EngineCrash as exc:
         died = (f"the engine's process died: {exc}",)

@@ -106,7 +106,11 @@ def load_sizing_source(text: str, path: str = RUNNER_PATH) -> SizingSource:
     if func is None:
         raise SizingExecError(f"{path}:{runner.lineno}: GPUModelRunner has no initialize_kv_cache")
     loop = _sizing_loop(func)
+    # Decorators and annotations are not part of the sizing (and would import more of the engine).
     func.decorator_list = []
+    func.returns = None
+    for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
+        arg.annotation = None
     code = compile(ast.Module(body=[func], type_ignores=[]), path, "exec")
     # Names read as globals up to the end of the sizing loop: only those are imported.
     assigned = {a.arg for a in func.args.args + func.args.kwonlyargs}

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.engine.client import worker_for
+from crossattn_sizing.engine.client import Worker, worker_for
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.slot_mapping import SlotLayout
@@ -58,11 +58,14 @@ class VllmPolicy:
 
     spec: str
     device: str = "cpu"
+    worker: Worker | None = field(default=None, repr=False)  # default: the shared one of the release
     _cache: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.spec = normalise(self.spec)
-        self.worker = worker_for(self.spec, self.device)
+        if self.worker is None:
+            self.worker = worker_for(self.spec, self.device)
+        self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
 
     @property
@@ -83,6 +86,7 @@ class VllmPolicy:
         """``{"blocks", "widths", "length"}`` as the release's code computed them."""
         key = json.dumps(config.to_dict(), sort_keys=True)
         if key not in self._cache:
+            assert self.worker is not None
             self._cache[key] = self.worker.request("widths", config=config.to_dict())
         return self._cache[key]
 
@@ -102,10 +106,10 @@ def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
 class VllmImpl(TorchImpl):
     """vLLM's Triton slot-mapping kernel; the harness's torch KV write, attention and merge."""
 
-    def __init__(self, spec: str, device: torch.device | str = "cpu") -> None:
+    def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
         super().__init__(device)
         self.spec = normalise(spec)
-        self.worker = worker_for(self.spec, self.device.type)
+        self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
         self.name = f"{self.spec} (slot mapping: vLLM kernel; write/attention/merge: torch)"
 
     def slot_mapping(
@@ -137,7 +141,7 @@ class VllmImpl(TorchImpl):
 
 
 def run_block_tables(
-    spec: str,
+    worker: Worker,
     *,
     block_sizes: Sequence[int],
     kernel_block_sizes: Sequence[int],
@@ -147,7 +151,6 @@ def run_block_tables(
     appends: Sequence[tuple[int, Sequence[Sequence[int]]]],
     steps: Sequence[dict[str, Any]],
     cp: tuple[int, int, int] = (1, 0, 1),
-    device: str = "cpu",
 ) -> dict[str, Any]:
     """The release's ``BlockTables``: construct, append, apply staged writes, then gather and map per step.
 
@@ -155,7 +158,7 @@ def run_block_tables(
     rows and slot mappings, all as the release's code left them. Raises
     :class:`~crossattn_sizing.engine.client.EngineCrash` if the process dies.
     """
-    return worker_for(normalise(spec), device).request(
+    return worker.request(
         "scenario",
         block_sizes=list(block_sizes),
         kernel_block_sizes=list(kernel_block_sizes),
