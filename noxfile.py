@@ -1,4 +1,4 @@
-"""Sessions: tests (default), verify, lint, gpu, fuzz, audit, benchmarks, mutation.
+"""Sessions: tests (default), verify, lint, gpu, fuzz, audit, engine, benchmarks, mutation.
 
 CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
 default ``torch==2.13.0``): an unpinned torch resolves to a CUDA build of
@@ -86,6 +86,20 @@ def audit(session: nox.Session) -> None:
     releases = session.posargs or ["0.19.0", "0.23.0", "0.24.0", "0.25.0", "0.34.0"]
     args = [a for r in releases for a in ("--vllm", r)]
     session.run("crossattn-sizing", "audit", *args, "--json", "reports/audit.json", success_codes=[0, 1, 3])
+
+
+@nox.session
+def engine(session: nox.Session) -> None:
+    """vLLM's own sizing, block tables and slot-mapping kernel under the properties (real wheels).
+
+    Each release is unpacked once into ~/.cache/crossattn-sizing/engine from the
+    wheel cache (downloaded once); the few pure-Python modules its import chain
+    needs are added there with --no-deps, pinned to this session's torch and
+    triton. ``nox -s engine -- -k 024`` selects as pytest does.
+    """
+    install(session)
+    env = dict(CPU_ENV, CROSSATTN_ENGINE_TESTS="1")
+    session.run("pytest", "tests/test_engine_real.py", "-p", "no:cacheprovider", *session.posargs, env=env)
 
 
 @nox.session
