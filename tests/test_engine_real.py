@@ -32,7 +32,8 @@ from tests.test_meta_capacity import shrunk_counterexample
 
 pytestmark = pytest.mark.engine
 
-FIXED = [v.strip() for v in os.environ.get("CROSSATTN_ENGINE_RELEASES", "0.25.0,0.34.0").split(",") if v.strip()]
+RELEASES = os.environ.get("CROSSATTN_ENGINE_RELEASES", "0.25.0,0.34.0")
+FIXED = [v.strip() for v in RELEASES.split(",") if v.strip()]
 NEMOTRON = RunnerConfig(
     2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),
     max_num_encoder_input_tokens=3329, max_num_reqs=4,
@@ -60,7 +61,7 @@ def test_024_block_tables_map_positions_into_the_next_request() -> None:
 
 
 def test_024_kernel_reads_past_the_last_row() -> None:
-    """In the last row the 81 surplus ids and their reads land past the tensor: wrong slots or a dead process."""
+    """In the last row the 81 surplus ids and their reads land past the tensor: wrong slots or a crash."""
     result = engine_coverage(VllmPolicy("vllm==0.24.0"), NEMOTRON, [3329])
     assert not result.holds
     assert result.crashed or "209 entries appended to a row of 128" in result.problems[0], result.problems
@@ -97,7 +98,8 @@ class _Shrunk:
 def test_shrunk_025_widths_are_caught_by_the_coverage_property() -> None:
     shrunk = _Shrunk(VllmPolicy("vllm==0.25.0"))
     assert shrunk_counterexample(shrunk, "coverage") is not None
-    result = engine_coverage(shrunk.policy, NEMOTRON, [3329, 100], blocks=shrunk.blocks(NEMOTRON), first_row=0)
+    blocks = shrunk.blocks(NEMOTRON)
+    result = engine_coverage(shrunk.policy, NEMOTRON, [3329, 100], blocks=blocks, first_row=0)
     assert not result.holds and "appended to a row of 208" in result.problems[0]
 
 
