@@ -91,7 +91,7 @@ class Worker:
             ready = self._spawn()
             if ready.get("ready"):
                 self.ready = ready
-                record_shims(self.release, ready.get("shims", []), ready.get("import_s", 0.0))
+                record_shims(self.release, ready)
                 return ready
             self.close()
             error = str(ready.get("error"))

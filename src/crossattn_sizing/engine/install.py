@@ -194,13 +194,15 @@ def add_dependency(release: Release, module: str, *, offline: bool | None = None
     return dist
 
 
-def record_shims(release: Release, shims: list[str], import_s: float) -> None:
-    """Keep what the release needed at run time beside what it needed installed."""
+def record_shims(release: Release, ready: dict) -> None:
+    """Keep what the release needed at run time (shims, modules it imported from deps/) in its manifest."""
     if release.installed or not release.paths:
         return
     target = Path(release.paths[0])
     manifest = read_manifest(target)
-    manifest.update({"version": release.version, "shims": shims, "import_s": import_s})
+    manifest.update({"version": release.version, "shims": ready.get("shims", []),
+                     "imported_from_deps": ready.get("added_modules", []),
+                     "import_s": ready.get("import_s", 0.0)})  # fmt: skip
     manifest.setdefault("packages", release.packages)
     with contextlib.suppress(OSError):
         (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")

@@ -277,6 +277,17 @@ class Engine:
         return {"slots": slots[0, : req["out_len"]].tolist()}
 
 
+def added_modules(paths: list[str]) -> list[str]:
+    """Top-level modules the import chain took from the adapter's dependency directories."""
+    roots = [str(Path(p).resolve()) for p in paths]
+    found = set()
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None) or ""
+        if file and any(str(Path(file).resolve()).startswith(r + os.sep) for r in roots):
+            found.add(name.split(".")[0])
+    return sorted(found)
+
+
 def _cumsum(values: list[int]) -> list[int]:
     out, total = [], 0
     for v in values:
@@ -306,6 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     ready = {
         "ready": True,
+        "added_modules": added_modules(args.path[1:]),
         "version": engine.version,
         "path": engine.path,
         "shims": engine.shims,
