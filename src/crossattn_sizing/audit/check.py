@@ -24,6 +24,7 @@ says which modelled rule a release implements.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,6 +97,9 @@ class RunnerVerdict:
     matches: list[str] = field(default_factory=list)
     closest: dict[str, Any] | None = None
     rules: list[str] = field(default_factory=list)
+    path: str = "read"  # "executed" (the release's code ran) or "read" (from the source)
+    path_why: str = ""  # why the executed path was not taken, where it was tried
+    wall_s: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -116,6 +120,9 @@ class RunnerVerdict:
             "matches_builtin": self.matches,
             "closest_builtin": self.closest,
             "equivalent_rules": self.rules,
+            "path": self.path,
+            "path_why": self.path_why,
+            "wall_s": round(self.wall_s, 2),
         }
 
 
@@ -318,14 +325,22 @@ def whisper_check(policy: ExtractedPolicy) -> dict[str, Any]:
             "config": "M=448, S=1500, bs in {16, 32, 48, 64, 96, 128, 256}"}  # fmt: skip
 
 
-def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig]) -> RunnerVerdict:
-    """Read one runner and check it; every read problem becomes a "could not be read" verdict."""
+def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig],
+                 executed: Any = None) -> RunnerVerdict:  # fmt: skip
+    """Check one runner: ``executed`` (the release's code, run) if given, else read from the source.
+
+    Every read problem becomes a "could not be read" verdict.
+    """
     title = RUNNERS[runner].title
-    try:
-        policy = read_runner(index, runner, label)
-    except ReadError as exc:
-        return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
-    verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where)
+    if executed is not None:
+        policy = executed
+    else:
+        try:
+            policy = read_runner(index, runner, label)
+        except ReadError as exc:
+            return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
+    verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where,
+                            path="read" if executed is None else "executed")  # fmt: skip
     try:
         nemo = shortfall(policy, NEMOTRON, NEMOTRON_TOKENS)
         nemo_widths = policy(NEMOTRON)
@@ -357,8 +372,21 @@ def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[Runn
 
 
 def audit_tree(tree: SourceTree, runners: list[str] | None = None,
-               configs: list[RunnerConfig] | None = None) -> list[RunnerVerdict]:  # fmt: skip
-    """Verdicts for each runner of one source tree."""
+               configs: list[RunnerConfig] | None = None,
+               executed: dict[str, tuple[Any, str]] | None = None) -> list[RunnerVerdict]:  # fmt: skip
+    """Verdicts for each runner of one source tree.
+
+    ``executed`` maps a runner to ``(policy, why_not)`` from the engine adapter:
+    a policy is checked as executed; ``None`` falls back to reading, with why.
+    """
     index = ModuleIndex(tree)
     sweep = configs if configs is not None else sweep_configs()
-    return [audit_runner(index, r, tree.label, sweep) for r in (runners or list(RUNNERS))]
+    out = []
+    for r in runners or list(RUNNERS):
+        start = time.perf_counter()
+        policy, why_not = (executed or {}).get(r, (None, ""))
+        verdict = audit_runner(index, r, tree.label, sweep, policy)
+        verdict.path_why = why_not
+        verdict.wall_s = time.perf_counter() - start
+        out.append(verdict)
+    return out

@@ -49,6 +49,7 @@ def _cell(verdict: RunnerVerdict | None) -> str:
     elif verdict.counterexample is not None:
         c = verdict.counterexample
         text = f"{text}\n{c.needed} needed, {c.given} given"
+    text += f"\n{verdict.path}, {verdict.wall_s:.1f} s"
     if verdict.matches:
         text += f"\n= {escape(', '.join(verdict.matches))}"
     elif verdict.rules:
@@ -78,7 +79,8 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
     """Plain-text lines explaining one verdict (counterexample, reproduction, reason, matching rule)."""
     head = f"{verdict.source} {verdict.title}: {verdict.status}"
     if verdict.status == UNREADABLE and verdict.where is None:
-        return [f"{head}: {verdict.reason}"]
+        why = f" (executing it failed too: {verdict.path_why})" if verdict.path_why else ""
+        return [f"{head}: {verdict.reason}{why}"]
     lines = [f"{head} ({verdict.where})"]
     if verdict.status == UNREADABLE:
         lines.append(f"  {verdict.reason}")
@@ -108,6 +110,8 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
         lines.extend(_rule_lines(verdict))
     for condition in verdict.conditions:
         lines.append(f"  note: the tables checked are built when `{condition}` (undecidable from the config)")
+    if verdict.path_why:
+        lines.append(f"  path: read from the source; executing the release failed: {verdict.path_why}")
     return lines
 
 

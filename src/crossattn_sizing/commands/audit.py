@@ -54,6 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser.add_argument("--offline", action="store_true",
                         help="never download: use only wheels already in the cache")  # fmt: skip
     parser.add_argument("--json", metavar="FILE", default=None, help="also write the verdicts as JSON")
+    parser.add_argument("--read-only", action="store_true",
+                        help="never execute a release's code: read every runner from the source")  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -73,9 +75,25 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
     return trees
 
 
+def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) -> dict:
+    """ModelRunner V2 executed by the engine adapter where it can run the release, else why not."""
+    if args.read_only or "v2" not in runners or tree.label not in {check_version(v) for v in args.vllm}:
+        return {}
+    from crossattn_sizing.engine.audit_exec import executed_v2
+
+    print(f"crossattn-sizing: running vllm {tree.label}'s own V2 sizing (a worker process per release)",
+          file=sys.stderr)  # fmt: skip
+    return {"v2": executed_v2(tree.label, offline=args.offline)}
+
+
 def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
-    results = [(tree.label, audit_tree(tree, runners)) for tree in _sources(args)]
+    results = []
+    for tree in _sources(args):
+        results.append((tree.label, audit_tree(tree, runners, executed=_executed(tree, args, runners))))
+        from crossattn_sizing.engine.client import close_all  # one release's worker at a time
+
+        close_all()
     render(results)
     if args.json:
         write_json(args.json, results)
