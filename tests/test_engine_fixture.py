@@ -247,3 +247,23 @@ def test_cli_exits_2_with_one_line_for_a_release_it_cannot_get(tmp_path: Path) -
 def test_cross_group_is_where_the_sizing_bites() -> None:
     """Sanity of the shape used above: the cross group is group 1."""
     assert NEMOTRON.cross_groups() == [1] and NEMOTRON.groups[1].kind is GroupKind.CROSS
+
+
+def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, Worker]) -> None:
+    """0.25.0 shards every attention group under DCP: a replicated group is discarded, not failed."""
+    from hypothesis import find
+
+    from crossattn_sizing.engine.client import Inexpressible
+
+    policy = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
+    replicated = NEMOTRON.replace(
+        dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
+    )
+    with pytest.raises(Inexpressible, match="no dcp_sharded field"):
+        policy(replicated)
+    assert repr(policy) == "VllmPolicy('vllm==0.25.0')"
+    # Inside Hypothesis the example is discarded: a search over only such configs has nothing to judge.
+    from hypothesis.errors import Unsatisfiable
+
+    with pytest.raises(Unsatisfiable):
+        find(st.just(replicated), lambda c: policy(c) is not None, settings=settings(max_examples=3))

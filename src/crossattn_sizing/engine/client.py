@@ -33,6 +33,10 @@ from crossattn_sizing.engine.install import (
 )
 
 
+class Inexpressible(EngineError):
+    """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
+
+
 class EngineCrash(AssertionError):
     """The engine's process died while running a request (the example's failure, not the run's).
 
@@ -148,7 +152,8 @@ class Worker:
                 )
             reply = json.loads(line)
         if not reply.get("ok"):
-            raise EngineError(f"{self.release.label}: {op} failed: {reply.get('error')}")
+            error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
+            raise error(f"{self.release.label}: {op} failed: {reply.get('error')}")
         return reply["result"]
 
 

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.engine.client import Worker, worker_for
+from crossattn_sizing.engine.client import Inexpressible, Worker, worker_for
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.slot_mapping import SlotLayout
@@ -52,21 +51,19 @@ def _version_key(version: str | None) -> tuple[int, ...] | None:
         return None
 
 
-@dataclass
 class VllmPolicy:
     """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
 
-    spec: str
-    device: str = "cpu"
-    worker: Worker | None = field(default=None, repr=False)  # default: the shared one of the release
-    _cache: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
-
-    def __post_init__(self) -> None:
-        self.spec = normalise(self.spec)
-        if self.worker is None:
-            self.worker = worker_for(self.spec, self.device)
+    def __init__(self, spec: str, device: str = "cpu", worker: Worker | None = None) -> None:
+        self.spec = normalise(spec)
+        self.device = device
+        self.worker = worker if worker is not None else worker_for(self.spec, device)
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        return f"VllmPolicy({self.spec!r})"
 
     @property
     def name(self) -> str:
@@ -86,12 +83,29 @@ class VllmPolicy:
         """``{"blocks", "widths", "length"}`` as the release's code computed them."""
         key = json.dumps(config.to_dict(), sort_keys=True)
         if key not in self._cache:
-            assert self.worker is not None
-            self._cache[key] = self.worker.request("widths", config=config.to_dict())
+            try:
+                self._cache[key] = self.worker.request("widths", config=config.to_dict())
+            except Inexpressible as exc:
+                not_applicable(f"{self.spec}: {exc}")
+                raise
         return self._cache[key]
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
         return tuple(int(w) for w in self.sizing(config)["widths"])
+
+
+def not_applicable(why: str) -> None:
+    """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
+
+    Outside one (``check``, ``reproduce``) the caller re-raises the error: a
+    config the release cannot represent has no verdict.
+    """
+    from hypothesis import event, reject
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        event(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}")
+        reject()
 
 
 def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:

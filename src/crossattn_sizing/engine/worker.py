@@ -57,6 +57,10 @@ class StandIn:
         raise AttributeError(f"the adapter's stand-in {self._name} has no attribute {attr!r}")
 
 
+class Inexpressible(ValueError):
+    """A harness config this release cannot represent (its answer would be about another config)."""
+
+
 class Engine:
     """The imported release: spec classes, BlockTables and the sizing source."""
 
@@ -117,6 +121,13 @@ class Engine:
             "mamba": "MambaSpec",
         }[kind]
         cls = getattr(self.kv, cls_name)
+        names = {f.name for f in dataclasses.fields(cls)}
+        replicated = cfg.dcp_size > 1 and kind != "mamba" and not group.get("dcp_sharded", True)
+        if replicated and "dcp_sharded" not in names:
+            raise Inexpressible(
+                f"a {kind} group replicated under DCP: {cls_name} of vLLM {self.version} has no dcp_sharded "
+                "field (every attention group is sharded)"
+            )
         values: dict[str, Any] = {
             "block_size": group["block_size"],
             "num_kv_heads": 1,
@@ -332,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
             result = getattr(engine, f"op_{req['op']}")(req)
             reply = {"ok": True, "result": result}
         except Exception as exc:  # one request's failure is its answer; the worker stays up
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
         proto.write(json.dumps(reply) + "\n")
     return 0
 
