@@ -210,6 +210,12 @@ class Engine:
         from crossattn_sizing.engine.sizing_exec import run_sizing
 
         cfg = RunnerConfig.from_dict(req["config"])
+        params = inspect.signature(self.block_table.BlockTables).parameters
+        if "kernel_block_sizes" not in params and any(g.kbs != g.block_size for g in cfg.groups):
+            raise Inexpressible(
+                f"kernel block smaller than the block: vLLM {self.version}'s BlockTables takes no kernel "
+                "block sizes (its rows hold ids of blocks of the spec's own size)"
+            )
         out = run_sizing(self.sizing, self.stand_in_runner(cfg), self.kv_cache_config(cfg), self.resolve)
         blocks = [int(b) for b in out["max_num_blocks_per_group"]]
         tables = self.block_tables(
