@@ -267,3 +267,24 @@ def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, 
 
     with pytest.raises(Unsatisfiable):
         find(st.just(replicated), lambda c: policy(c) is not None, settings=settings(max_examples=3))
+
+
+def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], tmp_path: Path) -> None:
+    """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
+    from crossattn_sizing.audit.check import FAILS, HOLDS, audit_tree, sweep_configs
+    from crossattn_sizing.audit.report import detail_lines
+    from crossattn_sizing.audit.sources import DirTree
+    from crossattn_sizing.engine.audit_exec import ExecutedPolicy
+
+    configs = sweep_configs()[:25]
+    tree = DirTree(build_tree(tmp_path, "0.24.0") / "vllm", label="0.24.0")
+    for version, status in (("0.24.0", FAILS), ("0.25.0", HOLDS)):
+        executed = {"v2": (ExecutedPolicy(VllmPolicy(f"vllm=={version}", worker=workers[version])), "")}
+        (verdict,) = audit_tree(tree, ["v2"], configs, executed=executed)
+        assert (verdict.path, verdict.status) == ("executed", status)
+        assert verdict.where is not None and verdict.where.startswith("executed: ")
+        assert verdict.wall_s > 0 and verdict.to_dict()["path"] == "executed"
+    assert verdict.nemotron is not None and verdict.nemotron["holds"]
+    (read,) = audit_tree(tree, ["v2"], configs, executed={"v2": (None, "the wheel is not cached")})
+    assert read.path == "read" and read.path_why == "the wheel is not cached"
+    assert any("the wheel is not cached" in line for line in detail_lines(read))
