@@ -288,3 +288,20 @@ def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], t
     (read,) = audit_tree(tree, ["v2"], configs, executed={"v2": (None, "the wheel is not cached")})
     assert read.path == "read" and read.path_why == "the wheel is not cached"
     assert any("the wheel is not cached" in line for line in detail_lines(read))
+
+
+def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the missing module's own distribution is ever installed; the engine and torch never are."""
+    from crossattn_sizing.engine.install import DISTRIBUTIONS, add_dependency, missing_module
+
+    assert missing_module("ModuleNotFoundError: No module named 'zmq.asyncio'") == "zmq"
+    assert missing_module("ImportError: cannot import name 'x'") is None
+    assert DISTRIBUTIONS["zmq"] == "pyzmq" and DISTRIBUTIONS["attr"] == "attrs"
+    release = Release("0.25.0", [str(tmp_path / "vllm-0.25.0"), str(tmp_path / "deps")])
+    for module in ("vllm", "torch", "triton", "nvidia"):
+        with pytest.raises(EngineError, match="never installs"):
+            add_dependency(release, module)
+    with pytest.raises(EngineError, match="--offline forbids"):
+        add_dependency(release, "cbor2", offline=True)
+    with pytest.raises(EngineError, match="is installed but does not import"):
+        add_dependency(Release(None, installed=True), "cbor2")
