@@ -100,6 +100,8 @@ class Worker:
             self.close()
             error = str(ready.get("error"))
             module = missing_module(error)
+            if module == "vllm" and "No module named 'vllm." in error:
+                raise EngineError(f"{self.release.label} lacks a module the adapter imports: {error}")
             if module is None:
                 raise EngineError(f"{self.release.label} does not import on this machine: {error}")
             add_dependency(self.release, module)
