@@ -42,6 +42,7 @@ DISTRIBUTIONS = {
     "jwt": "pyjwt",
     "dateutil": "python-dateutil",
     "sklearn": "scikit-learn",
+    "cpuinfo": "py-cpuinfo",
 }
 # Never installed by the adapter: the engine itself, and what must stay the CPU build.
 REFUSED = ("vllm", "torch", "triton", "nvidia", "cuda", "flash_attn", "xformers")
