@@ -1,9 +1,11 @@
 """``crossattn-sizing audit``: check the block-table sizing of real vLLM releases.
 
 Each ``--vllm VERSION`` is downloaded once as a wheel (pip, no dependencies)
-into a cache; each ``--vllm-path DIR`` is read in place. Nothing of vLLM is
-installed, imported or run: the sizing is read from the source (see
-:mod:`crossattn_sizing.audit`).
+into a cache; each ``--vllm-path DIR`` is read in place. ModelRunner V2 of a
+``--vllm`` release is executed (its own ``initialize_kv_cache``, in a worker
+process, see :mod:`crossattn_sizing.engine`) where the release runs on this
+machine; everything else, and V2 where it cannot run, is read from the source
+(see :mod:`crossattn_sizing.audit`). Each verdict says which path it took.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "audit",
         help="read the block-table sizing out of vLLM releases and check it",
-        description="Read the cross-attention block-table sizing of vLLM releases from their source "
-        "(wheel or directory; never installed or imported) and check coverage and allocation fit.",
+        description="Check the cross-attention block-table sizing of vLLM releases (coverage and "
+        "allocation fit): ModelRunner V2 executed where the release runs here (--read-only: never), "
+        "everything else read from the source (wheel or directory). Each verdict names its path.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
