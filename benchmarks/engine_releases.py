@@ -18,7 +18,7 @@ from pathlib import Path
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import close_all
 from crossattn_sizing.engine.coverage import engine_coverage
-from crossattn_sizing.engine.install import EngineError, default_engine_cache
+from crossattn_sizing.engine.install import MANIFEST, EngineError, default_engine_cache, read_manifest
 from crossattn_sizing.engine.vllm import VllmPolicy
 from crossattn_sizing.engine.worker import CPU_SHIMS
 
@@ -54,10 +54,47 @@ def one(version: str) -> list[str]:
             verdict(pair), verdict(last), f"{time.perf_counter() - start:.0f}"]  # fmt: skip
 
 
+def manifest_table() -> int:
+    """The needs of every unpacked release, as their manifests recorded them on their last start."""
+    cache = default_engine_cache()
+    found = sorted((p for p in cache.glob("vllm-*") if p.is_dir()),
+                   key=lambda p: tuple(int(x) for x in p.name.removeprefix("vllm-").split(".")))  # fmt: skip
+    lines = [
+        "# What each vLLM release needed to run its block-table code on this CPU machine",
+        "",
+        "Command: `python benchmarks/engine_releases.py --manifests` (reads "
+        f"`{cache.name}/vllm-X/{MANIFEST}`, written by each release's worker on start).",
+        "",
+        "Every release: `pip install --no-deps --target <cache>/vllm-X` from the cached wheel, then the "
+        "modules below into the shared `<cache>/deps` (each alone, `--no-deps`, constraints pinning "
+        "torch and triton), CPU shims as listed (docs/engine.md). Torch 2.13.0 (CPU), triton 3.9.0 and "
+        "what the harness itself installs (numpy, pydantic, transformers, ...) come from the environment.",
+        "",
+        "| release | installed for it (first needed by this release) "
+        "| modules its import chain took from deps/ | shims | import s |",
+        "|---|---|---|---|---|",
+    ]
+    for target in found:
+        m = read_manifest(target)
+        lines.append(
+            f"| {target.name.removeprefix('vllm-')} | {', '.join(m.get('packages', [])) or '-'} | "
+            f"{', '.join(m.get('imported_from_deps', [])) or '(not started)'} | "
+            f"{', '.join(m.get('shims', [])) or '-'} | {m.get('import_s', '-')} |"
+        )
+    out = REPORT.with_name("engine_needs.md")
+    out.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("versions", nargs="*")
+    parser.add_argument("--manifests", action="store_true",
+                        help="only tabulate what the cache's manifests recorded (no run)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.manifests:
+        return manifest_table()
     versions = args.versions or sorted(
         p.name.removeprefix("vllm-") for p in default_engine_cache().glob("vllm-*") if p.is_dir()
     )
