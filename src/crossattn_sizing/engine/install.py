@@ -43,6 +43,7 @@ DISTRIBUTIONS = {
     "dateutil": "python-dateutil",
     "sklearn": "scikit-learn",
     "cpuinfo": "py-cpuinfo",
+    "tvm_ffi": "apache-tvm-ffi",
 }
 # Never installed by the adapter: the engine itself, and what must stay the CPU build.
 REFUSED = ("vllm", "torch", "triton", "nvidia", "cuda", "flash_attn", "xformers")
