@@ -132,7 +132,25 @@ class Worker:
 
     # Requests --------------------------------------------------------------
     def request(self, op: str, **payload: Any) -> dict[str, Any]:
-        """Send one request; the worker's answer, :class:`EngineCrash` if it died, EngineError if refused."""
+        """Send one request; the worker's answer, :class:`EngineCrash` if it died, EngineError if refused.
+
+        A module the release imports lazily (first needed by this request) is
+        installed like the ones its import needs, and the request retried.
+        """
+        for _ in range(MAX_DEPENDENCY_ROUNDS):
+            try:
+                return self._request(op, payload)
+            except EngineError as exc:
+                module = missing_module(str(exc)) if "ModuleNotFoundError" in str(exc) else None
+                if module is None or module == "vllm":
+                    raise
+                add_dependency(self.release, module)
+                self.close()
+        raise EngineError(
+            f"{self.release.label}: {op} still misses modules after {MAX_DEPENDENCY_ROUNDS} installs"
+        )
+
+    def _request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
         with self._lock:
             self.start()
             proc = self.proc
