@@ -90,13 +90,19 @@ class Engine:
     def _apply_cpu_shims(self, buffer_utils: Any) -> None:
         torch = self.torch
 
-        class CpuUvaBuffer:
-            """UvaBuffer on CPU: the host tensor serves as its own device view."""
+        real = buffer_utils.UvaBuffer
+        view_is_method = callable(getattr(real, "uva", None))  # 0.34: uva(n) over a _uva tensor
+
+        class CpuUvaBuffer(real):  # type: ignore[misc, valid-type]
+            """The release's UvaBuffer with only its constructor replaced: the host tensor is its own view."""
 
             def __init__(self, size: Any, dtype: Any) -> None:
                 self.cpu = torch.zeros(size, dtype=dtype, device="cpu")
                 self.np = self.cpu.numpy()
-                self.uva = self.cpu
+                if view_is_method:
+                    self._uva = self.cpu
+                else:
+                    self.uva = self.cpu
 
         buffer_utils.UvaBuffer = CpuUvaBuffer
         self.shims.append("buffer_utils.UvaBuffer")
