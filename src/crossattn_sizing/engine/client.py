@@ -102,6 +102,8 @@ class Worker:
             module = missing_module(error)
             if module == "vllm" and "No module named 'vllm." in error:
                 raise EngineError(f"{self.release.label} lacks a module the adapter imports: {error}")
+            if error.startswith("SizingExecError"):
+                raise EngineError(f"{self.release.label}: its sizing cannot be executed: {error}")
             if module is None:
                 raise EngineError(f"{self.release.label} does not import on this machine: {error}")
             add_dependency(self.release, module)
