@@ -173,7 +173,12 @@ class Engine:
             max_num_batched_tokens=cfg.max_num_batched_tokens,
             max_num_seqs=cfg.max_num_reqs,
         )
-        cache_config = StandIn("cache_config", enable_prefix_caching=cfg.prefix_caching)
+        # 0.34 reads the mamba cache mode: prefix caching keeps position-indexed rows ("align").
+        cache_config = StandIn(
+            "cache_config",
+            enable_prefix_caching=cfg.prefix_caching,
+            mamba_cache_mode="align" if cfg.prefix_caching else "none",
+        )
         parallel_config = StandIn(
             "parallel_config",
             decode_context_parallel_size=cfg.dcp_size,
