@@ -44,6 +44,7 @@ DISTRIBUTIONS = {
     "sklearn": "scikit-learn",
     "cpuinfo": "py-cpuinfo",
     "tvm_ffi": "apache-tvm-ffi",
+    "opentelemetry": "opentelemetry-api",
 }
 # Never installed by the adapter: the engine itself, and what must stay the CPU build.
 REFUSED = ("vllm", "torch", "triton", "nvidia", "cuda", "flash_attn", "xformers")
