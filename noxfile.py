@@ -1,4 +1,5 @@
-"""Sessions: tests (default), verify, lint, gpu, fuzz, fleet, distributed, audit, benchmarks, mutation.
+"""Sessions: tests (default), verify, lint, gpu, fuzz, fleet, distributed, audit, engine, benchmarks,
+mutation.
 
 CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
 default ``torch==2.13.0``): an unpinned torch resolves to a CUDA build of
@@ -143,6 +144,20 @@ def audit(session: nox.Session) -> None:
     args = [a for r in releases for a in ("--vllm", r)]
     reports = ["--json", "reports/audit.json", "--markdown", "reports/audit.md"]
     session.run("crossattn-sizing", "audit", *args, *reports, success_codes=[0, 1, 3])
+
+
+@nox.session
+def engine(session: nox.Session) -> None:
+    """vLLM's own sizing, block tables and slot-mapping kernel under the properties (real wheels).
+
+    Each release is unpacked once into ~/.cache/crossattn-sizing/engine from the
+    wheel cache (downloaded once); the few pure-Python modules its import chain
+    needs are added there with --no-deps, pinned to this session's torch and
+    triton. ``nox -s engine -- -k 024`` selects as pytest does.
+    """
+    install(session)
+    env = dict(CPU_ENV, CROSSATTN_ENGINE_TESTS="1")
+    session.run("pytest", "tests/test_engine_real.py", "-p", "no:cacheprovider", *session.posargs, env=env)
 
 
 @nox.session

@@ -52,6 +52,7 @@ WHISPER_TOKENS = 1500
 
 HOLDS, FAILS, UNREADABLE, ABSENT = "holds", "fails", "could not be read", "absent"
 READ_PATH = "read"
+EXECUTED_PATH = "executed"
 KERNEL_IDS, MANAGER_IDS = "kernel-block ids", "manager-block ids"
 
 
@@ -99,9 +100,10 @@ class RunnerVerdict:
     matches: list[str] = field(default_factory=list)
     closest: dict[str, Any] | None = None
     rules: list[str] = field(default_factory=list)
-    # How the verdict was reached: "read" (the source's syntax tree, this package).
-    # An executed path (running the release's own code) reports "executed" here.
+    # How the verdict was reached: "read" (the source's syntax tree, this package) or
+    # "executed" (the release's own code ran, through crossattn_sizing.engine).
     path: str = READ_PATH
+    path_why: str = ""  # why the executed path was not taken, where it was tried
     wall_s: float | None = None
     scope: Scope | None = None
 
@@ -127,6 +129,7 @@ class RunnerVerdict:
             "closest_builtin": self.closest,
             "equivalent_rules": self.rules,
             "encoder_decoder_scope": self.scope.to_dict() if self.scope else None,
+            "path_why": self.path_why,
         }
 
 
@@ -329,10 +332,14 @@ def whisper_check(policy: ExtractedPolicy) -> dict[str, Any]:
             "config": "M=448, S=1500, bs in {16, 32, 48, 64, 96, 128, 256}"}  # fmt: skip
 
 
-def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig]) -> RunnerVerdict:
-    """Read one runner and check it, timed; V2 verdicts carry the encoder-decoder scope read beside them."""
+def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[RunnerConfig],
+                 executed: Any = None) -> RunnerVerdict:  # fmt: skip
+    """Check one runner, timed: ``executed`` (the release's code, run) if given, else read from the source.
+
+    V2 verdicts carry the encoder-decoder scope read beside them.
+    """
     start = time.perf_counter()
-    verdict = _read_and_check(index, runner, label, configs)
+    verdict = _read_and_check(index, runner, label, configs, executed)
     if runner == "v2" and verdict.where is not None:
         verdict.scope = v2_encoder_decoder_scope(index)
     verdict.wall_s = time.perf_counter() - start
@@ -340,16 +347,20 @@ def audit_runner(index: ModuleIndex, runner: str, label: str, configs: list[Runn
 
 
 def _read_and_check(index: ModuleIndex, runner: str, label: str,
-                    configs: list[RunnerConfig]) -> RunnerVerdict:  # fmt: skip
-    """Read one runner and check it; every read problem becomes a "could not be read" verdict."""
+                    configs: list[RunnerConfig], executed: Any = None) -> RunnerVerdict:  # fmt: skip
+    """Check one runner; every read problem becomes a "could not be read" verdict."""
     title = RUNNERS[runner].title
-    try:
-        policy = read_runner(index, runner, label)
-    except RunnerAbsent as exc:
-        return RunnerVerdict(label, runner, title, ABSENT, reason=str(exc))
-    except ReadError as exc:
-        return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
-    verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where)
+    if executed is not None:
+        policy = executed
+    else:
+        try:
+            policy = read_runner(index, runner, label)
+        except RunnerAbsent as exc:
+            return RunnerVerdict(label, runner, title, ABSENT, reason=str(exc))
+        except ReadError as exc:
+            return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
+    verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where,
+                            path=READ_PATH if executed is None else EXECUTED_PATH)  # fmt: skip
     try:
         nemo = shortfall(policy, NEMOTRON, NEMOTRON_TOKENS)
         nemo_widths = policy(NEMOTRON)
@@ -381,8 +392,19 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
 
 
 def audit_tree(tree: SourceTree, runners: list[str] | None = None,
-               configs: list[RunnerConfig] | None = None) -> list[RunnerVerdict]:  # fmt: skip
-    """Verdicts for each runner of one source tree."""
+               configs: list[RunnerConfig] | None = None,
+               executed: dict[str, tuple[Any, str]] | None = None) -> list[RunnerVerdict]:  # fmt: skip
+    """Verdicts for each runner of one source tree.
+
+    ``executed`` maps a runner to ``(policy, why_not)`` from the engine adapter:
+    a policy is checked as executed; ``None`` falls back to reading, with why.
+    """
     index = ModuleIndex(tree)
     sweep = configs if configs is not None else sweep_configs()
-    return [audit_runner(index, r, tree.label, sweep) for r in (runners or list(RUNNERS))]
+    out = []
+    for r in runners or list(RUNNERS):
+        policy, why_not = (executed or {}).get(r, (None, ""))
+        verdict = audit_runner(index, r, tree.label, sweep, policy)
+        verdict.path_why = why_not
+        out.append(verdict)
+    return out

@@ -96,7 +96,8 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
     """Plain-text lines explaining one verdict (counterexample, reproduction, reason, matching rule)."""
     head = f"{verdict.source} {verdict.title}: {verdict.status}"
     if verdict.status in (UNREADABLE, ABSENT) and verdict.where is None:
-        return [f"{head}: {verdict.reason}"]
+        why = f" (executing it failed too: {verdict.path_why})" if verdict.path_why else ""
+        return [f"{head}: {verdict.reason}{why}"]
     lines = [f"{head} ({verdict.where})"]
     if verdict.status == UNREADABLE:
         lines.append(f"  {verdict.reason}")
@@ -129,6 +130,8 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
         lines.append(f"  encoder-decoder models this runner serves: {verdict.scope.text}{where}")
     for condition in verdict.conditions:
         lines.append(f"  note: the tables checked are built when `{condition}` (undecidable from the config)")
+    if verdict.path_why:
+        lines.append(f"  path: read from the source; executing the release failed: {verdict.path_why}")
     return lines
 
 

@@ -1,9 +1,11 @@
 """``crossattn-sizing audit``: check the block-table sizing of real vLLM releases.
 
 Each ``--vllm VERSION`` is downloaded once as a wheel (pip, no dependencies)
-into a cache; each ``--vllm-path DIR`` is read in place. Nothing of vLLM is
-installed, imported or run: the sizing is read from the source (see
-:mod:`crossattn_sizing.audit`).
+into a cache; each ``--vllm-path DIR`` is read in place. ModelRunner V2 of a
+``--vllm`` release is executed (its own ``initialize_kv_cache``, in a worker
+process, see :mod:`crossattn_sizing.engine`) where the release runs on this
+machine; everything else, and V2 where it cannot run, is read from the source
+(see :mod:`crossattn_sizing.audit`). Each verdict says which path it took.
 """
 
 from __future__ import annotations
@@ -45,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     parser = subparsers.add_parser(
         "audit",
         help="read the block-table sizing out of vLLM releases and check it",
-        description="Read the cross-attention block-table sizing of vLLM releases from their source "
-        "(wheel or directory; never installed or imported) and check coverage and allocation fit.",
+        description="Check the cross-attention block-table sizing of vLLM releases (coverage and "
+        "allocation fit): ModelRunner V2 executed where the release runs here (--read-only: never), "
+        "everything else read from the source (wheel or directory). Each verdict names its path.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -65,6 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--markdown", metavar="FILE", default=None,
         help="also write the report as Markdown (first line: the command that regenerates it)",
     )  # fmt: skip
+    parser.add_argument("--read-only", action="store_true",
+                        help="never execute a release's code: read every runner from the source")  # fmt: skip
     parser.set_defaults(func=run)
 
 
@@ -91,9 +96,21 @@ def _command(args: argparse.Namespace) -> str:
     words += [w for p in args.vllm_path for w in ("--vllm-path", p)]
     words += [w for r in args.runner or [] for w in ("--runner", r)]
     words += ["--offline"] if args.offline else []
+    words += ["--read-only"] if args.read_only else []
     words += ["--json", args.json] if args.json else []
     words += ["--markdown", args.markdown]
     return shlex.join(words)
+
+
+def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) -> dict:
+    """ModelRunner V2 executed by the engine adapter where it can run the release, else why not."""
+    if args.read_only or "v2" not in runners or tree.label not in {check_version(v) for v in args.vllm}:
+        return {}
+    from crossattn_sizing.engine.audit_exec import executed_v2
+
+    print(f"crossattn-sizing: running vllm {tree.label}'s own V2 sizing (a worker process per release)",
+          file=sys.stderr)  # fmt: skip
+    return {"v2": executed_v2(tree.label, offline=args.offline)}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,9 +121,12 @@ def run(args: argparse.Namespace) -> int:
     sweep = sweep_configs()
     results = []
     for n, tree in enumerate(trees, 1):
-        verdicts = audit_tree(tree, runners, sweep)
+        verdicts = audit_tree(tree, runners, sweep, executed=_executed(tree, args, runners))
+        from crossattn_sizing.engine.client import close_all  # one release's worker at a time
+
+        close_all()
         results.append((tree.label, verdicts))
-        done = ", ".join(f"{v.title} {v.status} ({v.wall_s or 0:.1f} s)" for v in verdicts)
+        done = ", ".join(f"{v.title} {v.status} ({v.path}, {v.wall_s or 0:.1f} s)" for v in verdicts)
         print(f"crossattn-sizing: [{n}/{len(trees)}] {tree.label}: {done}", file=sys.stderr, flush=True)
     render(results)
     if json_path:

@@ -62,6 +62,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-encoder-input-tokens", help="E (default: B, as the scheduler)")
     p.add_argument("--impl", default="torch", help="implementation for the drift run (default torch)")
     p.add_argument("--seed", default="0", help="seed of the drift run's random keys and values (default 0)")
+    p.add_argument("--engine", help="vllm==X or vllm: run the release's own sizing, block tables and "
+                                    "slot-mapping kernel (sets --policy and --impl to it)")
     p.set_defaults(func=run)
 
 
@@ -183,7 +185,27 @@ def check_command(policy_spec: str, scenario: ModelScenario) -> str:
             f"--encoder-lens {lens}")
 
 
+def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
+    """The request through the release's own BlockTables and kernel: beside another request, and last."""
+    from crossattn_sizing.engine.coverage import engine_coverage
+
+    config = scenario.config.replace(max_num_reqs=max(scenario.config.max_num_reqs, 2))
+    e = scenario.encoder_len.value
+    if not config.cross_groups():
+        return []
+    lines = []
+    for where, lens, first in (("in row 0, row 1 in use", [e, 1], 0), ("in the last row", [e], None)):
+        result = engine_coverage(policy, config, lens, first_row=first)
+        verdict = "holds" if result.holds else ("CRASHED" if result.crashed else "FAILS")
+        lines.append(f"engine:    {policy_name(policy)} BlockTables + slot-mapping kernel, request {where}: "
+                     f"{verdict}")
+        lines += [f"           {p}" for p in result.problems]
+    return lines
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.engine:
+        args.policy = args.impl = args.engine
     policy = load_checked_policy(args.policy)
     seed = _int_option("--seed", args.seed, minimum=0)
     assert seed is not None  # has a default
@@ -215,6 +237,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
     for line in drift_lines(scenario, verdict, impl, why_not, seed):
         print(f"  {line}")
+    if args.engine:
+        for line in engine_lines(policy, scenario):
+            print(f"  {line}")
     if not verdict.safe:
         print(f"  fix:       {fixed_width_hint(scenario)}")
         print(f"  reproduce: {check_command(args.policy, scenario)}")

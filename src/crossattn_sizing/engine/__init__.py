@@ -1,0 +1,14 @@
+"""Driving an engine's own code under the harness's properties (vLLM: ``vllm==X`` or ``vllm``).
+
+- :mod:`.install`: where a release's code comes from (installed, or its wheel unpacked into a cache);
+- :mod:`.worker` / :mod:`.client`: one subprocess per release, a JSON-lines protocol, crashes contained;
+- :mod:`.sizing_exec`: ``initialize_kv_cache`` executed up to the end of its sizing loop;
+- :mod:`.vllm`: the sizing policy, the implementation and the block-table scenario;
+- :mod:`.coverage`: the coverage invariant judged on the release's own block tables.
+
+Nothing here is imported by the harness unless a ``vllm`` spec is used.
+"""
+
+from crossattn_sizing.engine.install import EngineError
+
+__all__ = ["EngineError"]

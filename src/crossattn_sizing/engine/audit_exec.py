@@ -1,0 +1,74 @@
+"""The audit's executed path: a release's ModelRunner V2 sizing run for real, in the audit's policy shape.
+
+``audit`` reads the sizing out of the source by default; where the adapter
+can run the release (its wheel unpacked, its import chain complete), the V2
+runner's widths come from executing ``initialize_kv_cache`` instead, and the
+verdict says so. :func:`executed_v2` returns the policy or, when the release
+cannot run here, ``None`` and the reason, so the audit falls back to reading.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crossattn_sizing.audit.extract import ReadError
+from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
+
+
+class ExecutedPolicy:
+    """What the audit's checks need of a policy (``where``, ``conditions``, kernel-block mentions)."""
+
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.where = f"executed: {RUNNER_PATH} GPUModelRunner.initialize_kv_cache (vLLM {policy.version})"
+        self.conditions: tuple[str, ...] = ()
+
+    def kernel_block_mentions(self) -> list[str]:
+        # Executed widths come from the release's own BlockTables: its row length in entries is
+        # measured, so the audit's "which ids a row stores" question is answered by the widths alone.
+        return []
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        from crossattn_sizing.audit.check import manager_twin
+        from crossattn_sizing.engine.client import Inexpressible
+
+        try:
+            try:
+                return self.policy(config)
+            except Inexpressible:
+                if all(g.kbs == g.block_size for g in config.groups):
+                    raise
+                # The release's table takes no kernel block size: its rows hold ids of whole
+                # blocks, which the audit recognises (widths equal to the manager twin's).
+                return self.policy(manager_twin(config))
+        except EngineError as exc:  # the release's code failed on this config: say so, exactly
+            raise ReadError(f"{self.where}: {exc}") from None
+
+
+def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy | None, str]:
+    """The executed V2 policy of ``version``, or None and why it could not run on this machine."""
+    import os
+
+    before = os.environ.get("CROSSATTN_OFFLINE")
+    if offline:
+        os.environ["CROSSATTN_OFFLINE"] = "1"
+    try:
+        from crossattn_sizing.engine.vllm import VllmPolicy
+    except ImportError as exc:  # the audit session installs no torch: reading is the only path
+        return None, f"the engine adapter needs torch ({exc})"
+    try:
+        from crossattn_sizing.audit.check import NEMOTRON
+
+        policy = VllmPolicy(f"vllm=={version}")
+        policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
+        return ExecutedPolicy(policy), ""
+    except EngineError as exc:
+        return None, str(exc)
+    finally:
+        if offline:
+            if before is None:
+                os.environ.pop("CROSSATTN_OFFLINE", None)
+            else:
+                os.environ["CROSSATTN_OFFLINE"] = before

@@ -1,0 +1,203 @@
+"""The harness's side of the worker protocol: start a release's worker once, reuse it, survive its crash.
+
+A worker (:mod:`crossattn_sizing.engine.worker`) is started on first use of a
+release and kept for the process: Hypothesis examples reuse it, so the
+release's import (seconds to tens of seconds) is paid once. A worker that dies
+in the middle of a request (a real kernel reading past its allocation can
+segfault) turns into :class:`EngineCrash` for that request, naming the signal;
+the next request starts a fresh worker. Workers read their requests from a
+pipe and exit at its end, and :func:`close_all` (registered with ``atexit``)
+ends them, so none outlives the harness.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any
+
+from crossattn_sizing.engine.install import (
+    MAX_DEPENDENCY_ROUNDS,
+    EngineError,
+    Release,
+    add_dependency,
+    missing_module,
+    record_shims,
+    resolve_release,
+)
+
+
+class Inexpressible(EngineError):
+    """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
+
+
+class EngineCrash(AssertionError):
+    """The engine's process died while running a request (the example's failure, not the run's).
+
+    An ``AssertionError`` so a property reports it as the case that failed.
+    """
+
+
+def _signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "still running"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit status {returncode}"
+
+
+class Worker:
+    """One running worker process for one release on one device."""
+
+    def __init__(self, release: Release, device: str = "cpu") -> None:
+        self.release = release
+        self.device = device
+        self.proc: subprocess.Popen[str] | None = None
+        self.ready: dict[str, Any] = {}
+        self._stderr: Any = None
+        self._lock = threading.Lock()
+
+    # Lifecycle -------------------------------------------------------------
+    def _spawn(self) -> dict[str, Any]:
+        cmd = [sys.executable, "-m", "crossattn_sizing.engine.worker", "--device", self.device]
+        for path in self.release.paths:
+            cmd += ["--path", path]
+        env = dict(os.environ)
+        if self.device == "cpu":
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.proc.wait()
+            raise EngineError(
+                f"{self.release.label}: the worker died while importing "
+                f"({_signal_name(self.proc.returncode)}): {self.stderr_tail()}"
+            )
+        return json.loads(line)
+
+    def start(self) -> dict[str, Any]:
+        """Start the worker, installing modules the import chain misses (one per round)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self.ready
+        for _ in range(MAX_DEPENDENCY_ROUNDS):
+            ready = self._spawn()
+            if ready.get("ready"):
+                self.ready = ready
+                record_shims(self.release, ready)
+                return ready
+            self.close()
+            error = str(ready.get("error"))
+            module = missing_module(error)
+            if module == "vllm" and "No module named 'vllm." in error:
+                raise EngineError(f"{self.release.label} lacks a module the adapter imports: {error}")
+            if error.startswith("SizingExecError"):
+                raise EngineError(f"{self.release.label}: its sizing cannot be executed: {error}")
+            if module is None:
+                raise EngineError(f"{self.release.label} does not import on this machine: {error}")
+            add_dependency(self.release, module)
+        raise EngineError(
+            f"{self.release.label}: still missing modules after {MAX_DEPENDENCY_ROUNDS} installs"
+        )
+
+    def stderr_tail(self, lines: int = 3) -> str:
+        if self._stderr is None:
+            return ""
+        self._stderr.seek(0)
+        text = [ln for ln in self._stderr.read().splitlines() if ln.strip() and "warn" not in ln.lower()]
+        return " | ".join(text[-lines:])
+
+    def close(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.stdin:
+            proc.stdin.close()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+    # Requests --------------------------------------------------------------
+    def request(self, op: str, **payload: Any) -> dict[str, Any]:
+        """Send one request; the worker's answer, :class:`EngineCrash` if it died, EngineError if refused.
+
+        A module the release imports lazily (first needed by this request) is
+        installed like the ones its import needs, and the request retried.
+        """
+        for _ in range(MAX_DEPENDENCY_ROUNDS):
+            try:
+                return self._request(op, payload)
+            except EngineError as exc:
+                module = missing_module(str(exc)) if "ModuleNotFoundError" in str(exc) else None
+                if module is None or module == "vllm":
+                    raise
+                add_dependency(self.release, module)
+                self.close()
+        raise EngineError(
+            f"{self.release.label}: {op} still misses modules after {MAX_DEPENDENCY_ROUNDS} installs"
+        )
+
+    def _request(self, op: str, payload: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.start()
+            proc = self.proc
+            assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(json.dumps({"op": op, **payload}) + "\n")
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except BrokenPipeError:
+                line = ""
+            if not line:
+                proc.wait()
+                how = _signal_name(proc.returncode)
+                tail = self.stderr_tail()
+                self.proc = None  # the next request starts a fresh worker
+                raise EngineCrash(
+                    f"{self.release.label} worker died ({how}) while running {op}"
+                    + (f": {tail}" if tail else "")
+                )
+            reply = json.loads(line)
+        if not reply.get("ok"):
+            error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
+            raise error(f"{self.release.label}: {op} failed: {reply.get('error')}")
+        return reply["result"]
+
+
+_WORKERS: dict[tuple[str, str], Worker] = {}
+
+
+def worker_for(spec: str, device: str = "cpu") -> Worker:
+    """The (shared, started) worker of the release ``spec`` names."""
+    key = (spec, device)
+    worker = _WORKERS.get(key)
+    if worker is None:
+        worker = Worker(resolve_release(spec), device)
+        worker.start()
+        _WORKERS[key] = worker
+    return worker
+
+
+def close_all() -> None:
+    """End every worker this process started."""
+    while _WORKERS:
+        _, worker = _WORKERS.popitem()
+        worker.close()
+
+
+atexit.register(close_all)

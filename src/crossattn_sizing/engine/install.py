@@ -1,0 +1,214 @@
+"""Where a vLLM release's code comes from: the installed package, or its wheel unpacked into a cache.
+
+On a GPU box vLLM is installed and used as it is. On a CPU machine a release
+is installed once, side by side with others, into
+``<cache>/vllm-X`` with ``pip install --no-deps --target`` from the audit's
+wheel cache (downloaded once, see :mod:`crossattn_sizing.audit.sources`).
+vLLM's own dependencies are never resolved by pip (that would replace the CPU
+torch with a CUDA build): the worker is started, and each module the import
+chain misses is installed alone (``--no-deps``) into ``<cache>/deps``, with a
+constraints file pinning the running torch and triton, until the release
+imports. What each release needed is kept in ``<cache>/vllm-X/crossattn-engine.json``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.metadata
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crossattn_sizing.audit.sources import check_version, fetch_wheel
+from crossattn_sizing.errors import HarnessError
+
+MANIFEST = "crossattn-engine.json"
+MAX_DEPENDENCY_ROUNDS = 40
+
+# Import names whose distribution is called something else.
+DISTRIBUTIONS = {
+    "zmq": "pyzmq",
+    "yaml": "pyyaml",
+    "attr": "attrs",
+    "google": "protobuf",
+    "PIL": "pillow",
+    "cv2": "opencv-python-headless",
+    "jwt": "pyjwt",
+    "dateutil": "python-dateutil",
+    "sklearn": "scikit-learn",
+    "cpuinfo": "py-cpuinfo",
+    "tvm_ffi": "apache-tvm-ffi",
+    "opentelemetry": "opentelemetry-api",
+}
+# Never installed by the adapter: the engine itself, and what must stay the CPU build.
+REFUSED = ("vllm", "torch", "triton", "nvidia", "cuda", "flash_attn", "xformers")
+
+
+class EngineError(HarnessError, RuntimeError):
+    """The engine's code could not be obtained, imported or run for a reason the user must fix."""
+
+
+@dataclass
+class Release:
+    """One release's code: the paths the worker puts first on ``sys.path``, and what it needed."""
+
+    version: str | None  # None: the installed vllm, whatever its version
+    paths: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+    installed: bool = False
+
+    @property
+    def label(self) -> str:
+        return "vllm (installed)" if self.version is None else f"vllm=={self.version}"
+
+
+def default_engine_cache() -> Path:
+    """``$CROSSATTN_ENGINE_CACHE``, else ``~/.cache/crossattn-sizing/engine`` (beside the wheel cache)."""
+    if os.environ.get("CROSSATTN_ENGINE_CACHE"):
+        return Path(os.environ["CROSSATTN_ENGINE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "crossattn-sizing" / "engine"
+
+
+def installed_version() -> str | None:
+    """The version of the vllm distribution installed in this environment, if any."""
+    try:
+        return importlib.metadata.version("vllm")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def offline_default() -> bool:
+    return os.environ.get("CROSSATTN_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+
+
+@contextlib.contextmanager
+def _locked(cache: Path) -> Iterator[None]:
+    """One installer at a time per cache (parallel test workers share it)."""
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def constraints_file(cache: Path) -> Path:
+    """A pip constraints file pinning the torch and triton this interpreter runs."""
+    lines = []
+    for dist in ("torch", "triton"):
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            lines.append(f"{dist}=={importlib.metadata.version(dist)}")
+    path = cache / "constraints.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _pip_target(target: Path, what: str, cache: Path) -> None:
+    cmd = [
+        sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+        "--target", str(target), "--upgrade", "-c", str(constraints_file(cache)), what,
+    ]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.startswith("ERROR")]
+        why = lines[0] if lines else f"pip exited {proc.returncode}"
+        raise EngineError(f"could not install {what} into {target}: {why}")
+
+
+def missing_module(error: str) -> str | None:
+    """The top-level module a ``ModuleNotFoundError`` message names, if it is one."""
+    match = re.search(r"No module named '([^'.]+)", error)
+    return match.group(1) if match else None
+
+
+def resolve_release(spec: str, *, offline: bool | None = None, cache: Path | None = None) -> Release:
+    """The release a ``vllm`` or ``vllm==X`` spec names, installed into the cache if needed.
+
+    ``vllm`` is the installed package (an error if there is none). ``vllm==X``
+    is the installed package when its version is ``X``, else the cached copy,
+    unpacked from the wheel cache on first use. Modules the release's import
+    chain misses are added by :func:`complete_dependencies` when the worker
+    first starts.
+    """
+    spec = spec.strip()
+    if spec == "vllm":
+        if installed_version() is None:
+            raise EngineError("vllm: no vllm is installed here; name a release, e.g. vllm==0.25.0")
+        return Release(None, installed=True)
+    if not spec.startswith("vllm=="):
+        raise EngineError(f"{spec!r}: expected vllm or vllm==X.Y.Z")
+    version = check_version(spec.removeprefix("vllm=="))
+    if installed_version() == version:
+        return Release(version, installed=True)
+    offline = offline_default() if offline is None else offline
+    cache = cache or default_engine_cache()
+    target = cache / f"vllm-{version}"
+    with _locked(cache):
+        if not (target / "vllm" / "__init__.py").is_file():
+            wheel = fetch_wheel(version, offline=offline)
+            _pip_target(target, str(wheel), cache)
+        manifest = read_manifest(target)
+    return Release(version, [str(target), str(cache / "deps")], manifest.get("packages", []))
+
+
+def read_manifest(target: Path) -> dict:
+    path = target / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def add_dependency(release: Release, module: str, *, offline: bool | None = None) -> str:
+    """Install the distribution of ``module`` (alone) for ``release``; return its name."""
+    if release.installed:
+        raise EngineError(
+            f"{release.label} is installed but does not import: module {module!r} is missing from "
+            "this environment"
+        )
+    if module.startswith(REFUSED) or module in REFUSED:
+        raise EngineError(
+            f"{release.label}: the import chain needs {module!r}, which the adapter never installs"
+        )
+    if offline_default() if offline is None else offline:
+        raise EngineError(
+            f"{release.label}: module {module!r} is missing and --offline forbids installing it"
+        )
+    target = Path(release.paths[0])
+    cache = target.parent
+    dist = DISTRIBUTIONS.get(module, module)
+    with _locked(cache):
+        _pip_target(cache / "deps", dist, cache)
+        manifest = read_manifest(target)
+        packages = sorted(set(manifest.get("packages", [])) | {dist})
+        manifest.update({"version": release.version, "packages": packages})
+        (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    release.packages = packages
+    return dist
+
+
+def record_shims(release: Release, ready: dict) -> None:
+    """Keep what the release needed at run time (shims, modules it imported from deps/) in its manifest."""
+    if release.installed or not release.paths:
+        return
+    target = Path(release.paths[0])
+    manifest = read_manifest(target)
+    manifest.update({"version": release.version, "shims": ready.get("shims", []),
+                     "imported_from_deps": ready.get("added_modules", []),
+                     "import_s": ready.get("import_s", 0.0)})  # fmt: skip
+    manifest.setdefault("packages", release.packages)
+    with contextlib.suppress(OSError):
+        (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+
+
+__all__ = ["MAX_DEPENDENCY_ROUNDS", "EngineError", "Release", "resolve_release"]

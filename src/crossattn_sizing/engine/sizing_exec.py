@@ -1,0 +1,185 @@
+"""Run the engine's own block-table sizing: ``GPUModelRunner.initialize_kv_cache``, up to its sizing loop.
+
+The sizing is inline in the model runner's ``initialize_kv_cache``. Importing
+the model runner's module pulls in most of the engine (models, compilation,
+distributed state), so the function is taken from the module's source
+instead: its ``def`` is compiled on its own, under the real file name and
+line numbers, with the module-level names it reads before the end of the
+sizing loop imported from where the module imports them. It then runs on a
+stand-in ``self`` (the few attributes the sizing reads) with the engine's real
+``KVCacheConfig`` objects, traced line by line, and stops at the first line
+after the ``for`` loop that fills ``max_num_blocks_per_group``: the loop has
+run in full, nothing after it (attention backends, allocation) runs.
+
+This module imports nothing of the engine itself; the caller passes a
+``resolve`` function giving the value of a module-level name (the worker
+imports it for real; the fixture tests give stand-ins).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import CodeType, FrameType
+from typing import Any
+
+RUNNER_PATH = "vllm/v1/worker/gpu/model_runner.py"
+"""Where ModelRunner V2 keeps ``initialize_kv_cache`` (0.19.0 .. 0.34.0)."""
+
+Resolve = Callable[[str, str, str], Any]
+"""``resolve(module, attr, name)``: the value ``from module import attr as name`` binds."""
+
+
+class SizingExecError(Exception):
+    """The sizing could not be executed; the message says where in the engine's file and why."""
+
+
+class _Stop(Exception):
+    """Raised by the tracer at the first line after the sizing loop."""
+
+
+@dataclass(frozen=True)
+class SizingSource:
+    """The compiled ``initialize_kv_cache`` of one release and what it needs."""
+
+    path: str
+    code: CodeType
+    loop_start: int
+    loop_end: int
+    global_names: tuple[str, ...]
+    imports: Mapping[str, tuple[str, str]]
+
+
+def _module_imports(tree: ast.Module, package: str) -> dict[str, tuple[str, str]]:
+    """``name -> (module, attr)`` for every top-level ``import``/``from ... import`` of a module."""
+    out: dict[str, tuple[str, str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            module = node.module
+            if node.level:  # relative import, resolved against the runner's package
+                base = package.split(".")
+                module = ".".join([*base[: len(base) - node.level + 1], node.module])
+            for alias in node.names:
+                out[alias.asname or alias.name] = (module, alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    out[alias.asname] = (alias.name, "")
+                else:
+                    head = alias.name.split(".")[0]
+                    out[head] = (head, "")
+    return out
+
+
+def _sizing_loop(func: ast.FunctionDef) -> ast.For:
+    """The top-level ``for`` of the function whose body appends to ``max_num_blocks_per_group``."""
+    for stmt in func.body:
+        if not isinstance(stmt, ast.For):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr == "append"
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "max_num_blocks_per_group"
+            ):
+                return stmt
+    raise SizingExecError(
+        f"{RUNNER_PATH}:{func.lineno}: initialize_kv_cache has no loop appending to "
+        "max_num_blocks_per_group (the sizing this adapter runs)"
+    )
+
+
+def load_sizing_source(text: str, path: str = RUNNER_PATH) -> SizingSource:
+    """Compile ``GPUModelRunner.initialize_kv_cache`` out of the runner module's source ``text``."""
+    tree = ast.parse(text, filename=path)
+    runner = next(
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GPUModelRunner"), None
+    )
+    if runner is None:
+        raise SizingExecError(f"{path}: no class GPUModelRunner (ModelRunner V2 is not in this release)")
+    func = next(
+        (n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == "initialize_kv_cache"), None
+    )
+    if func is None:
+        raise SizingExecError(f"{path}:{runner.lineno}: GPUModelRunner has no initialize_kv_cache")
+    loop = _sizing_loop(func)
+    # Decorators and annotations are not part of the sizing (and would import more of the engine).
+    func.decorator_list = []
+    func.returns = None
+    for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
+        arg.annotation = None
+    code = compile(ast.Module(body=[func], type_ignores=[]), path, "exec")
+    # Names read as globals up to the end of the sizing loop: only those are imported.
+    assigned = {a.arg for a in func.args.args + func.args.kwonlyargs}
+    loads: list[str] = []
+    for node in ast.walk(func):
+        if isinstance(node, ast.Name):
+            if isinstance(node.ctx, ast.Store):
+                assigned.add(node.id)
+            elif node.lineno <= (loop.end_lineno or loop.lineno) and node.id not in loads:
+                loads.append(node.id)
+    package = path.removesuffix(".py").replace("/", ".").rsplit(".", 1)[0]
+    imports = _module_imports(tree, package)
+    names = tuple(n for n in loads if n not in assigned and n in imports)
+    return SizingSource(path, code, loop.lineno, loop.end_lineno or loop.lineno, names, imports)
+
+
+def run_sizing(source: SizingSource, runner: Any, kv_cache_config: Any, resolve: Resolve) -> dict[str, Any]:
+    """Execute the sizing on ``runner`` (a stand-in ``self``) and return the loop's locals.
+
+    Returns ``block_sizes``, ``max_num_blocks_per_group`` and
+    ``block_table_max_model_len`` as the engine's code left them. An exception
+    inside the engine's code is re-raised as :class:`SizingExecError` naming
+    the line of the engine's file it came from.
+    """
+    namespace: dict[str, Any] = {"__name__": "crossattn_sizing_engine_sizing"}
+    for name in source.global_names:
+        module, attr = source.imports[name]
+        namespace[name] = resolve(module, attr, name)
+    exec(source.code, namespace)
+    func = namespace["initialize_kv_cache"]
+    captured: dict[str, Any] = {}
+
+    def local_trace(frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
+        if event == "line" and frame.f_lineno > source.loop_end:
+            captured.update(frame.f_locals)
+            captured["__stop_line__"] = frame.f_lineno
+            raise _Stop
+        return local_trace
+
+    def global_trace(frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
+        return local_trace if frame.f_code is func.__code__ else None
+
+    previous = sys.gettrace()
+    sys.settrace(global_trace)
+    try:
+        func(runner, kv_cache_config)
+    except _Stop:
+        pass
+    except Exception as exc:
+        line = _engine_line(exc, source.path)
+        raise SizingExecError(
+            f"{source.path}:{line}: initialize_kv_cache raised {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        sys.settrace(previous)
+    if "__stop_line__" not in captured:
+        raise SizingExecError(
+            f"{source.path}:{source.loop_end}: initialize_kv_cache returned before the end of its sizing loop"
+        )
+    keys = ("block_sizes", "max_num_blocks_per_group", "block_table_max_model_len")
+    return {k: captured.get(k) for k in keys}
+
+
+def _engine_line(exc: BaseException, path: str) -> int | str:
+    """The deepest line of the engine's file in the traceback (where its code failed)."""
+    tb = exc.__traceback__
+    line: int | str = "?"
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

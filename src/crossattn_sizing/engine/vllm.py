@@ -1,0 +1,195 @@
+"""vLLM's own code as a sizing policy and as an implementation: ``vllm==X`` (or ``vllm``, the installed one).
+
+- :class:`VllmPolicy`: the widths ``GPUModelRunner.initialize_kv_cache`` of the
+  release computes for a config (its sizing loop, executed), in the entries
+  its ``BlockTables`` allocate per row.
+- :class:`VllmImpl`: the release's Triton slot-mapping kernel
+  (``BlockTables.compute_slot_mappings``) over the harness's tables; KV write,
+  paged attention and the DCP merge are the harness's torch ones (vLLM's
+  attention backends are CUDA kernels with no CPU path), which its name says.
+- :func:`run_block_tables`: the release's ``BlockTables`` end to end (append,
+  staged writes, gather, slot mapping), for the engine coverage check.
+
+All of it runs in the release's worker process (:mod:`crossattn_sizing.engine.client`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.engine.client import Inexpressible, Worker, worker_for
+from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.impl import TorchImpl
+from crossattn_sizing.slot_mapping import SlotLayout
+
+FIRST_FIXED = (0, 25, 0)
+"""The first release whose V2 sizing includes the encoder budget (PR #46753)."""
+
+
+def is_engine_spec(spec: str) -> bool:
+    """Whether a ``--sizing-policy``/``--impl`` value names vLLM's own code."""
+    return spec.strip() == "vllm" or spec.strip().startswith("vllm==")
+
+
+def normalise(spec_or_version: str) -> str:
+    """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` stays."""
+    s = spec_or_version.strip()
+    return s if is_engine_spec(s) else f"vllm=={s}"
+
+
+def _version_key(version: str | None) -> tuple[int, ...] | None:
+    if version is None:
+        return None
+    try:
+        return tuple(int(p) for p in version.split(".")[:3])
+    except ValueError:
+        return None
+
+
+class VllmPolicy:
+    """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
+
+    def __init__(self, spec: str, device: str = "cpu", worker: Worker | None = None) -> None:
+        self.spec = normalise(spec)
+        self.device = device
+        self.worker = worker if worker is not None else worker_for(self.spec, device)
+        self.worker.start()
+        self.version: str | None = self.worker.ready.get("version")
+        self._cache: dict[str, dict[str, Any]] = {}
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        return f"VllmPolicy({self.spec!r})"
+
+    @property
+    def name(self) -> str:
+        return self.spec if self.spec != "vllm" else f"vllm (installed {self.version})"
+
+    @property
+    def expected_to_hold(self) -> bool:
+        """Releases before 0.25.0 carry the pre-fix sizing: their failure is the expected verdict."""
+        key = _version_key(self.version)
+        return key is None or key >= FIRST_FIXED
+
+    @property
+    def summary(self) -> str:
+        return f"vLLM {self.version} GPUModelRunner.initialize_kv_cache, executed"
+
+    def sizing(self, config: RunnerConfig) -> dict[str, Any]:
+        """``{"blocks", "widths", "length"}`` as the release's code computed them."""
+        key = json.dumps(config.to_dict(), sort_keys=True)
+        if key not in self._cache:
+            try:
+                self._cache[key] = self.worker.request("widths", config=config.to_dict())
+            except Inexpressible as exc:
+                not_applicable(f"{self.spec}: {exc}")
+                raise
+        return self._cache[key]
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        return tuple(int(w) for w in self.sizing(config)["widths"])
+
+
+def not_applicable(why: str) -> None:
+    """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
+
+    Outside one (``check``, ``reproduce``) the caller re-raises the error: a
+    config the release cannot represent has no verdict.
+    """
+    from hypothesis import event, reject
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        event(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}")
+        reject()
+
+
+def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
+    """Row widths (entries) that release ``version``'s own sizing code gives ``config``.
+
+    Raises :class:`~crossattn_sizing.engine.install.EngineError` with the reason
+    when the release cannot be obtained, imported or run on this machine.
+    """
+    return VllmPolicy(version)(config)
+
+
+class VllmImpl(TorchImpl):
+    """vLLM's Triton slot-mapping kernel; the harness's torch KV write, attention and merge."""
+
+    def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
+        super().__init__(device)
+        self.spec = normalise(spec)
+        self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
+        self.name = f"{self.spec} (slot mapping: vLLM kernel; write/attention/merge: torch)"
+
+    def slot_mapping(
+        self,
+        table: torch.Tensor,
+        row_stride: int,
+        req_rows: torch.Tensor,
+        query_start_loc: torch.Tensor,
+        positions: torch.Tensor,
+        layout: SlotLayout,
+        out: torch.Tensor,
+    ) -> None:
+        if row_stride < 1:
+            raise EngineError(f"{self.spec}: a block table of width {row_stride} has no rows to map through")
+        result = self.worker.request(
+            "slots",
+            storage=table.tolist(),
+            row_stride=row_stride,
+            kbs=layout.kernel_block_size,
+            dcp_size=layout.dcp_size,
+            rank=layout.rank,
+            interleave=layout.interleave,
+            req_rows=req_rows.tolist(),
+            qsl=query_start_loc.tolist(),
+            positions=positions.tolist(),
+            out_len=out.numel(),
+        )
+        out.copy_(torch.tensor(result["slots"], dtype=torch.int64, device=out.device))
+
+
+def run_block_tables(
+    worker: Worker,
+    *,
+    block_sizes: Sequence[int],
+    kernel_block_sizes: Sequence[int],
+    max_num_blocks_per_group: Sequence[int],
+    max_num_reqs: int,
+    max_num_batched_tokens: int,
+    appends: Sequence[tuple[int, Sequence[Sequence[int]]]],
+    steps: Sequence[dict[str, Any]],
+    cp: tuple[int, int, int] = (1, 0, 1),
+) -> dict[str, Any]:
+    """The release's ``BlockTables``: construct, append, apply staged writes, then gather and map per step.
+
+    Returns the persistent rows, the per-row counts and per step the gathered
+    rows and slot mappings, all as the release's code left them. Raises
+    :class:`~crossattn_sizing.engine.client.EngineCrash` if the process dies.
+    """
+    return worker.request(
+        "scenario",
+        block_sizes=list(block_sizes),
+        kernel_block_sizes=list(kernel_block_sizes),
+        max_num_blocks_per_group=list(max_num_blocks_per_group),
+        max_num_reqs=max_num_reqs,
+        max_num_batched_tokens=max_num_batched_tokens,
+        appends=[[r, [list(ids) for ids in per_group]] for r, per_group in appends],
+        steps=list(steps),
+        cp_size=cp[0],
+        cp_rank=cp[1],
+        cp_interleave=cp[2],
+    )
+
+
+def load_engine_policy(spec: str) -> VllmPolicy:
+    return VllmPolicy(spec)
+
+
+def load_engine_impl(spec: str, device: torch.device) -> VllmImpl:
+    return VllmImpl(spec, device)

@@ -1,0 +1,307 @@
+"""The engine adapter against recorded vLLM sources (tests/fixtures/vllm/): no wheel, no download.
+
+These keep the adapter from rotting in the default run: the sizing executor on
+the real ``initialize_kv_cache`` of 0.24.0 and 0.25.0, and the worker process
+(protocol, CPU shims, crash containment) running the real ``BlockTables`` and
+Triton kernels of 0.25.0 inside a minimal package (tests/engine_tree.py). The
+same checks on installed wheels are tests/test_engine_real.py (``nox -s engine``).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crossattn_sizing import checks
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.engine.client import EngineCrash, Worker
+from crossattn_sizing.engine.coverage import engine_coverage
+from crossattn_sizing.engine.install import EngineError, Release, resolve_release
+from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
+from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
+from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.policies import BUILTIN_POLICIES, cdiv, load_policy
+from tests.engine_tree import FIXTURES, build_tree
+
+NEMOTRON = RunnerConfig(
+    2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),
+    max_num_encoder_input_tokens=3329, max_num_reqs=4,
+)  # fmt: skip
+
+
+# The sizing executor on the recorded model runners --------------------------------------
+
+
+@dataclass(frozen=True)
+class _Spec:
+    """Stand-in for a KVCacheSpec: the sizing loop reads ``block_size`` and checks MambaSpec."""
+
+    block_size: int
+    num_speculative_blocks: int = 0
+
+
+class _Mamba(_Spec):
+    pass
+
+
+def _resolve(module: str, attr: str, name: str) -> object:
+    stand_ins = {"cdiv": cdiv, "MambaSpec": _Mamba, "deepcopy": copy.deepcopy}
+    if name not in stand_ins:
+        raise AssertionError(f"the sizing asked for {module}.{attr} as {name}")
+    return stand_ins[name]
+
+
+def _runner(cfg: RunnerConfig) -> SimpleNamespace:
+    hf = SimpleNamespace(**({} if cfg.max_source_positions is None else
+                            {"max_source_positions": cfg.max_source_positions}))  # fmt: skip
+    return SimpleNamespace(
+        max_model_len=cfg.max_model_len, is_encoder_decoder=cfg.is_encoder_decoder,
+        model_config=SimpleNamespace(hf_config=hf), dcp_size=cfg.dcp_size,
+        scheduler_config=SimpleNamespace(max_num_encoder_input_tokens=cfg.encoder_budget),
+        cache_config=SimpleNamespace(enable_prefix_caching=cfg.prefix_caching),
+    )  # fmt: skip
+
+
+def _fixture_blocks(version: str, cfg: RunnerConfig) -> list[int]:
+    source = load_sizing_source((FIXTURES / version / "model_runner.py").read_text())
+    groups = [SimpleNamespace(kv_cache_spec=_Spec(g.block_size)) for g in cfg.groups]
+    out = run_sizing(source, _runner(cfg), SimpleNamespace(kv_cache_groups=groups), _resolve)
+    return out["max_num_blocks_per_group"]
+
+
+def test_sizing_reads_only_what_precedes_the_end_of_its_loop() -> None:
+    source = load_sizing_source((FIXTURES / "0.25.0" / "model_runner.py").read_text())
+    assert set(source.global_names) == {"deepcopy", "cdiv", "MambaSpec"}
+    assert "init_attn_backend" not in source.global_names  # the first call after the loop never runs
+    assert source.loop_start < source.loop_end
+
+
+@pytest.mark.parametrize(("version", "width"), [("0.24.0", 128), ("0.25.0", 216)])
+def test_nemotron_shape_on_the_recorded_sizing(version: str, width: int) -> None:
+    """0.24.0 sizes 2048 tokens (128 blocks) for 3329 encoder tokens (209 needed); 0.25.0 gives 216."""
+    assert _fixture_blocks(version, NEMOTRON) == [width, width]
+
+
+@pytest.mark.parametrize(("version", "policy"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])
+def test_recorded_sizing_equals_the_modelled_policy(version: str, policy: str) -> None:
+    """On a grid of shapes the executed code and the harness's model of it agree (both directions checked)."""
+    for m, e, s, bs, dcp in itertools.product(
+        (448, 2048), (2048, 3329), (None, 1500, 4096), (16, 48, 256), (1, 2)
+    ):
+        cfg = RunnerConfig(
+            m, max(m, e), (KVCacheGroup("full", bs), KVCacheGroup("cross", bs)),
+            max_num_encoder_input_tokens=e, max_source_positions=s, dcp_size=dcp,
+        )  # fmt: skip
+        assert tuple(_fixture_blocks(version, cfg)) == BUILTIN_POLICIES[policy](cfg), cfg.describe()
+
+
+def test_sizing_failure_names_the_engine_line() -> None:
+    source = load_sizing_source((FIXTURES / "0.25.0" / "model_runner.py").read_text())
+    runner = _runner(NEMOTRON)
+    del runner.scheduler_config.max_num_encoder_input_tokens
+    groups = SimpleNamespace(kv_cache_groups=[SimpleNamespace(kv_cache_spec=_Spec(16))])
+    where = r"model_runner\.py:\d+: initialize_kv_cache raised AttributeError"
+    with pytest.raises(SizingExecError, match=where):
+        run_sizing(source, runner, groups, _resolve)
+
+
+def test_a_runner_without_v2_is_refused() -> None:
+    with pytest.raises(SizingExecError, match="no class GPUModelRunner"):
+        load_sizing_source("class Other:\n    pass\n")
+
+
+# The worker over the recorded package ---------------------------------------------------
+
+KILLING_BLOCK_TABLE = (FIXTURES / "0.25.0" / "block_table.py").read_text() + (
+    "\n\ndef _die(self, *args, **kwargs):\n    import os, signal\n"
+    "    os.kill(os.getpid(), signal.SIGSEGV)\n\n\n"
+    "BlockTables.compute_slot_mappings = _die\n"
+)  # a stand-in that dies the way a kernel reading past its allocation can
+
+
+def _worker(root: Path, version: str, **kw: object) -> Worker:
+    tree = build_tree(root / version, version, **kw)  # type: ignore[arg-type]
+    return Worker(Release(version, [str(tree)]))
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    root = tmp_path_factory.mktemp("vllm-tree")
+    made = {v: _worker(root, v) for v in ("0.24.0", "0.25.0")}
+    yield made
+    for w in made.values():
+        w.close()
+
+
+def test_worker_reports_the_cpu_shims(workers: dict[str, Worker]) -> None:
+    ready = workers["0.25.0"].start()
+    assert ready["version"] == "0.25.0"
+    assert ready["shims"] == [
+        "env:TRITON_INTERPRET=1", "env:CUDA_VISIBLE_DEVICES=", "buffer_utils.UvaBuffer",
+        "torch_utils.PIN_MEMORY=False",
+    ]  # fmt: skip
+
+
+def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict[str, Worker]) -> None:
+    old = VllmPolicy("vllm==0.24.0", worker=workers["0.24.0"])
+    new = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
+    assert old(NEMOTRON) == (128, 128) and new(NEMOTRON) == (216, 216)
+    assert not old.expected_to_hold and new.expected_to_hold
+    (v,) = [v for v in checks.violations(old, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
+    assert (v.needed, v.given, v.first_uncovered_token) == (209, 128, 2048)
+    assert checks.violations(new, NEMOTRON, [3329]) == []
+
+
+def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker]) -> None:
+    """0.24.0: the 209 ids overrun row 0; once row 1 is written, positions from 2048 map elsewhere."""
+    result = engine_coverage(VllmPolicy("vllm==0.24.0", worker=workers["0.24.0"]), NEMOTRON, [3329, 100],
+                             first_row=0)  # fmt: skip
+    assert not result.holds and not result.crashed
+    assert "209 entries appended to a row of 128" in result.problems[0]
+    assert "first position 2048" in result.problems[1]
+    fixed = engine_coverage(VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"]), NEMOTRON, [3329, 100])
+    assert fixed.holds, fixed.problems
+
+
+def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(workers: dict[str, Worker]) -> None:
+    """Meta-test on the recorded 0.25.0 BlockTables: one alignment step (8 blocks of 16) less is caught."""
+    policy = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
+    shrunk = [b - 128 // 16 for b in policy.sizing(NEMOTRON)["blocks"]]
+    result = engine_coverage(policy, NEMOTRON, [3329, 100], blocks=shrunk, first_row=0)
+    assert not result.holds and "appended to a row of 208" in result.problems[0]
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_real_slot_mapping_kernel_passes_the_slot_property(
+    data: st.DataObject, workers: dict[str, Worker]
+) -> None:
+    """The recorded kernel as ``--impl``: the slot-mapping property (DCP ranks included) holds."""
+    from properties.test_slot_mapping import check_slot_mapping
+
+    check_slot_mapping(data, VllmImpl("vllm==0.25.0", worker=workers["0.25.0"]))
+
+
+def test_a_worker_crash_fails_the_request_and_the_next_one_restarts(tmp_path: Path) -> None:
+    worker = _worker(tmp_path, "0.25.0", block_table_source=KILLING_BLOCK_TABLE)
+    try:
+        impl = VllmImpl("vllm==0.25.0", worker=worker)
+        policy = VllmPolicy("vllm==0.25.0", worker=worker)
+        result = engine_coverage(policy, NEMOTRON, [100])  # the example fails, the run goes on
+        assert result.crashed and "worker died (SIGSEGV) while running scenario" in result.problems[0]
+        with pytest.raises(EngineCrash, match="SIGSEGV"):
+            impl.slot_mapping(*_one_token_step())
+        assert worker.proc is None  # the dead worker is forgotten ...
+        assert policy(NEMOTRON.replace(max_model_len=448)) == (216, 216)  # ... and a fresh one answers
+        assert worker.proc is not None and worker.proc.poll() is None
+        assert impl.worker is worker
+    finally:
+        worker.close()
+    assert worker.proc is None
+
+
+def _one_token_step() -> tuple:
+    import torch
+
+    from crossattn_sizing.slot_mapping import SlotLayout
+
+    i32 = torch.int32
+    return (torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32), torch.tensor([0, 1], dtype=i32),
+            torch.tensor([3]), SlotLayout(16), torch.empty(1, dtype=torch.int64))  # fmt: skip
+
+
+# Bad input: one line, exit 2 -------------------------------------------------------------
+
+
+def test_unknown_release_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    with pytest.raises(HarnessError, match="not a release version"):
+        load_policy("vllm==banana")
+    with pytest.raises(HarnessError, match=r"vllm==0\.99\.0 is not in the wheel cache .*--offline"):
+        resolve_release("vllm==0.99.0", offline=True, cache=tmp_path / "engine")
+    with pytest.raises(EngineError, match="expected vllm or vllm==X"):
+        resolve_release("vllm>=0.24")
+
+
+def test_cli_exits_2_with_one_line_for_a_release_it_cannot_get(tmp_path: Path) -> None:
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CROSSATTN_OFFLINE="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", "verify", "--policy", "vllm==0.99.0"],
+        capture_output=True, text=True, env=env, check=False, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "0.99.0 is not in the wheel cache" in lines[0]
+
+
+def test_cross_group_is_where_the_sizing_bites() -> None:
+    """Sanity of the shape used above: the cross group is group 1."""
+    assert NEMOTRON.cross_groups() == [1] and NEMOTRON.groups[1].kind is GroupKind.CROSS
+
+
+def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, Worker]) -> None:
+    """0.25.0 shards every attention group under DCP: a replicated group is discarded, not failed."""
+    from hypothesis import find
+
+    from crossattn_sizing.engine.client import Inexpressible
+
+    policy = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
+    replicated = NEMOTRON.replace(
+        dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
+    )
+    with pytest.raises(Inexpressible, match="no dcp_sharded field"):
+        policy(replicated)
+    assert repr(policy) == "VllmPolicy('vllm==0.25.0')"
+    # Inside Hypothesis the example is discarded: a search over only such configs has nothing to judge.
+    from hypothesis.errors import Unsatisfiable
+
+    with pytest.raises(Unsatisfiable):
+        find(st.just(replicated), lambda c: policy(c) is not None, settings=settings(max_examples=3))
+
+
+def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], tmp_path: Path) -> None:
+    """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
+    from crossattn_sizing.audit.check import FAILS, HOLDS, audit_tree, sweep_configs
+    from crossattn_sizing.audit.report import detail_lines
+    from crossattn_sizing.audit.sources import DirTree
+    from crossattn_sizing.engine.audit_exec import ExecutedPolicy
+
+    configs = sweep_configs()[:25]
+    tree = DirTree(build_tree(tmp_path, "0.24.0") / "vllm", label="0.24.0")
+    for version, status in (("0.24.0", FAILS), ("0.25.0", HOLDS)):
+        executed = {"v2": (ExecutedPolicy(VllmPolicy(f"vllm=={version}", worker=workers[version])), "")}
+        (verdict,) = audit_tree(tree, ["v2"], configs, executed=executed)
+        assert (verdict.path, verdict.status) == ("executed", status)
+        assert verdict.where is not None and verdict.where.startswith("executed: ")
+        assert verdict.wall_s > 0 and verdict.to_dict()["path"] == "executed"
+    assert verdict.nemotron is not None and verdict.nemotron["holds"]
+    (read,) = audit_tree(tree, ["v2"], configs, executed={"v2": (None, "the wheel is not cached")})
+    assert read.path == "read" and read.path_why == "the wheel is not cached"
+    assert any("the wheel is not cached" in line for line in detail_lines(read))
+
+
+def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the missing module's own distribution is ever installed; the engine and torch never are."""
+    from crossattn_sizing.engine.install import DISTRIBUTIONS, add_dependency, missing_module
+
+    assert missing_module("ModuleNotFoundError: No module named 'zmq.asyncio'") == "zmq"
+    assert missing_module("ImportError: cannot import name 'x'") is None
+    assert DISTRIBUTIONS["zmq"] == "pyzmq" and DISTRIBUTIONS["attr"] == "attrs"
+    release = Release("0.25.0", [str(tmp_path / "vllm-0.25.0"), str(tmp_path / "deps")])
+    for module in ("vllm", "torch", "triton", "nvidia"):
+        with pytest.raises(EngineError, match="never installs"):
+            add_dependency(release, module)
+    with pytest.raises(EngineError, match="--offline forbids"):
+        add_dependency(release, "cbor2", offline=True)
+    with pytest.raises(EngineError, match="is installed but does not import"):
+        add_dependency(Release(None, installed=True), "cbor2")

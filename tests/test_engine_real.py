@@ -1,0 +1,112 @@
+"""The expected verdicts on vLLM's real code, release by release (``nox -s engine``; needs the wheels).
+
+Each release runs in its own worker: the installed vllm if its version
+matches, else the release wheel unpacked into the engine cache (downloaded
+once into the wheel cache unless ``CROSSATTN_OFFLINE=1``). The fast twins of
+these tests, on recorded sources, are in tests/test_engine_fixture.py.
+
+Releases past 0.25.0 checked for "holds": ``CROSSATTN_ENGINE_RELEASES``
+(comma-separated, default ``0.25.0,0.34.0``).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
+    pytest.skip(
+        "real vLLM wheels (hundreds of MB): run by `nox -s engine` (CROSSATTN_ENGINE_TESTS=1)",
+        allow_module_level=True,
+    )
+
+from crossattn_sizing import checks
+from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.engine.coverage import engine_coverage
+from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
+from crossattn_sizing.policies import alignment_multiple
+from tests.test_meta_capacity import shrunk_counterexample
+
+pytestmark = pytest.mark.engine
+
+RELEASES = os.environ.get("CROSSATTN_ENGINE_RELEASES", "0.25.0,0.34.0")
+FIXED = [v.strip() for v in RELEASES.split(",") if v.strip()]
+NEMOTRON = RunnerConfig(
+    2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),
+    max_num_encoder_input_tokens=3329, max_num_reqs=4,
+)  # fmt: skip
+
+
+def test_024_sizing_fails_coverage_with_the_nemotron_shape() -> None:
+    policy = VllmPolicy("vllm==0.24.0")
+    assert not policy.expected_to_hold
+    (v,) = [v for v in checks.violations(policy, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
+    assert (v.needed, v.given, v.first_uncovered_token) == (209, 128, 2048)
+
+
+def test_024_coverage_property_finds_the_nemotron_shape() -> None:
+    case = shrunk_counterexample(VllmPolicy("vllm==0.24.0"), "coverage")
+    assert case is not None, "coverage did not catch vLLM 0.24.0's own sizing within the ci budget"
+    assert case.config.max_source_positions is None and max(case.encoder_lens) > case.config.max_model_len
+
+
+def test_024_block_tables_map_positions_into_the_next_request() -> None:
+    result = engine_coverage(VllmPolicy("vllm==0.24.0"), NEMOTRON, [3329, 100], first_row=0)
+    assert not result.holds
+    assert "209 entries appended to a row of 128" in result.problems[0]
+    assert "first position 2048" in result.problems[1]
+
+
+def test_024_kernel_reads_past_the_last_row() -> None:
+    """In the last row the 81 surplus ids and their reads land past the tensor: wrong slots or a crash."""
+    result = engine_coverage(VllmPolicy("vllm==0.24.0"), NEMOTRON, [3329])
+    assert not result.holds
+    assert result.crashed or "209 entries appended to a row of 128" in result.problems[0], result.problems
+
+
+@pytest.mark.parametrize("version", FIXED)
+def test_fixed_release_holds(version: str) -> None:
+    policy = VllmPolicy(f"vllm=={version}")
+    assert policy.expected_to_hold
+    assert checks.violations(policy, NEMOTRON, [3329]) == []
+    assert engine_coverage(policy, NEMOTRON, [3329, 100], first_row=0).holds
+    assert engine_coverage(policy, NEMOTRON, [3329]).holds
+    for invariant in ("coverage", "allocation"):
+        assert shrunk_counterexample(policy, invariant) is None, f"{version}: {invariant}"
+
+
+class _Shrunk:
+    """The real 0.25.0 widths less one aligned step (``128 // bs`` blocks for bs <= 128), per group."""
+
+    name = "vllm==0.25.0 shrunk by one aligned step"
+
+    def __init__(self, policy: VllmPolicy) -> None:
+        self.policy = policy
+
+    def blocks(self, config: RunnerConfig) -> list[int]:
+        real = self.policy.sizing(config)["blocks"]
+        return [max(b - alignment_multiple(g.block_size, "pow2"), 0) for b, g in zip(real, config.groups,
+                                                                                   strict=True)]  # fmt: skip
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        return tuple(b * g.bpk for b, g in zip(self.blocks(config), config.groups, strict=True))
+
+
+def test_shrunk_025_widths_are_caught_by_the_coverage_property() -> None:
+    shrunk = _Shrunk(VllmPolicy("vllm==0.25.0"))
+    assert shrunk_counterexample(shrunk, "coverage") is not None
+    blocks = shrunk.blocks(NEMOTRON)
+    result = engine_coverage(shrunk.policy, NEMOTRON, [3329, 100], blocks=blocks, first_row=0)
+    assert not result.holds and "appended to a row of 208" in result.problems[0]
+
+
+@pytest.mark.parametrize("version", ["0.24.0", "0.25.0"])
+@settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), database=None)
+@given(data=st.data())
+def test_real_kernel_passes_the_slot_property(version: str, data: st.DataObject) -> None:
+    from properties.test_slot_mapping import check_slot_mapping
+
+    check_slot_mapping(data, VllmImpl(f"vllm=={version}"))
