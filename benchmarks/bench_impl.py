@@ -45,7 +45,8 @@ sys.path.insert(0, str(ROOT))  # the reference oracle lives at the repository ro
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig  # noqa: E402
 from crossattn_sizing.impl import Impl, load_impl  # noqa: E402
-from crossattn_sizing.policies import BUILTIN_POLICIES, cdiv  # noqa: E402
+from crossattn_sizing.intmath import cdiv  # noqa: E402
+from crossattn_sizing.policies import BUILTIN_POLICIES  # noqa: E402
 from crossattn_sizing.runner import PagedRunner, step_batch  # noqa: E402
 from crossattn_sizing.slot_mapping import SlotLayout  # noqa: E402
 

@@ -26,9 +26,9 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.callables import load_callable
 from crossattn_sizing.devices import require_device
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.policies import load_callable
 from crossattn_sizing.slot_mapping import SlotLayout, torch_slot_mapping
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")

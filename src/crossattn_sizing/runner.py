@@ -45,7 +45,7 @@ from crossattn_sizing.attention import resolve_duplicate_slots
 from crossattn_sizing.block_table import DeviceBlockTable
 from crossattn_sizing.config import GroupKind, RunnerConfig
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import cdiv
+from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
 
 CrossMode = Literal["faithful", "sharded"]
