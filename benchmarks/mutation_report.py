@@ -51,7 +51,7 @@ COMMAND = "CROSSATTN_PROFILE=ci .venv/bin/python benchmarks/mutation_report.py"
 MODULES = (
     "src/crossattn_sizing/policies.py",
     "src/crossattn_sizing/admission.py",
-    "src/crossattn_sizing/checks.py",
+    "src/crossattn_sizing/capacity.py",
     "src/crossattn_sizing/slot_mapping.py",
 )
 """Modules mutated: the sizing rule, the admission model, the invariant checks, slot mapping."""
@@ -137,7 +137,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "(`128 // 128 == 1`).",
     ),
     Equivalent(
-        "checks",
+        "capacity",
         "x_violations",
         "continue",
         "break",

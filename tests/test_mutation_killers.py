@@ -184,7 +184,7 @@ def checks_config() -> RunnerConfig:
 
 
 def test_violations_report_every_field_of_each_broken_row() -> None:
-    from crossattn_sizing.checks import Violation, violations
+    from crossattn_sizing.capacity import Violation, violations
 
     config = checks_config()
 
@@ -213,7 +213,7 @@ def test_violations_report_every_field_of_each_broken_row() -> None:
 
 
 def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
-    from crossattn_sizing.checks import violations
+    from crossattn_sizing.capacity import violations
 
     config = checks_config()
     for bad in (0, 201):
@@ -222,7 +222,7 @@ def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
 
 
 def test_request_tokens_per_group_kind() -> None:
-    from crossattn_sizing.checks import request_tokens
+    from crossattn_sizing.capacity import request_tokens
 
     config = checks_config()
     assert request_tokens(config, GroupKind.CROSS, 33) == 33
@@ -232,7 +232,7 @@ def test_request_tokens_per_group_kind() -> None:
 
 
 def test_explain_reads_as_a_diagnosis() -> None:
-    from crossattn_sizing.checks import Violation
+    from crossattn_sizing.capacity import Violation
 
     assert Violation("coverage", 1, "cross", 0, 3329, 209, 128, 2048).explain() == (
         "coverage: group 1 (cross) request 0 has 3329 encoder tokens needing 209 columns but the row "

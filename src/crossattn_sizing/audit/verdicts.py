@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing import admission, known_configs
+from crossattn_sizing import admission, capacity, known_configs
 from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, RunnerAbsent, read_runner
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
@@ -133,16 +133,9 @@ def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
     """:func:`shortfall` for widths already computed (in the entries ``config``'s rows store)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
-    e = admission.encoder_bound(config) if encoder_tokens is None else encoder_tokens
-    for gi in config.cross_groups():
-        group = config.groups[gi]
-        needed = admission.entries_needed(config, group, e)
-        if needed > widths[gi]:
-            return Shortfall(config, gi, "coverage", e, needed, widths[gi])
-        received = admission.entries_received(config, group, e)
-        if received > widths[gi]:
-            return Shortfall(config, gi, "allocation", e, received, widths[gi])
-    return None
+    over = capacity.cross_overflow(widths, config, encoder_tokens)
+    return None if over is None else Shortfall(config, over.group, over.invariant, over.encoder_tokens,
+                                               over.entries, over.width)  # fmt: skip
 
 
 def manager_twin(config: RunnerConfig) -> RunnerConfig:
