@@ -13,7 +13,7 @@ forward on the same hidden states.
 A policy that leaves encoder tokens without a column is refused by the guard
 before any kernel runs and reported as a failure with the config it happened
 for; a wrong scale, swapped K/V or a short row read unguarded change the
-output and are caught by the comparison (tests/test_meta_hf.py shows each).
+output and are caught by the comparison (tests/meta/test_meta_hf.py shows each).
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ HF_TOLERANCE = Tolerance(
     reason="both sides are fp32 and compute the same sums in a different order (matmul vs the "
     "implementation's reduction, then the same out_proj): rounding differences of a few ulp per "
     "term: max abs error 6e-7 observed over 400 random cases (<= 300 keys, embed dim <= 64, |out| <= 2.2), "
-    "so >10x margin. The broken wirings of tests/test_meta_hf.py shrink to errors of 1e-3 and up.",
+    "so >10x margin. The broken wirings of tests/meta/test_meta_hf.py shrink to errors of 1e-3 and up.",
 )
 
 

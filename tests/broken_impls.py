@@ -1,7 +1,7 @@
 """Deliberately broken implementations: each must be caught by a differential property.
 
 Each one is a plausible slip in a paged-attention stack. If a property passes
-on one of these, it has gone blind (see test_meta_impl.py). They wrap the
+on one of these, it has gone blind (see meta/test_meta_impl.py). They wrap the
 working torch implementation and break exactly one thing.
 """
 

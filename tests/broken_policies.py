@@ -1,7 +1,7 @@
 """Deliberately broken sizing policies: each must be caught by the property suite.
 
 Each one is a plausible slip in the width formula. If the properties pass on
-any of these, a property has gone blind (see test_meta_capacity.py).
+any of these, a property has gone blind (see meta/test_meta_capacity.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
-"""Tests written to kill mutants that survived the property suite (see reports/mutation.md).
+"""Exact values of the helpers and diagnoses the properties do not reach.
 
-Each test pins behaviour a mutant changed and no property looked at: helpers
+Written to kill mutants that survived the property suite (reports/mutation.md);
+each test pins behaviour a mutant changed and no property looked at: helpers
 the properties do not call (``column_of``, ``expand_ids``, the DCP inverse
 functions of slot mapping, reached otherwise only through the slow attention
 property), validation branches, and the text of diagnoses. Where possible the
@@ -320,13 +321,13 @@ def test_checked_widths_accepts_only_non_negative_ints_and_names_the_policy() ->
     with pytest.raises(PolicyLoadError) as info:
         checked_widths(two_widths, config)
     assert str(info.value) == (
-        "sizing policy tests.test_mutation_killers:two_widths returned (1, 2): expected 1 non-negative "
+        "sizing policy tests.test_helpers_and_diagnoses:two_widths returned (1, 2): expected 1 non-negative "
         "ints, one per KV-cache group"
     )
     with pytest.raises(PolicyLoadError) as info:
         checked_widths(returns_nothing(floor_div), config)
     assert str(info.value) == (
-        "sizing policy tests.test_mutation_killers:returns_nothing.<locals>.wrapped returned None, "
+        "sizing policy tests.test_helpers_and_diagnoses:returns_nothing.<locals>.wrapped returned None, "
         "not a tuple of ints"
     )
 
