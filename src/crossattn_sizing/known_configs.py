@@ -41,21 +41,22 @@ def encoder_decoder_groups(block_size: int = BLOCK_SIZE, kernel_block_size: int 
     )
 
 
-def nemotron_parse(max_model_len: int = NEMOTRON_MAX_MODEL_LEN) -> RunnerConfig:
-    """Nemotron-Parse served with ``--max-model-len max_model_len``: no ``max_source_positions``."""
+def encoder_decoder(max_model_len: int, max_num_batched_tokens: int, max_source_positions: int | None
+                    ) -> RunnerConfig:  # fmt: skip
+    """An encoder-decoder model's config with the two groups of :func:`encoder_decoder_groups`."""
     return RunnerConfig(
         max_model_len=max_model_len,
-        max_num_batched_tokens=NEMOTRON_BATCHED_TOKENS,
-        max_source_positions=None,
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_source_positions=max_source_positions,
         groups=encoder_decoder_groups(),
     )
+
+
+def nemotron_parse(max_model_len: int = NEMOTRON_MAX_MODEL_LEN) -> RunnerConfig:
+    """Nemotron-Parse served with ``--max-model-len max_model_len``: no ``max_source_positions``."""
+    return encoder_decoder(max_model_len, NEMOTRON_BATCHED_TOKENS, None)
 
 
 def whisper(max_num_batched_tokens: int = WHISPER_FRAMES) -> RunnerConfig:
     """Whisper at its own limits: ``max_model_len`` 448, ``max_source_positions`` 1500."""
-    return RunnerConfig(
-        max_model_len=WHISPER_MAX_MODEL_LEN,
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_source_positions=WHISPER_FRAMES,
-        groups=encoder_decoder_groups(),
-    )
+    return encoder_decoder(WHISPER_MAX_MODEL_LEN, max_num_batched_tokens, WHISPER_FRAMES)
