@@ -162,7 +162,7 @@ def engine(session: nox.Session) -> None:
 
 @nox.session
 def mutation(session: nox.Session) -> None:
-    """Mutation score of policies/admission/checks/slot_mapping with mutmut 3 (about 15 min on 2 cores).
+    """Mutation score of policies/admission/capacity/slot_mapping with mutmut 3 (about 15 min on 2 cores).
 
     Runs in a scratch copy (.cache/mutation/, git-ignored) and writes reports/mutation.md.
     """

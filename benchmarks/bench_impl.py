@@ -45,9 +45,11 @@ sys.path.insert(0, str(ROOT))  # the reference oracle lives at the repository ro
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig  # noqa: E402
 from crossattn_sizing.impl import Impl, load_impl  # noqa: E402
-from crossattn_sizing.policies import BUILTIN_POLICIES, cdiv  # noqa: E402
+from crossattn_sizing.intmath import cdiv  # noqa: E402
+from crossattn_sizing.policies import BUILTIN_POLICIES  # noqa: E402
 from crossattn_sizing.runner import PagedRunner, step_batch  # noqa: E402
 from crossattn_sizing.slot_mapping import SlotLayout  # noqa: E402
+from crossattn_sizing.step import AttentionStep  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -114,9 +116,10 @@ def bench_impl(impl: Impl, args: argparse.Namespace) -> list[tuple[str, str, flo
     seq_lens = torch.full((n,), e, dtype=torch.int32, device=dev)
     q_pos = torch.zeros(n, dtype=torch.int64, device=dev)
 
+    step = AttentionStep(inputs.storage, inputs.width, q_qsl, seq_lens, q_pos, layout, False, runner.scale)
+
     def attend() -> None:
-        impl.paged_attention(query, key_cache, value_cache, inputs.storage, inputs.width, q_qsl, seq_lens,
-                             q_pos, layout, False, runner.scale)
+        impl.paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
 
     t_attn = timed(attend, dev, args.repeats)
     tokens = n * e

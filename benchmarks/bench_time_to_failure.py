@@ -6,7 +6,7 @@ the inputs' decision table, the stress corner first). This measures what that
 is worth: for ``mrv2-prefix`` and each deliberately broken policy of
 ``tests/broken_policies.py``, how many examples and how many seconds it takes
 to hit the first config that breaks coverage or allocation fit
-(:func:`crossattn_sizing.checks.violations` is the oracle), with
+(:func:`crossattn_sizing.capacity.violations` is the oracle), with
 
 * ``harness``: Hypothesis drawing ``properties.strategies.capacity_cases()``,
   generation phase only (no pinned examples, no shrinking, no database), one
@@ -41,7 +41,7 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from crossattn_sizing.checks import violations
+from crossattn_sizing.capacity import violations
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
 
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Medians over {args.seeds} seeds (0..{args.seeds - 1}) per policy and generator, budget "
         f"{args.budget} examples per trial, measured in one run on a shared 2-core machine "
-        f"(python {sys.version.split()[0]}). Oracle: `crossattn_sizing.checks.violations` (coverage or "
+        f"(python {sys.version.split()[0]}). Oracle: `crossattn_sizing.capacity.violations` (coverage or "
         "allocation fit). `harness`: Hypothesis on `properties.strategies.capacity_cases()`, generation "
         "phase only. `uniform`: `random.Random(seed)` drawing every field uniformly over the widest "
         "ranges the strategies accept (lengths 1..2^21, block sizes 1..512, DCP 1..8; `uniform_case` in "

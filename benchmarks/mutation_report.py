@@ -1,7 +1,7 @@
 """Mutation score of the sizing and slot-mapping modules against the property suite.
 
 Why: a property that passes on the code under test says little until it is
-shown to fail on code that is wrong. ``tests/test_meta_capacity.py`` does that
+shown to fail on code that is wrong. ``tests/meta/test_meta_capacity.py`` does that
 for hand-written broken policies; mutation testing does it mechanically, for
 every operator, constant and call in the modules the properties are about.
 
@@ -51,21 +51,24 @@ COMMAND = "CROSSATTN_PROFILE=ci .venv/bin/python benchmarks/mutation_report.py"
 MODULES = (
     "src/crossattn_sizing/policies.py",
     "src/crossattn_sizing/admission.py",
-    "src/crossattn_sizing/checks.py",
+    "src/crossattn_sizing/capacity.py",
     "src/crossattn_sizing/slot_mapping.py",
 )
 """Modules mutated: the sizing rule, the admission model, the invariant checks, slot mapping."""
 
 TESTS = (
+    "properties/test_admission.py",
     "properties/test_capacity.py",
     "properties/test_capacity_extra.py",
     "properties/test_slot_mapping.py",
     "properties/test_slots.py",
-    "tests/test_meta_capacity.py",
+    "tests/meta/test_meta_admission.py",
+    "tests/meta/test_meta_capacity.py",
+    "tests/test_capacity.py",
     "tests/test_policies.py",
     "tests/test_prove.py",
     "tests/test_slot_mapping.py",
-    "tests/test_mutation_killers.py",
+    "tests/test_helpers_and_diagnoses.py",
 )
 """The test selection: the property suite, its meta-tests and the unit tests of these modules.
 
@@ -81,7 +84,7 @@ ENV = {
     "TRITON_INTERPRET": "1",
 }
 
-DESELECT = ("tests/test_meta_capacity.py::test_prefix_sizing_is_caught_with_the_nemotron_shape",)
+DESELECT = ("tests/meta/test_meta_capacity.py::test_prefix_sizing_is_caught_with_the_nemotron_shape",)
 """Tests left out of the mutation run: they assert what shrinking yields, and shrinking is off."""
 
 CONFTEST = """\
@@ -137,7 +140,7 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "(`128 // 128 == 1`).",
     ),
     Equivalent(
-        "checks",
+        "capacity",
         "x_violations",
         "continue",
         "break",

@@ -11,7 +11,7 @@ import json
 import shlex
 
 from crossattn_sizing.admission import encoder_bound
-from crossattn_sizing.checks import Invariant, violations
+from crossattn_sizing.capacity import Invariant, violations
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from properties.strategies import CapacityCase
 

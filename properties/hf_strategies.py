@@ -26,19 +26,14 @@ from hypothesis import event
 from hypothesis import strategies as st
 
 from crossattn_sizing.config import KVCacheGroup
+from crossattn_sizing.models import families
 from crossattn_sizing.models.adapters import ModelScenario, build_scenario
+from crossattn_sizing.models.family import Family
 from properties.strategies import divisors
 
-FAMILIES = ("whisper", "bart", "mbart")
+FAMILIES = tuple(f.name for f in families.with_hf_module())
+"""The registered families transformers has a cross-attention module for."""
 HF_BLOCK_SIZES = (1, 2, 3, 4, 6, 8, 16, 32)
-MAX_ENCODER_LEN = 300
-MAX_TARGET_LEN = 64
-
-QUERY_PRESCALED = {"whisper": True, "bart": False, "mbart": False}
-"""Where the module applies ``scaling``: Whisper multiplies ``q_proj``'s output by it and calls
-attention with scale 1.0; BART and mBART pass it to attention as the score scale. The paged run
-does the same, so the property compares like with like (the product is equal either way, but the
-rounding is not)."""
 
 
 @dataclass(frozen=True)
@@ -62,29 +57,28 @@ class HFCrossCase:
     def embed_dim(self) -> int:
         return self.num_heads * self.head_dim
 
-    def hf_config(self) -> Any:
-        """The tiny config, from transformers' own class, eager attention."""
-        import transformers
+    @property
+    def model_family(self) -> Family:
+        return families.FAMILIES[self.family]
 
-        common = dict(
+    def hf_config(self) -> Any:
+        """The tiny config, from transformers' own class (the family's), eager attention."""
+        build = self.model_family.tiny_config
+        assert build is not None, f"family {self.family} has no tiny config"
+        return build(
+            self.length_field,
+            self.source_positions,
             d_model=self.embed_dim,
             decoder_attention_heads=self.num_heads,
             encoder_attention_heads=self.num_heads,
             attn_implementation="eager",
         )
-        if self.family == "whisper":
-            return transformers.WhisperConfig(
-                max_source_positions=self.source_positions, max_target_positions=self.length_field, **common
-            )
-        cls = transformers.BartConfig if self.family == "bart" else transformers.MBartConfig
-        return cls(max_position_embeddings=self.length_field, **common)
 
     def scenario(self) -> ModelScenario:
         """The adapters' RunnerConfig for this config, with the drawn kernel block size."""
         hf = self.hf_config()
-        source_len = None if self.family == "whisper" else max(self.encoder_lens)
         scenario = build_scenario(hf, max_model_len=self.max_model_len, block_size=self.block_size,
-                                  source_len=source_len)
+                                  source_len=max(self.encoder_lens))
         kbs = self.kernel_block_size
         groups = tuple(KVCacheGroup(g.kind, g.block_size, kbs) for g in scenario.config.groups)
         config = scenario.config.replace(groups=groups, max_num_reqs=max(len(self.encoder_lens), 1))
@@ -98,12 +92,9 @@ def cross_attention_module(case: HFCrossCase, hf_config: Any) -> torch.nn.Module
     The weights are drawn under a forked RNG so a test does not move the global
     torch seed for its neighbours.
     """
-    if case.family == "whisper":
-        from transformers.models.whisper.modeling_whisper import WhisperAttention as cls
-    elif case.family == "bart":
-        from transformers.models.bart.modeling_bart import BartAttention as cls
-    else:
-        from transformers.models.mbart.modeling_mbart import MBartAttention as cls
+    attention_class = case.model_family.attention_class
+    assert attention_class is not None, f"family {case.family} has no transformers module"
+    cls = attention_class()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         module = cls(
@@ -125,12 +116,6 @@ def hidden_states(case: HFCrossCase) -> tuple[list[torch.Tensor], list[torch.Ten
     return dec, enc
 
 
-def _edge_lengths(limit: int, block_size: int) -> list[int]:
-    """Lengths at and one past block edges, and the limit: where off-by-one sizing shows."""
-    edges = {limit, limit - 1, block_size, block_size + 1, 2 * block_size, 2 * block_size + 1, 1}
-    return sorted(x for x in edges if 1 <= x <= limit)
-
-
 @st.composite
 def hf_cross_cases(draw: st.DrawFn, family: str | None = None, min_requests: int = 1) -> HFCrossCase:
     """A tiny case of ``family`` (drawn when None) with ``min_requests`` to 3 requests."""
@@ -140,21 +125,9 @@ def hf_cross_cases(draw: st.DrawFn, family: str | None = None, min_requests: int
     bs = draw(st.sampled_from(HF_BLOCK_SIZES), label="block_size")
     kbs = draw(st.sampled_from(divisors(bs)[::-1]), label="kernel_block_size")
     n = draw(st.integers(min_requests, max(min_requests, 3)), label="num_requests")
-    if family == "whisper":
-        edges = _edge_lengths(MAX_ENCODER_LEN, bs)
-        s = draw(
-            st.one_of(st.sampled_from(edges), st.integers(1, MAX_ENCODER_LEN)), label="max_source_positions"
-        )
-        length_field = draw(st.integers(1, MAX_TARGET_LEN), label="max_target_positions")
-        lens = (s,) * n
-    else:
-        s = None
-        length_field = draw(st.integers(1, MAX_ENCODER_LEN), label="max_position_embeddings")
-        edges = _edge_lengths(length_field, bs)
-        lens = tuple(
-            draw(st.one_of(st.sampled_from(edges), st.integers(1, length_field)), label=f"encoder_len[{i}]")
-            for i in range(n)
-        )
+    draw_lengths = families.FAMILIES[family].draw_lengths
+    assert draw_lengths is not None, f"family {family} has no length strategy"
+    length_field, s, lens = draw_lengths(draw, bs, n)
     m = draw(st.one_of(st.none(), st.integers(1, length_field)), label="max_model_len")
     queries = tuple(draw(st.integers(1, 3), label=f"num_queries[{i}]") for i in range(n))
     case = HFCrossCase(

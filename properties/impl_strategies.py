@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import cdiv
+from crossattn_sizing.intmath import cdiv
 from properties.strategies import divisors, encoder_lengths
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -23,8 +23,8 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing import admission, known_configs
+from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
@@ -128,21 +128,10 @@ def test_self_attention_matches_dense(
     check_self_attention(data, impl, sizing_policy, runner_factory=dcp_runner)
 
 
-def nemotron_parse_config(max_model_len: int = 2048) -> RunnerConfig:
-    """Nemotron-Parse with a 2048x1664 page: 3329 encoder tokens, no max_source_positions."""
-    return RunnerConfig(
-        max_model_len=max_model_len,
-        max_num_batched_tokens=4096,  # >= 3329, or the engine refuses to start
-        max_source_positions=None,
-        max_num_reqs=2,
-        groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
-    )
-
-
 def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
     """Two full-page requests in neighbouring rows, as a server batches them."""
-    config = nemotron_parse_config()
-    e = 3329
+    config = known_configs.nemotron_parse().replace(max_num_reqs=2)
+    e = known_configs.NEMOTRON_PAGE_TOKENS
     assert admission.admits(config, e)
     case = CrossCase(rows=(0, 1), encoder_lens=(e, e), num_queries=(1, 1))
     shape = AttentionShape(num_heads=1, head_dim=4, dtype=torch.float32)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
-from crossattn_sizing.checks import Invariant
+from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import Policy
 from properties.assertions import assert_invariant
 from properties.regressions import pinned_cases, record_failure

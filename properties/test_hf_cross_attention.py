@@ -13,7 +13,7 @@ forward on the same hidden states.
 A policy that leaves encoder tokens without a column is refused by the guard
 before any kernel runs and reported as a failure with the config it happened
 for; a wrong scale, swapped K/V or a short row read unguarded change the
-output and are caught by the comparison (tests/test_meta_hf.py shows each).
+output and are caught by the comparison (tests/meta/test_meta_hf.py shows each).
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from crossattn_sizing.runner import PagedRunner
 from properties.assertions import reproduce_command
 from properties.hf_strategies import (
     FAMILIES,
-    QUERY_PRESCALED,
     HFCrossCase,
     cross_attention_module,
     hf_cross_cases,
@@ -57,7 +56,7 @@ HF_TOLERANCE = Tolerance(
     reason="both sides are fp32 and compute the same sums in a different order (matmul vs the "
     "implementation's reduction, then the same out_proj): rounding differences of a few ulp per "
     "term: max abs error 6e-7 observed over 400 random cases (<= 300 keys, embed dim <= 64, |out| <= 2.2), "
-    "so >10x margin. The broken wirings of tests/test_meta_hf.py shrink to errors of 1e-3 and up.",
+    "so >10x margin. The broken wirings of tests/meta/test_meta_hf.py shrink to errors of 1e-3 and up.",
 )
 
 
@@ -114,7 +113,7 @@ def run_case(case: HFCrossCase, impl: Impl, policy: Policy, wiring: Wiring = COR
         keys = [module.k_proj(x).view(-1, heads, dim) for x in enc]
         values = [module.v_proj(x).view(-1, heads, dim) for x in enc]
         # The module's own scaling: folded into the query (Whisper) or applied to scores (BART).
-        prescale = QUERY_PRESCALED[case.family] and not wiring.drop_scaling
+        prescale = case.model_family.query_prescaled and not wiring.drop_scaling
         score_scale = 1.0 if (prescale or wiring.drop_scaling) else module.scaling
         queries = [module.q_proj(d) * (module.scaling if prescale else 1.0) for d in dec]
         queries = [q.view(-1, heads, dim) for q in queries]
@@ -205,18 +204,19 @@ PINNED = {
 
 
 def _property(family: str):  # type: ignore[no-untyped-def]
-    @example(case=PINNED[family])
     @given(case=hf_cross_cases(family))
     def prop(impl: Impl, sizing_policy: Policy, sizing_policy_spec: str, case: HFCrossCase) -> None:
         assert_matches_transformers(case, impl, sizing_policy, sizing_policy_spec)
 
-    prop.__name__ = f"test_{family}_cross_attention_matches_transformers"
+    if family in PINNED:
+        prop = example(case=PINNED[family])(prop)
+    prop.__name__ = f"test_{family.replace('-', '_')}_cross_attention_matches_transformers"
     prop.__doc__ = f"Paged cross-attention equals {family}'s own cross-attention forward."
     return prop
 
 
-test_whisper_cross_attention_matches_transformers = _property("whisper")
-test_bart_cross_attention_matches_transformers = _property("bart")
-test_mbart_cross_attention_matches_transformers = _property("mbart")
-
-assert set(PINNED) == set(FAMILIES)
+# One property per registered family with a transformers module (models/families/).
+for _family in FAMILIES:
+    _prop = _property(_family)
+    globals()[_prop.__name__] = _prop
+del _family, _prop

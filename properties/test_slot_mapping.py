@@ -42,7 +42,7 @@ def _expected(case: SlotCase, group: SlotGroup, request: SlotRequest, row: list[
 
 
 def check_slot_mapping(data: st.DataObject, impl: Impl) -> None:
-    """The body of the property, shared with the meta-tests (tests/test_meta_impl.py)."""
+    """The body of the property, shared with the meta-tests (tests/meta/test_meta_impl.py)."""
     case = data.draw(slot_cases(), label="case")
     pool_seed = data.draw(seeds(), label="pool_seed")
     requests = case.requests

@@ -1,7 +1,7 @@
 """Deliberately broken implementations: each must be caught by a differential property.
 
 Each one is a plausible slip in a paged-attention stack. If a property passes
-on one of these, it has gone blind (see test_meta_impl.py). They wrap the
+on one of these, it has gone blind (see meta/test_meta_impl.py). They wrap the
 working torch implementation and break exactly one thing.
 """
 
@@ -11,12 +11,13 @@ import math
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import torch
 
 from crossattn_sizing.attention import torch_paged_attention
 from crossattn_sizing.impl import TorchImpl
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, token_requests
+from crossattn_sizing.slot_mapping import PAD_SLOT_ID, token_requests
 
 
 class SlotOffByOne(TorchImpl):
@@ -74,10 +75,8 @@ class ReadsOneColumnPast(TorchImpl):
 
     name = "broken-reads-one-column-past"
 
-    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
-                        seq_lens, query_positions, layout, causal, scale):
-        return torch_paged_attention(query, key_cache, value_cache, table[1:], row_stride, query_start_loc,
-                                     seq_lens, query_positions, layout, causal, scale)
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        return torch_paged_attention(query, key_cache, value_cache, replace(step, table=step.table[1:]))
 
 
 class ReadsWholeBlocks(TorchImpl):
@@ -85,12 +84,10 @@ class ReadsWholeBlocks(TorchImpl):
 
     name = "broken-reads-whole-blocks"
 
-    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
-                        seq_lens, query_positions, layout: SlotLayout, causal, scale):
-        kbs = layout.kernel_block_size
-        rounded = (seq_lens + kbs - 1) // kbs * kbs
-        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
-                                     rounded, query_positions, layout, causal, scale)
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        kbs = step.layout.kernel_block_size
+        rounded = (step.seq_lens + kbs - 1) // kbs * kbs
+        return torch_paged_attention(query, key_cache, value_cache, replace(step, seq_lens=rounded))
 
 
 class CausalMaskDropped(TorchImpl):
@@ -98,10 +95,8 @@ class CausalMaskDropped(TorchImpl):
 
     name = "broken-no-causal-mask"
 
-    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
-                        seq_lens, query_positions, layout, causal, scale):
-        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
-                                     seq_lens, query_positions, layout, False, scale)
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        return torch_paged_attention(query, key_cache, value_cache, replace(step, causal=False))
 
 
 class KeysAndValuesSwapped(TorchImpl):
@@ -118,10 +113,8 @@ class SoftmaxWithoutMax(TorchImpl):
 
     name = "broken-softmax-without-max"
 
-    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
-                        seq_lens, query_positions, layout, causal, scale):
-        return torch_paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
-                                     seq_lens, query_positions, layout, causal, scale, subtract_max=False)
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        return torch_paged_attention(query, key_cache, value_cache, step, subtract_max=False)
 
 
 class MergeEmptyRankAsZeroLse(TorchImpl):
@@ -166,12 +159,10 @@ class MisbehavesOnRank1(TorchImpl):
     def misbehave(self) -> None:
         raise NotImplementedError
 
-    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
-                        seq_lens, query_positions, layout, causal, scale):
-        if layout.rank == 1:
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        if step.layout.rank == 1:
             self.misbehave()
-        return super().paged_attention(query, key_cache, value_cache, table, row_stride, query_start_loc,
-                                       seq_lens, query_positions, layout, causal, scale)
+        return super().paged_attention(query, key_cache, value_cache, step)
 
 
 class DiesOnRank1(MisbehavesOnRank1):

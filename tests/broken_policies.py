@@ -1,13 +1,14 @@
 """Deliberately broken sizing policies: each must be caught by the property suite.
 
 Each one is a plausible slip in the width formula. If the properties pass on
-any of these, a property has gone blind (see test_meta_capacity.py).
+any of these, a property has gone blind (see meta/test_meta_capacity.py).
 """
 
 from __future__ import annotations
 
 from crossattn_sizing.config import GroupKind, RunnerConfig
-from crossattn_sizing.policies import align_up, alignment_multiple, cdiv, sizing_length
+from crossattn_sizing.intmath import align_up, cdiv
+from crossattn_sizing.policies import alignment_multiple, sizing_length
 
 
 def _attention_widths(config: RunnerConfig, blocks_of) -> tuple[int, ...]:  # type: ignore[no-untyped-def]

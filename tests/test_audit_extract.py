@@ -14,9 +14,17 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing import cli
-from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, NEMOTRON, UNREADABLE, audit_tree, sweep_configs
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, open_dir
+from crossattn_sizing.audit.verdicts import (
+    ABSENT,
+    FAILS,
+    HOLDS,
+    NEMOTRON,
+    UNREADABLE,
+    audit_tree,
+    sweep_configs,
+)
 from crossattn_sizing.policies import widths
 
 LENGTHS = {

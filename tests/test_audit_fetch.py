@@ -15,8 +15,8 @@ import pytest
 
 from crossattn_sizing import cli
 from crossattn_sizing.audit import sources
-from crossattn_sizing.audit.check import audit_tree
 from crossattn_sizing.audit.sources import FetchError, ZipTree, cached_wheel, fetch_wheel
+from crossattn_sizing.audit.verdicts import audit_tree
 
 RUNNER = """
 from vllm.utils.math_utils import cdiv

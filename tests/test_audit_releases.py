@@ -22,7 +22,8 @@ import json
 
 import pytest
 
-from crossattn_sizing.audit.check import (
+from crossattn_sizing.audit.extract import read_runner
+from crossattn_sizing.audit.verdicts import (
     ABSENT,
     FAILS,
     HOLDS,
@@ -33,7 +34,6 @@ from crossattn_sizing.audit.check import (
     manager_twin,
     sweep_configs,
 )
-from crossattn_sizing.audit.extract import read_runner
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.policies import widths
 from tests.test_audit_extract import (

@@ -11,10 +11,10 @@ import shlex
 
 import pytest
 
-from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict, audit_tree
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.report import exit_status
 from crossattn_sizing.audit.scope import DISPATCH_PATH, v2_encoder_decoder_scope
+from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict, audit_tree
 from tests.test_audit_extract import fixture, run_cli, tree_of, v1_files, v2_files, write_tree
 
 

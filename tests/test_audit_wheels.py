@@ -12,8 +12,8 @@ import os
 
 import pytest
 
-from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, NEMOTRON, audit_tree, sweep_configs
 from crossattn_sizing.audit.sources import open_release
+from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, NEMOTRON, audit_tree, sweep_configs
 
 pytestmark = [
     pytest.mark.audit_wheels,

@@ -42,16 +42,16 @@ from properties.impl_strategies import (
 from properties.test_attention import check_cross_attention, check_self_attention
 from properties.test_distributed_dcp import DCP_SIZES, dcp_configs
 from tests.broken_impls import InterleaveIgnored, MergeWithoutLse
-from tests.test_meta_impl import CAUGHT, failure
+from tests.meta.test_meta_impl import CAUGHT, failure
 
 pytestmark = pytest.mark.slow
 
 MRV2 = BUILTIN_POLICIES["mrv2"]
 # Enough examples to meet interleave > 1 and several requests; no shrinking (a failing
-# example is all a meta-test needs, see test_meta_impl.py).
+# example is all a meta-test needs, see meta/test_meta_impl.py).
 FEW = settings(CAUGHT, max_examples=30)
 # The ci profile's budget for the broken implementations: a wrong ownership only shows
-# with interleave > 1 and a causal mask or a partial last block, as in test_meta_impl.py.
+# with interleave > 1 and a causal mask or a partial last block, as in meta/test_meta_impl.py.
 CI_BUDGET = CAUGHT
 SAFETY_S = 600
 

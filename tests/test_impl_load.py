@@ -73,3 +73,34 @@ def test_pytest_option_with_a_bad_impl_stops_the_session_once() -> None:
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
     assert out.count("unknown implementation 'nope'") == 1, out
+
+
+class OldFormImpl:
+    """Written to the earlier interface: eleven positional paged_attention arguments."""
+
+    name = "old-form"
+
+    def __init__(self, device: object) -> None:
+        self.device = device
+
+    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def write_kv(self, key_cache, value_cache, key, value, slots):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def paged_attention(self, query, key_cache, value_cache, table, row_stride, query_start_loc,  # type: ignore[no-untyped-def]
+                        seq_lens, query_positions, layout, causal, scale):
+        raise NotImplementedError
+
+    def merge(self, outs, lses):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+def test_an_old_form_implementation_is_refused_with_the_change_to_make() -> None:
+    with pytest.raises(PolicyLoadError) as info:
+        load_impl("tests.test_impl_load:OldFormImpl", "cpu")
+    message = str(info.value)
+    assert "does not take step" in message
+    assert "paged_attention(query=, key_cache=, value_cache=, step=)" in message
+    assert "docs/implementation-interface.md" in message

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.attention import lse_merge, resolve_duplicate_slots, torch_paged_attention
 from crossattn_sizing.slot_mapping import SlotLayout, global_position, global_positions, local_length
+from crossattn_sizing.step import AttentionStep
 from reference import attention as ref_attention
 from reference import slots as ref_slots
 
@@ -75,10 +76,9 @@ def test_a_query_that_sees_no_key_gets_zero_and_minus_infinity() -> None:
     key_cache[3] = 1.0
     value_cache[3] = 2.0
     table = torch.tensor([3, 0], dtype=torch.int32)
-    out, lse = torch_paged_attention(
-        torch.ones(1, 1, 2), key_cache, value_cache, table, 1, torch.tensor([0, 1], dtype=torch.int32),
-        torch.tensor([1], dtype=torch.int32), torch.tensor([0]), SlotLayout(1, 2, 1, 1), True, 1.0,
-    )
+    qsl, seq_lens = torch.tensor([0, 1], dtype=torch.int32), torch.tensor([1], dtype=torch.int32)
+    step = AttentionStep(table, 1, qsl, seq_lens, torch.tensor([0]), SlotLayout(1, 2, 1, 1), True, 1.0)
+    out, lse = torch_paged_attention(torch.ones(1, 1, 2), key_cache, value_cache, step)
     assert out.tolist() == [[[0.0, 0.0]]]
     assert lse.tolist() == [[-math.inf]]
 
@@ -89,10 +89,9 @@ def test_a_poisoned_cell_reaches_the_output() -> None:
     key_cache[0] = 1.0
     value_cache[0] = 2.0  # cell 1 stays poisoned
     table = torch.tensor([0, 0], dtype=torch.int32)
-    out, lse = torch_paged_attention(
-        torch.ones(1, 1, 2), key_cache, value_cache, table, 1, torch.tensor([0, 1], dtype=torch.int32),
-        torch.tensor([2], dtype=torch.int32), torch.tensor([0]), SlotLayout(2), False, 1.0,
-    )
+    step = AttentionStep(table, 1, torch.tensor([0, 1], dtype=torch.int32),
+                         torch.tensor([2], dtype=torch.int32), torch.tensor([0]), SlotLayout(2), False, 1.0)
+    out, lse = torch_paged_attention(torch.ones(1, 1, 2), key_cache, value_cache, step)
     assert torch.isnan(out).all()
     assert torch.isnan(lse).all()
     merged = lse_merge([out, torch.zeros_like(out)], [lse, torch.full_like(lse, -math.inf)])

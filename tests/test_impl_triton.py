@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from crossattn_sizing.impl import TorchImpl, TritonImpl, load_impl
 from crossattn_sizing.policies import BUILTIN_POLICIES
 from crossattn_sizing.slot_mapping import SlotLayout
+from crossattn_sizing.step import AttentionStep
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 
@@ -104,10 +105,10 @@ def test_attention_kernel_agrees_with_the_torch_path(
     query = torch.randn(21, heads, head_dim, generator=gen).to(dtype)
     q_pos = torch.randint(0, 8 * kbs * layout.dcp_size, (21,), generator=gen)
     for causal in (False, True):
-        want = TorchImpl().paged_attention(query, key_cache, value_cache, table, 8, qsl, seq_lens, q_pos,
-                                           layout, causal, 0.5)
-        got = triton_impl.paged_attention(query, key_cache, value_cache, table, 8, qsl, seq_lens, q_pos,
-                                          layout, causal, 0.5)
+        step = AttentionStep(table, 8, qsl, seq_lens, q_pos, layout, causal, 0.5)
+        tensors = {"query": query, "key_cache": key_cache, "value_cache": value_cache}
+        want = TorchImpl().paged_attention(**tensors, step=step)
+        got = triton_impl.paged_attention(**tensors, step=step)
         torch.testing.assert_close(got[0], want[0], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(got[1], want[1], rtol=1e-5, atol=1e-5)
     assert cells == key_cache.shape[0] * key_cache.shape[1]

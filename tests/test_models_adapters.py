@@ -155,3 +155,16 @@ def test_missing_transformers_is_one_clear_error(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(builtins, "__import__", no_transformers)
     with pytest.raises(HarnessError, match=r"crossattn-sizing\[hf\]"):
         _hf.require_transformers()
+
+
+def test_every_registered_family_is_found_by_name_and_model_type() -> None:
+    """The registry is the only list: each family's default config builds a scenario through it."""
+    from crossattn_sizing.models import families
+
+    assert len(adapters.MODEL_NAMES) == len(families.REGISTERED)
+    for family in families.REGISTERED:
+        config = adapters.default_hf_config(family.name)
+        assert families.by_model_type(adapters.model_type(config)) is family
+        scenario = adapters.build_scenario(config)
+        assert scenario.encoder_len.value >= 1
+        assert scenario.config.max_source_positions == adapters.source_positions(config)

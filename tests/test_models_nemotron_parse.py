@@ -74,3 +74,14 @@ def test_patch_and_image_size_are_read_from_a_nested_encoder_too() -> None:
 def test_unknown_attribute_is_an_attribute_error() -> None:
     with pytest.raises(AttributeError):
         nemotron_parse.NoSuchThing  # noqa: B018
+
+
+def test_known_pages_agree_with_the_encoder_rule() -> None:
+    """The figures the audit and the properties replay are what the encoder-token rule gives."""
+    from crossattn_sizing import known_configs
+
+    assert nemotron_parse.encoder_tokens(known_configs.NEMOTRON_PAGE) == known_configs.NEMOTRON_PAGE_TOKENS
+    narrow = nemotron_parse.encoder_tokens(known_configs.NEMOTRON_NARROW_PAGE)
+    assert narrow == known_configs.NEMOTRON_NARROW_PAGE_TOKENS
+    assert known_configs.nemotron_parse().max_source_positions is None
+    assert known_configs.NEMOTRON_BATCHED_TOKENS >= known_configs.NEMOTRON_PAGE_TOKENS

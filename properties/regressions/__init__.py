@@ -13,7 +13,8 @@ import json
 import os
 from pathlib import Path
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing import known_configs
+from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
 from properties.strategies import CapacityCase
@@ -28,25 +29,13 @@ def regressions_dir() -> Path:
 
 
 def nemotron_parse(max_model_len: int) -> CapacityCase:
-    """Nemotron-Parse, 2048x1664 page at patch 16: 3329 encoder tokens, no max_source_positions."""
-    config = RunnerConfig(
-        max_model_len=max_model_len,
-        max_num_batched_tokens=4096,  # >= 3329: the engine refuses to start otherwise
-        max_source_positions=None,
-        groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
-    )
-    return CapacityCase(config, (3329,))
+    """One Nemotron-Parse page (no max_source_positions) under ``--max-model-len max_model_len``."""
+    return CapacityCase(known_configs.nemotron_parse(max_model_len), (known_configs.NEMOTRON_PAGE_TOKENS,))
 
 
 def whisper() -> CapacityCase:
     """Whisper: 1500 encoder frames, max_source_positions 1500, max_model_len 448 (safe)."""
-    config = RunnerConfig(
-        max_model_len=448,
-        max_num_batched_tokens=1500,
-        max_source_positions=1500,
-        groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
-    )
-    return CapacityCase(config, (1500,))
+    return CapacityCase(known_configs.whisper(), (known_configs.WHISPER_FRAMES,))
 
 
 def load_case(path: Path) -> CapacityCase:

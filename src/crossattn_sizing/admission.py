@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import cdiv
+from crossattn_sizing.intmath import cdiv
 
 
 def encoder_bound(config: RunnerConfig) -> int:

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 
 import torch
 
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_positions
+from crossattn_sizing.slot_mapping import PAD_SLOT_ID, global_positions
+from crossattn_sizing.step import AttentionStep
 
 
 def torch_write_kv(
@@ -67,14 +68,7 @@ def torch_paged_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
     value_cache: torch.Tensor,
-    table: torch.Tensor,
-    row_stride: int,
-    query_start_loc: torch.Tensor,
-    seq_lens: torch.Tensor,
-    query_positions: torch.Tensor,
-    layout: SlotLayout,
-    causal: bool,
-    scale: float,
+    step: AttentionStep,
     subtract_max: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of each query over its request's keys on this rank, read through the table.
@@ -89,6 +83,9 @@ def torch_paged_attention(
     ``<=`` the query's. Returns fp32 ``out [Q, heads, head_dim]`` and
     ``lse [Q, heads]``; a query that sees no key gets 0 and ``-inf``.
     """
+    table, row_stride, seq_lens = step.table, step.row_stride, step.seq_lens
+    query_start_loc, query_positions = step.query_start_loc, step.query_positions
+    layout, causal, scale = step.layout, step.causal, step.scale
     num_q, heads, head_dim = query.shape
     device = query.device
     out = torch.zeros(num_q, heads, head_dim, dtype=torch.float32, device=device)

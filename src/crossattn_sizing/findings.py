@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, Phase, find, settings
 from hypothesis import strategies as st
 from hypothesis.errors import NoSuchExample
 
-from crossattn_sizing import admission
+from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import TorchImpl
@@ -194,7 +194,7 @@ def dcp_cross_attention_finding(policy: Policy, max_examples: int = 2000) -> Dcp
     err = faithful_cross_overflow(config, widths, e)
     assert err is not None  # find returned a case satisfying the condition
     g = config.cross_groups()[0]
-    group = config.groups[g]
+    need = capacity.demand(config, config.groups[g], e)
     return DcpCrossAttentionFinding(
         policy=policy_name(policy),
         config=config,
@@ -202,8 +202,8 @@ def dcp_cross_attention_finding(policy: Policy, max_examples: int = 2000) -> Dcp
         encoder_len=e,
         needed=err.needed,
         width=widths[g],
-        allocated=admission.entries_received(config, group, e),
-        sharded_needed=admission.entries_needed(config, group, e),
+        allocated=need.received,
+        sharded_needed=need.needed,
         first_position=err.first_position,
     )
 

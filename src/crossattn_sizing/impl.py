@@ -19,6 +19,7 @@ A user's own is named ``module:attr``, where ``attr`` is a callable taking the
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
@@ -26,12 +27,15 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.callables import load_callable
 from crossattn_sizing.devices import require_device
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.policies import load_callable
 from crossattn_sizing.slot_mapping import SlotLayout, torch_slot_mapping
+from crossattn_sizing.step import AttentionStep
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")
+PAGED_ATTENTION_KEYWORDS = ("query", "key_cache", "value_cache", "step")
+"""The keywords the harness calls ``paged_attention`` with."""
 
 
 @runtime_checkable
@@ -66,20 +70,13 @@ class Impl(Protocol):
         ...
 
     def paged_attention(
-        self,
-        query: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        table: torch.Tensor,
-        row_stride: int,
-        query_start_loc: torch.Tensor,
-        seq_lens: torch.Tensor,
-        query_positions: torch.Tensor,
-        layout: SlotLayout,
-        causal: bool,
-        scale: float,
+        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """fp32 ``(out [Q, H, D], lse [Q, H])`` of each query over its request's keys on this rank."""
+        """fp32 ``(out [Q, H, D], lse [Q, H])`` of each query over its request's keys on this rank.
+
+        Called by keyword (``query=, key_cache=, value_cache=, step=``); ``step``
+        carries the table and the step's metadata (:class:`AttentionStep`).
+        """
         ...
 
     def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -118,23 +115,9 @@ class TorchImpl:
         torch_write_kv(key_cache, value_cache, key, value, slots)
 
     def paged_attention(
-        self,
-        query: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        table: torch.Tensor,
-        row_stride: int,
-        query_start_loc: torch.Tensor,
-        seq_lens: torch.Tensor,
-        query_positions: torch.Tensor,
-        layout: SlotLayout,
-        causal: bool,
-        scale: float,
+        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch_paged_attention(
-            query, key_cache, value_cache, table, row_stride, query_start_loc, seq_lens,
-            query_positions, layout, causal, scale,
-        )
+        return torch_paged_attention(query, key_cache, value_cache, step)
 
     def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         return lse_merge(outs, lses)
@@ -143,13 +126,13 @@ class TorchImpl:
         return f"{type(self).__name__}(device={str(self.device)!r})"
 
 
-class TritonImpl(TorchImpl):
-    """Triton kernels for slot mapping, KV write and paged attention; torch for the merge."""
+class TritonImpl:
+    """Triton kernels for slot mapping, KV write and paged attention; the torch merge (``lse_merge``)."""
 
     name = "triton"
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
-        super().__init__(device)
+        self.device = torch.device(device)
         self._kernels = import_triton_kernels(self.device)
 
     def slot_mapping(
@@ -177,23 +160,15 @@ class TritonImpl(TorchImpl):
         self._kernels.triton_write_kv(key_cache, value_cache, key, value, slots)
 
     def paged_attention(
-        self,
-        query: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        table: torch.Tensor,
-        row_stride: int,
-        query_start_loc: torch.Tensor,
-        seq_lens: torch.Tensor,
-        query_positions: torch.Tensor,
-        layout: SlotLayout,
-        causal: bool,
-        scale: float,
+        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._kernels.triton_paged_attention(
-            query, key_cache, value_cache, table, row_stride, query_start_loc, seq_lens,
-            query_positions, layout, causal, scale,
-        )
+        return self._kernels.triton_paged_attention(query, key_cache, value_cache, step)
+
+    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        return lse_merge(outs, lses)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={str(self.device)!r})"
 
 
 def import_triton_kernels(device: torch.device):  # type: ignore[no-untyped-def]
@@ -236,6 +211,32 @@ BUILTIN_IMPLS: dict[str, Callable[[torch.device], Impl]] = {
 }
 
 
+def old_paged_attention_form(impl: object) -> str | None:
+    """Why ``impl.paged_attention`` cannot be called the current way, or None when it can.
+
+    The harness calls ``paged_attention(query=, key_cache=, value_cache=, step=)``.
+    An implementation written to the earlier interface (eleven positional
+    arguments: ``table, row_stride, ..., scale``) is refused when it loads, with
+    the change to make, rather than failing with a TypeError in the first step.
+    """
+    try:
+        params = inspect.signature(impl.paged_attention).parameters  # type: ignore[attr-defined]
+    except (TypeError, ValueError):  # a builtin or C callable: nothing to read, let the run tell
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    missing = [n for n in PAGED_ATTENTION_KEYWORDS if n not in params]
+    if not missing:
+        return None
+    return (
+        f"{type(impl).__name__}.paged_attention({', '.join(params)}) does not take "
+        f"{', '.join(missing)}: the harness calls paged_attention(query=, key_cache=, value_cache=, "
+        "step=) with an AttentionStep (crossattn_sizing.step) holding table, row_stride, "
+        "query_start_loc, seq_lens, query_positions, layout, causal and scale (see "
+        "docs/implementation-interface.md)"
+    )
+
+
 def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     """The implementation named by ``spec`` (``torch``, ``triton`` or ``module:attr``) on ``device``.
 
@@ -270,6 +271,9 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
             f"implementation {spec!r}: {type(impl).__name__} lacks {', '.join(missing)} "
             "(see docs/implementation-interface.md)"
         )
+    old_form = old_paged_attention_form(impl)
+    if old_form is not None:
+        raise PolicyLoadError(f"implementation {spec!r}: {old_form}")
     if not hasattr(impl, "device"):
         impl.device = dev  # type: ignore[attr-defined]
     if not isinstance(getattr(impl, "name", None), str):

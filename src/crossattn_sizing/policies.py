@@ -9,28 +9,19 @@ engine's releases as described in shared/spec.md; a user's own is named as
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from crossattn_sizing.callables import load_callable
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError, PolicyCallError, PolicyLoadError
+from crossattn_sizing.errors import HarnessError, PolicyCallError
+from crossattn_sizing.intmath import align_up, cdiv
 
 Policy = Callable[[RunnerConfig], tuple[int, ...]]
 Alignment = Literal["none", "pow2", "gcd"]
 Length = Literal["fixed", "prefix", "v1"]
-
-
-def cdiv(a: int, b: int) -> int:
-    """Ceiling division on non-negative ints."""
-    return -(-a // b)
-
-
-def align_up(n: int, a: int) -> int:
-    """``n`` rounded up to a multiple of ``a``."""
-    return cdiv(n, a) * a
 
 
 def sizing_length(config: RunnerConfig, length: Length) -> int:
@@ -119,32 +110,6 @@ def load_policy(spec: str) -> Policy:
 
         return load_engine_policy(spec)
     return load_callable(spec, BUILTIN_POLICIES, "sizing policy")
-
-
-def load_callable(spec: str, builtins: dict, what: str):  # type: ignore[no-untyped-def]
-    """Resolve ``spec`` as a built-in name or a ``module:attr`` path (shared by policies and impls)."""
-    if spec in builtins:
-        return builtins[spec]
-    if ":" not in spec:
-        known = ", ".join(sorted(builtins))
-        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is the user's path, reported as such
-        raise PolicyLoadError(
-            f"{what} {spec!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc})"
-        ) from exc
-    obj = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise PolicyLoadError(f"{what} {spec!r}: {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise PolicyLoadError(f"{what} {spec!r}: {attr!r} is not callable")
-    return obj
 
 
 def policy_name(policy: Policy) -> str:

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from crossattn_sizing import admission
+from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.policies import Alignment, Length, Policy, SizingPolicy, checked_widths, policy_name
@@ -436,9 +436,8 @@ def scalar_check(policy: Policy, config: RunnerConfig) -> Counterexample | None:
     group = config.groups[0]
     given = checked_widths(policy, config)[0]
     e = admission.encoder_bound(config)
-    needed = admission.entries_needed(config, group, e)
-    allocated = admission.entries_received(config, group, e)
-    if needed <= given and allocated <= given:
+    needed, allocated = need = capacity.demand(config, group, e)
+    if not need.overflows(given):
         return None
     return Counterexample(
         group.block_size, group.kbs, config.dcp_size, config.dcp_interleave, config.max_model_len,
@@ -472,11 +471,7 @@ def _vector_mask(g: _Groups, ln: _Lengths) -> np.ndarray:
     """
     ng = ln.neg_l // g.span
     ng *= g.per
-    fail = (ln.neg_e // g.kbs_c) < ng
-    na = ln.neg_e // g.bs_c
-    na *= g.bpk
-    fail |= na < ng
-    return fail
+    return capacity.overflows_negated(ng, ln.neg_e, g.kbs_c, g.bs_c, g.bpk)
 
 
 def _tiles(n_groups: int, n_lengths: int, chunk_size: int) -> Iterator[tuple[int, int, int, int]]:

@@ -14,8 +14,9 @@ import os
 import pytest
 
 from crossattn_sizing import profiles
+from crossattn_sizing.callables import load_callable
 from crossattn_sizing.errors import HarnessError, OptionError
-from crossattn_sizing.policies import Policy, load_callable, load_checked_policy
+from crossattn_sizing.policies import Policy, load_checked_policy
 
 DEVICES = ("cpu", "cuda")
 DCP_BACKENDS = ("inprocess", "gloo", "nccl")

@@ -45,8 +45,9 @@ from crossattn_sizing.attention import resolve_duplicate_slots
 from crossattn_sizing.block_table import DeviceBlockTable
 from crossattn_sizing.config import GroupKind, RunnerConfig
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import cdiv
+from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
+from crossattn_sizing.step import AttentionStep
 
 CrossMode = Literal["faithful", "sharded"]
 
@@ -286,18 +287,18 @@ class PagedRunner:
                     table.check_lookup(row, (n - 1) // kbs, first_position=first)
                     inputs.check_lookup(b, (n - 1) // kbs, first_position=first)
             key_cache, value_cache = self.caches[(g, rank)]
+            step = AttentionStep(
+                table=inputs.storage,
+                row_stride=inputs.width,
+                query_start_loc=qsl,
+                seq_lens=torch.tensor(local, dtype=torch.int32, device=self.device),
+                query_positions=q_pos,
+                layout=layout,
+                causal=causal,
+                scale=self.scale,
+            )
             out, lse = self.impl.paged_attention(
-                query,
-                key_cache,
-                value_cache,
-                inputs.storage,
-                inputs.width,
-                qsl,
-                torch.tensor(local, dtype=torch.int32, device=self.device),
-                q_pos,
-                layout,
-                causal,
-                self.scale,
+                query=query, key_cache=key_cache, value_cache=value_cache, step=step
             )
             outs.append(out)
             lses.append(lse)

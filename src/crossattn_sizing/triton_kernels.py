@@ -22,6 +22,7 @@ import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout
+from crossattn_sizing.step import AttentionStep
 
 _SLOT_BLOCK = 256
 _WRITE_TOKENS = 64
@@ -252,16 +253,12 @@ def triton_paged_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
     value_cache: torch.Tensor,
-    table: torch.Tensor,
-    row_stride: int,
-    query_start_loc: torch.Tensor,
-    seq_lens: torch.Tensor,
-    query_positions: torch.Tensor,
-    layout: SlotLayout,
-    causal: bool,
-    scale: float,
+    step: AttentionStep,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Launch the paged attention kernel; same contract as the torch path."""
+    table, row_stride, seq_lens = step.table, step.row_stride, step.seq_lens
+    query_start_loc, query_positions = step.query_start_loc, step.query_positions
+    layout, causal, scale = step.layout, step.causal, step.scale
     num_q, heads, head_dim = query.shape
     out = torch.zeros(num_q, heads, head_dim, dtype=torch.float32, device=query.device)
     lse = torch.full((num_q, heads), float("-inf"), dtype=torch.float32, device=query.device)

@@ -21,9 +21,9 @@ is the fallback where the release's own code cannot be executed; an executed
 verdict would carry "executed" in the same field.
 """
 
-from crossattn_sizing.audit.check import RunnerVerdict, audit_tree
 from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, SourceTree, ZipTree, fetch_wheel, open_dir
+from crossattn_sizing.audit.verdicts import RunnerVerdict, audit_tree
 
 __all__ = [
     "RUNNERS",

@@ -11,9 +11,9 @@ import datetime
 import os
 from pathlib import Path
 
-from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.report import EXIT_MEANINGS, detail_lines, exit_status
+from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.outputs import write_text
 
 Results = list[tuple[str, list[RunnerVerdict]]]

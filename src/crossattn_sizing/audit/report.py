@@ -20,8 +20,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from crossattn_sizing.audit.check import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.audit.extract import RUNNERS
+from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
 from crossattn_sizing.outputs import write_text
 
 EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3

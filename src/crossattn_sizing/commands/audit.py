@@ -15,7 +15,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from crossattn_sizing.audit.check import audit_tree, sweep_configs
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.markdown import render_markdown, write_markdown
 from crossattn_sizing.audit.report import exit_status, render, write_json
@@ -28,6 +27,7 @@ from crossattn_sizing.audit.sources import (
     open_release,
     provenance,
 )
+from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.outputs import output_file
 

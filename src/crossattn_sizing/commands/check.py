@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 
 from crossattn_sizing import admission
-from crossattn_sizing.checks import violations
+from crossattn_sizing.capacity import violations
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_option

@@ -20,6 +20,7 @@ import math
 import shlex
 from typing import Any
 
+from crossattn_sizing import known_configs
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
@@ -35,7 +36,9 @@ DESCRIPTION = (
 )
 DEFAULTS: dict[str, dict[str, Any]] = {
     # The shape that overflows before the fix: a page wider than the default one, M well below e.
-    "nemotron-parse": {"image_size": (2048, 1664), "max_model_len": 2048},
+    "nemotron-parse": {
+        "image_size": known_configs.NEMOTRON_PAGE, "max_model_len": known_configs.NEMOTRON_MAX_MODEL_LEN
+    },
 }
 DEFAULT_BLOCK_SIZE = 16
 MAX_SIMULATED_TOKENS = 1 << 16  # the drift run allocates e tokens of K/V per request on the host

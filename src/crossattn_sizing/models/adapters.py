@@ -31,8 +31,9 @@ from typing import Any
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import ConfigError, HarnessError
-from crossattn_sizing.models import nemotron_parse
 from crossattn_sizing.models._hf import require_transformers
+from crossattn_sizing.models.families import FAMILIES, by_model_type
+from crossattn_sizing.models.family import Derived, int_field
 
 LENGTH_KEYS = (
     "max_position_embeddings",
@@ -50,36 +51,16 @@ LENGTH_KEYS = (
 DEFAULT_MAX_MODEL_LEN = 2048
 """The engine's fallback when a config has none of :data:`LENGTH_KEYS`."""
 
-MODEL_NAMES = {
-    "nemotron-parse": nemotron_parse.MODEL_TYPE,
-    "whisper": "whisper",
-    "bart": "bart",
-    "mbart": "mbart",
-}
-"""CLI names of the models with an adapter, and their ``model_type``."""
+MODEL_NAMES = {f.name: f.model_type for f in FAMILIES.values()}
+"""CLI names of the registered model families (:mod:`.families`), and their ``model_type``."""
 
 SCENARIO_REQUESTS = 2
 """Requests in a scenario: two, so a row that spills has a neighbour to spill into."""
 
 
-@dataclass(frozen=True)
-class Derived:
-    """A value and the one-line reason it has that value (printed by ``reproduce``)."""
-
-    value: int
-    why: str
-
-
-def _int_field(config: Any, key: str) -> int | None:
-    value = getattr(config, key, None)
-    if isinstance(value, bool) or not isinstance(value, int):
-        return None
-    return value
-
-
 def derive_max_model_len(hf_config: Any, requested: int | None = None) -> Derived:
     """``M`` as the engine derives it: the smallest length field, or the user's smaller value."""
-    found = {k: v for k in LENGTH_KEYS if (v := _int_field(hf_config, k)) is not None}
+    found = {k: v for k in LENGTH_KEYS if (v := int_field(hf_config, k)) is not None}
     if found:
         key = min(found, key=lambda k: found[k])
         derived = Derived(found[key], f"{key}={found[key]}, the smallest length field of the config")
@@ -101,43 +82,11 @@ def derive_max_model_len(hf_config: Any, requested: int | None = None) -> Derive
 
 def source_positions(hf_config: Any) -> int | None:
     """``S``: the config's ``max_source_positions``, ``None`` when the field is absent."""
-    return _int_field(hf_config, "max_source_positions")
+    return int_field(hf_config, "max_source_positions")
 
 
 def model_type(hf_config: Any) -> str:
     return str(getattr(hf_config, "model_type", "") or "")
-
-
-def whisper_encoder_tokens(hf_config: Any) -> Derived:
-    """Whisper pads every input to 30 s: always ``max_source_positions`` encoder frames."""
-    s = source_positions(hf_config)
-    if s is None or s < 1:
-        raise ConfigError("max_source_positions", s, "a Whisper config needs a positive one")
-    return Derived(s, f"max_source_positions={s}: Whisper pads every input to 30 s of audio")
-
-
-def bart_encoder_tokens(hf_config: Any, source_len: int | None = None) -> Derived:
-    """BART/mBART: the source length, at most ``max_position_embeddings`` (the longest it embeds)."""
-    limit = _int_field(hf_config, "max_position_embeddings")
-    if limit is None or limit < 1:
-        raise ConfigError("max_position_embeddings", limit, "a BART-like config needs a positive one")
-    if source_len is None:
-        return Derived(limit, f"max_position_embeddings={limit}, the longest source the encoder embeds")
-    if isinstance(source_len, bool) or not isinstance(source_len, int) or not 1 <= source_len <= limit:
-        raise ConfigError(
-            "encoder_tokens", source_len, f"must be 1..{limit} (max_position_embeddings of the encoder)"
-        )
-    return Derived(source_len, f"a source of {source_len} tokens (<= max_position_embeddings={limit})")
-
-
-def nemotron_parse_encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None = None) -> Derived:
-    """One page: ``(H // p) * ((W // p) // 4) + 1`` at the config's (or the given) page size."""
-    p = nemotron_parse.patch_size_of(hf_config)
-    h, w = image_size if image_size is not None else nemotron_parse.image_size_of(hf_config)
-    e = nemotron_parse.encoder_tokens((h, w), p)
-    rows, cols = h // p, (w // p) // nemotron_parse.NECK_WIDTH_STRIDE
-    return Derived(e, f"a {h}x{w} page at patch {p}: ({h} // {p}) * (({w} // {p}) // 4) + 1 = "
-                      f"{rows} * {cols} + 1 = {e}")
 
 
 def encoder_tokens(
@@ -153,20 +102,13 @@ def encoder_tokens(
     passing one that does not apply is an error rather than silently ignored.
     """
     kind = model_type(hf_config)
-    if image_size is not None and kind != nemotron_parse.MODEL_TYPE:
+    family = by_model_type(kind)
+    if image_size is not None and (family is None or not family.takes_image_size):
         shown = "x".join(map(str, image_size))
-        raise ConfigError("image_size", shown, f"applies to nemotron-parse, not {kind!r}")
-    if kind == nemotron_parse.MODEL_TYPE:
-        if source_len is not None:
-            raise ConfigError("encoder_tokens", source_len, "nemotron-parse counts them from the page size")
-        return nemotron_parse_encoder_tokens(hf_config, image_size)
-    if kind == "whisper":
-        derived = whisper_encoder_tokens(hf_config)
-        if source_len is not None and source_len != derived.value:
-            raise ConfigError("encoder_tokens", source_len, f"Whisper always has {derived.value}")
-        return derived
-    if kind in ("bart", "mbart"):
-        return bart_encoder_tokens(hf_config, source_len)
+        takers = ", ".join(f.name for f in FAMILIES.values() if f.takes_image_size)
+        raise ConfigError("image_size", shown, f"applies to {takers}, not {kind!r}")
+    if family is not None:
+        return family.encoder_tokens(hf_config, image_size, source_len)
     if source_len is None:
         known = ", ".join(sorted(MODEL_NAMES))
         raise ConfigError(
@@ -263,8 +205,9 @@ def default_hf_config(name: str) -> Any:
 def hf_config_from_dict(data: Mapping[str, Any]) -> Any:
     """A transformers config from a config.json's contents, by its ``model_type``.
 
-    Nemotron-Parse gets the local stand-in class; any other type transformers
-    knows gets its own class (``AutoConfig.for_model``, no hub access).
+    A registered family with a class of its own (Nemotron-Parse's local
+    stand-in) gets it; any other type transformers knows gets its own class
+    (``AutoConfig.for_model``, no hub access).
     """
     if not isinstance(data, Mapping):
         raise ConfigError("config", type(data).__name__, "must be a JSON object")
@@ -273,9 +216,11 @@ def hf_config_from_dict(data: Mapping[str, Any]) -> Any:
         raise ConfigError("model_type", kind, "a transformers config needs a model_type")
     fields = {k: v for k, v in data.items() if k != "model_type"}
     check_field_types(fields)
-    if kind == nemotron_parse.MODEL_TYPE:
-        nemotron_parse.check_image_size(fields.get("image_size", nemotron_parse.DEFAULT_IMAGE_SIZE))
-        build = nemotron_parse.NemotronParseConfig
+    family = by_model_type(kind)
+    if family is not None and family.check_fields is not None:
+        family.check_fields(fields)
+    if family is not None and family.config_class is not None:
+        build = family.config_class
     else:
         build = functools.partial(require_transformers().AutoConfig.for_model, kind)
     try:

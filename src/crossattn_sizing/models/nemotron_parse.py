@@ -24,11 +24,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from crossattn_sizing import known_configs
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.models._hf import require_transformers
 
 MODEL_TYPE = "nemotron_parse"
-DEFAULT_IMAGE_SIZE = (2048, 1648)
+DEFAULT_IMAGE_SIZE = known_configs.NEMOTRON_NARROW_PAGE
 DEFAULT_PATCH_SIZE = 16
 MAX_SEQUENCE_LENGTH = 9000
 NECK_WIDTH_STRIDE = 4  # the neck's (1, 4) stride: four patch columns become one token

@@ -29,26 +29,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing import admission
+from crossattn_sizing import admission, capacity, known_configs
 from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, RunnerAbsent, read_runner
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
-from crossattn_sizing.config import ConfigError, GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.config import ConfigError, KVCacheGroup, RunnerConfig
+from crossattn_sizing.known_configs import encoder_decoder_groups
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, widths
 
-# Nemotron-Parse, 2048x1664 page with patch 16: (2048//16) * ((1664//16)//4) + 1 encoder tokens.
-NEMOTRON_TOKENS = 3329
-NEMOTRON = RunnerConfig(
-    max_model_len=2048,
-    max_num_batched_tokens=4096,
-    max_num_encoder_input_tokens=4096,
-    max_source_positions=None,
-    groups=(KVCacheGroup(GroupKind.FULL, 16), KVCacheGroup(GroupKind.CROSS, 16)),
-)
-
-# Whisper: 1500 encoder frames (30 s padded), S = 1500, M = 448 (shared/spec.md).
-WHISPER_TOKENS = 1500
+# The shapes the audit replays (docs/spec.md), from the one module that writes them out.
+NEMOTRON_TOKENS = known_configs.NEMOTRON_PAGE_TOKENS
+NEMOTRON = known_configs.nemotron_parse()
+WHISPER_TOKENS = known_configs.WHISPER_FRAMES
 
 HOLDS, FAILS, UNREADABLE, ABSENT = "holds", "fails", "could not be read", "absent"
 READ_PATH = "read"
@@ -143,16 +136,9 @@ def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
     """:func:`shortfall` for widths already computed (in the entries ``config``'s rows store)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
-    e = admission.encoder_bound(config) if encoder_tokens is None else encoder_tokens
-    for gi in config.cross_groups():
-        group = config.groups[gi]
-        needed = admission.entries_needed(config, group, e)
-        if needed > widths[gi]:
-            return Shortfall(config, gi, "coverage", e, needed, widths[gi])
-        received = admission.entries_received(config, group, e)
-        if received > widths[gi]:
-            return Shortfall(config, gi, "allocation", e, received, widths[gi])
-    return None
+    over = capacity.cross_overflow(widths, config, encoder_tokens)
+    return None if over is None else Shortfall(config, over.group, over.invariant, over.encoder_tokens,
+                                               over.entries, over.width)  # fmt: skip
 
 
 def manager_twin(config: RunnerConfig) -> RunnerConfig:
@@ -193,13 +179,6 @@ def evaluate(policy: ExtractedPolicy, config: RunnerConfig) -> Checked:
     )
 
 
-def _groups(bs: int, kbs: int, sharded: bool) -> tuple[KVCacheGroup, ...]:
-    return (
-        KVCacheGroup(GroupKind.FULL, bs, kbs),
-        KVCacheGroup(GroupKind.CROSS, bs, kbs, dcp_sharded=sharded),
-    )
-
-
 def sweep_configs() -> list[RunnerConfig]:
     """Nemotron-Parse first, then Whisper-like and generic encoder-decoder shapes."""
     configs = [NEMOTRON]
@@ -217,7 +196,7 @@ def sweep_configs() -> list[RunnerConfig]:
                     max_num_encoder_input_tokens=e,
                     max_source_positions=s,
                     dcp_size=dcp,
-                    groups=_groups(bs, kbs, True),
+                    groups=encoder_decoder_groups(bs, kbs),
                 )
             )
         except ConfigError:  # a shape the engine itself would refuse is no test
@@ -308,12 +287,7 @@ def whisper_configs() -> list[RunnerConfig]:
     """Whisper-shaped configs (M = 448, S = 1500) over the sweep's block shapes, without DCP."""
     shapes = ((16, 16), (32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (256, 128))
     return [
-        RunnerConfig(
-            max_model_len=448,
-            max_num_batched_tokens=8192,
-            max_source_positions=1500,
-            groups=_groups(bs, kbs, True),
-        )
+        known_configs.whisper(max_num_batched_tokens=8192).replace(groups=encoder_decoder_groups(bs, kbs))
         for bs, kbs in shapes
     ]
 

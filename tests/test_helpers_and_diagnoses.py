@@ -1,6 +1,7 @@
-"""Tests written to kill mutants that survived the property suite (see reports/mutation.md).
+"""Exact values of the helpers and diagnoses the properties do not reach.
 
-Each test pins behaviour a mutant changed and no property looked at: helpers
+Written to kill mutants that survived the property suite (reports/mutation.md);
+each test pins behaviour a mutant changed and no property looked at: helpers
 the properties do not call (``column_of``, ``expand_ids``, the DCP inverse
 functions of slot mapping, reached otherwise only through the slow attention
 property), validation branches, and the text of diagnoses. Where possible the
@@ -184,7 +185,7 @@ def checks_config() -> RunnerConfig:
 
 
 def test_violations_report_every_field_of_each_broken_row() -> None:
-    from crossattn_sizing.checks import Violation, violations
+    from crossattn_sizing.capacity import Violation, violations
 
     config = checks_config()
 
@@ -213,7 +214,7 @@ def test_violations_report_every_field_of_each_broken_row() -> None:
 
 
 def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
-    from crossattn_sizing.checks import violations
+    from crossattn_sizing.capacity import violations
 
     config = checks_config()
     for bad in (0, 201):
@@ -222,7 +223,7 @@ def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
 
 
 def test_request_tokens_per_group_kind() -> None:
-    from crossattn_sizing.checks import request_tokens
+    from crossattn_sizing.capacity import request_tokens
 
     config = checks_config()
     assert request_tokens(config, GroupKind.CROSS, 33) == 33
@@ -232,7 +233,7 @@ def test_request_tokens_per_group_kind() -> None:
 
 
 def test_explain_reads_as_a_diagnosis() -> None:
-    from crossattn_sizing.checks import Violation
+    from crossattn_sizing.capacity import Violation
 
     assert Violation("coverage", 1, "cross", 0, 3329, 209, 128, 2048).explain() == (
         "coverage: group 1 (cross) request 0 has 3329 encoder tokens needing 209 columns but the row "
@@ -320,13 +321,13 @@ def test_checked_widths_accepts_only_non_negative_ints_and_names_the_policy() ->
     with pytest.raises(PolicyLoadError) as info:
         checked_widths(two_widths, config)
     assert str(info.value) == (
-        "sizing policy tests.test_mutation_killers:two_widths returned (1, 2): expected 1 non-negative "
+        "sizing policy tests.test_helpers_and_diagnoses:two_widths returned (1, 2): expected 1 non-negative "
         "ints, one per KV-cache group"
     )
     with pytest.raises(PolicyLoadError) as info:
         checked_widths(returns_nothing(floor_div), config)
     assert str(info.value) == (
-        "sizing policy tests.test_mutation_killers:returns_nothing.<locals>.wrapped returned None, "
+        "sizing policy tests.test_helpers_and_diagnoses:returns_nothing.<locals>.wrapped returned None, "
         "not a tuple of ints"
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from crossattn_sizing.checks import Invariant
+from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
 from properties.assertions import assert_invariant
 from properties.strategies import CapacityCase, capacity_cases

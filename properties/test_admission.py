@@ -1,0 +1,94 @@
+"""The admission model (``crossattn_sizing.admission``) against the reference oracle.
+
+``admission`` says, per group, which row entry holds a position, how many entries
+``e`` tokens need (coverage) and how many the manager appends (allocation). The
+oracle (``reference/``, standard library only) answers the same questions from
+its own layout: the column its slot mapping reads for a position, the narrowest
+row its sharded cross-attention mapping accepts, the blocks each DCP rank fills
+with its share of the tokens, and the kernel-block ids those blocks expand to.
+Encoder lengths are drawn independently of ``admission.encoder_bound``, so the
+generator does not share the model's assumption about what reaches a table.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from crossattn_sizing import admission
+from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from properties.strategies import runner_configs
+from reference.block_table import expand
+from reference.slots import (
+    ColumnOutOfRange,
+    local_length,
+    self_attention_slots,
+    sharded_cross_attention_slots,
+)
+
+MAX_TOKENS = 3000
+"""Longer than most drawn rows, short enough for the oracle's per-position loop."""
+
+
+def _layout(config: RunnerConfig, group: KVCacheGroup) -> tuple[int, int, int]:
+    """``(kbs, C, I)`` as the oracle takes them: an unsharded group is ``C = 1``."""
+    dcp = config.dcp_factor(group)
+    return group.kbs, dcp, config.dcp_interleave if dcp > 1 else 1
+
+
+def _oracle_accepts(width: int, e: int, kbs: int, dcp: int, interleave: int) -> bool:
+    """Whether the oracle's sharded mapping finds a column for all ``e`` tokens on every rank."""
+    row = list(range(width))
+    try:
+        for rank in range(dcp):
+            sharded_cross_attention_slots(row, e, kbs, dcp, interleave, rank, e)
+    except ColumnOutOfRange:
+        return False
+    return True
+
+
+def _attention_group(data: st.DataObject, config: RunnerConfig) -> KVCacheGroup:
+    attention = [g for g in config.groups if g.kind.is_attention]
+    return data.draw(st.sampled_from(attention), label="group")
+
+
+@given(config=runner_configs(), data=st.data())
+def test_entries_needed_is_the_narrowest_row_the_oracle_accepts(
+    config: RunnerConfig, data: st.DataObject
+) -> None:
+    """``entries_needed(e)`` entries hold every token in the oracle's layout; one fewer does not."""
+    group = _attention_group(data, config)
+    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
+    kbs, dcp, interleave = _layout(config, group)
+    needed = admission.entries_needed(config, group, e)
+    assert _oracle_accepts(needed, e, kbs, dcp, interleave), f"{needed} entries refused for e={e}"
+    assert not _oracle_accepts(needed - 1, e, kbs, dcp, interleave), f"{needed - 1} entries suffice for e={e}"
+
+
+@given(config=runner_configs(), data=st.data())
+def test_column_of_is_the_oracle_column(config: RunnerConfig, data: st.DataObject) -> None:
+    """The entry ``admission.column_of`` names is the one the oracle's slot mapping reads."""
+    group = _attention_group(data, config)
+    position = data.draw(st.integers(0, 10 * MAX_TOKENS), label="position")
+    kbs, dcp, interleave = _layout(config, group)
+    try:
+        self_attention_slots([], [position], kbs, dcp, interleave, 0, 1)
+    except ColumnOutOfRange as err:
+        assert admission.column_of(config, group, position) == err.column
+    else:
+        raise AssertionError("an empty row held a position")
+
+
+@given(config=runner_configs(), data=st.data())
+def test_entries_received_are_the_blocks_every_rank_fills(config: RunnerConfig, data: st.DataObject) -> None:
+    """Allocation: each rank holds its share of ``e`` in manager blocks of ``bs``; the row receives
+    the expanded ids of as many blocks as the fullest rank fills."""
+    group = _attention_group(data, config)
+    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
+    _, dcp, interleave = _layout(config, group)
+    fullest = max(local_length(e, dcp, interleave, rank) for rank in range(dcp))
+    blocks = -(-fullest // group.block_size)
+    assert admission.blocks_allocated(config, group, e) == blocks
+    ids = list(range(1, blocks + 1))
+    assert admission.expand_ids(group, ids) == expand(ids, group.bpk)
+    assert admission.entries_received(config, group, e) == len(expand(ids, group.bpk))

@@ -1,0 +1,47 @@
+"""Loading a callable named by the user: a built-in name or ``module:attr``.
+
+Sizing policies and implementations are both named this way on the command
+line; one loader serves both, so both give the same one-line
+:class:`~crossattn_sizing.errors.PolicyLoadError` for every way a name can be
+wrong. It is kept out of the code under test (``policies.py``, ``impl.py``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from crossattn_sizing.errors import PolicyLoadError
+
+
+def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable[..., Any]:
+    """Resolve ``spec`` as one of ``builtins`` or a ``module:attr`` path.
+
+    ``what`` names the kind of thing in the error ("sizing policy",
+    "implementation"). Raises :class:`PolicyLoadError` when the name is
+    unknown, the module does not import, the attribute is missing or is not
+    callable.
+    """
+    if spec in builtins:
+        return builtins[spec]  # type: ignore[no-any-return]
+    if ":" not in spec:
+        known = ", ".join(sorted(builtins))
+        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import failure is the user's path, reported as such
+        raise PolicyLoadError(
+            f"{what} {spec!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc})"
+        ) from exc
+    obj: Any = module
+    for part in attr.split("."):
+        if not hasattr(obj, part):
+            raise PolicyLoadError(f"{what} {spec!r}: {module_name!r} has no attribute {attr!r}")
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise PolicyLoadError(f"{what} {spec!r}: {attr!r} is not callable")
+    return obj  # type: ignore[no-any-return]

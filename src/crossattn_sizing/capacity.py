@@ -1,0 +1,182 @@
+"""The capacity question, asked once: do these row widths cover these tokens?
+
+Two invariants per group and request: coverage (the row has an entry for every
+token, ``cdiv(n, kbs*C)`` entries) and allocation fit (the entries the manager
+appends, ``cdiv(n, bs*C) * bpk``, fit in the row). Properties, the ``check``,
+``verify`` and ``prove`` commands, the audit and the findings all take their
+answer from here: :func:`demand` and :class:`Demand` for one row,
+:func:`violations` for a batch (as :class:`Violation` records that carry
+everything a diagnosis needs), :func:`cross_overflow` for the first cross
+group that falls short, and :func:`vector_overflows` for numpy arrays of
+configs (``prove``), which a property holds equal to the scalar form.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import numpy as np
+
+from crossattn_sizing import admission
+from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.policies import Policy, checked_widths
+
+Invariant = Literal["coverage", "allocation"]
+
+
+class Demand(NamedTuple):
+    """What ``num_tokens`` positions ask of one group's row, in row entries."""
+
+    needed: int  # entries with a column for every token (coverage)
+    received: int  # entries the manager appends (allocation fit)
+
+    def overflows(self, width: int) -> list[tuple[Invariant, int]]:
+        """Each invariant a row of ``width`` entries breaks, coverage first, with its entries."""
+        found: list[tuple[Invariant, int]] = []
+        if self.needed > width:
+            found.append(("coverage", self.needed))
+        if self.received > width:
+            found.append(("allocation", self.received))
+        return found
+
+
+def demand(config: RunnerConfig, group: KVCacheGroup, num_tokens: int) -> Demand:
+    """The entries ``num_tokens`` positions need and receive in ``group``'s row (admission model)."""
+    return Demand(
+        admission.entries_needed(config, group, num_tokens),
+        admission.entries_received(config, group, num_tokens),
+    )
+
+
+class CrossOverflow(NamedTuple):
+    """The first cross group whose row is too narrow: which, by which invariant, by how much."""
+
+    group: int
+    invariant: Invariant
+    encoder_tokens: int
+    entries: int  # needed (coverage) or received (allocation)
+    width: int
+
+
+def cross_overflow(
+    widths: Sequence[int], config: RunnerConfig, encoder_tokens: int | None = None
+) -> CrossOverflow | None:
+    """The first cross group (coverage before allocation) whose row cannot hold ``encoder_tokens``.
+
+    ``encoder_tokens`` defaults to the largest admitted length, the one every
+    cross row must hold.
+    """
+    e = admission.encoder_bound(config) if encoder_tokens is None else encoder_tokens
+    for gi in config.cross_groups():
+        over = demand(config, config.groups[gi], e).overflows(widths[gi])
+        if over:
+            invariant, entries = over[0]
+            return CrossOverflow(gi, invariant, e, entries, widths[gi])
+    return None
+
+
+def overflows_negated(
+    neg_width: np.ndarray, neg_tokens: np.ndarray, kbs_c: np.ndarray, bs_c: np.ndarray, bpk: np.ndarray
+) -> np.ndarray:
+    """:meth:`Demand.overflows` over broadcast arrays, in the negated form ``prove``'s tiles keep.
+
+    ``-cdiv(x, d) == (-x) // d``, so with ``ng = -W`` and ``ne = -n``:
+    ``needed > W`` iff ``ne // (kbs*C) < ng`` and ``received > W`` iff
+    ``(ne // (bs*C)) * bpk < ng``. Dividing a row by a column takes numpy's
+    fast path, which is why ``prove`` passes pre-negated operands.
+    """
+    fail = (neg_tokens // kbs_c) < neg_width
+    received = neg_tokens // bs_c
+    received *= bpk
+    fail |= received < neg_width
+    return fail
+
+
+def vector_overflows(
+    width: np.ndarray, tokens: np.ndarray, bs: np.ndarray, kbs: np.ndarray, dcp: np.ndarray
+) -> np.ndarray:
+    """Element-wise: does a DCP-sharded row of ``width`` entries break either invariant for ``tokens``?"""
+    w, n, b, k, c = (np.asarray(a, dtype=np.int64) for a in (width, tokens, bs, kbs, dcp))
+    return overflows_negated(-w, -n, k * c, b * c, b // k)
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One request whose row cannot hold its tokens in one group."""
+
+    invariant: Invariant
+    group: int
+    kind: str
+    request: int
+    num_tokens: int
+    needed: int  # row entries the request needs (coverage) or receives (allocation)
+    given: int  # row width in entries
+    first_uncovered_token: int  # first token position without a column
+
+    def explain(self) -> str:
+        what = "encoder" if self.kind == GroupKind.CROSS.value else "decoder"
+        if self.invariant == "coverage":
+            head = (
+                f"coverage: group {self.group} ({self.kind}) request {self.request} has {self.num_tokens} "
+                f"{what} tokens needing {self.needed} columns but the row has {self.given}; "
+                f"token {self.first_uncovered_token} is the first without a column"
+            )
+        else:
+            head = (
+                f"allocation: group {self.group} ({self.kind}) request {self.request} receives "
+                f"{self.needed} block-table entries for {self.num_tokens} {what} tokens but the row has "
+                f"{self.given}; {self.needed - self.given} entries spill into the next row"
+            )
+        return head
+
+
+def request_tokens(config: RunnerConfig, kind: GroupKind, encoder_len: int) -> int | None:
+    """Tokens a group's row must hold for one request, or None where the invariant is not about tokens.
+
+    Cross groups hold the encoder tokens; full and sliding-window groups the
+    decoder's, up to ``max_model_len`` (sliding-window rows keep full width in
+    the engine, with out-of-window blocks nulled). Mamba rows hold state blocks.
+    """
+    if kind is GroupKind.CROSS:
+        return encoder_len
+    if kind is GroupKind.MAMBA:
+        return None
+    return config.max_model_len
+
+
+def violations(
+    policy: Policy,
+    config: RunnerConfig,
+    encoder_lens: Sequence[int],
+    invariants: Sequence[Invariant] = ("coverage", "allocation"),
+) -> list[Violation]:
+    """Every violation of the chosen invariants for a batch of admitted requests.
+
+    Encoder lengths the config does not admit are the caller's error: the
+    scheduler never shows them to a block table, so they cannot be held
+    against a policy.
+    """
+    for e in encoder_lens:
+        if not admission.admits(config, e):
+            raise ValueError(
+                f"encoder length {e} is not admitted (bound {admission.encoder_bound(config)})"
+            )
+    widths = checked_widths(policy, config)
+    found: list[Violation] = []
+    for gi, group in enumerate(config.groups):
+        width = widths[gi]
+        per_entry = admission.tokens_per_entry(config, group)
+        for ri, e in enumerate(encoder_lens):
+            n = request_tokens(config, group.kind, e)
+            if n is None:
+                continue
+            for invariant, entries in demand(config, group, n).overflows(width):
+                if invariant == "coverage" and "coverage" in invariants:
+                    first = width * per_entry
+                    found.append(Violation(invariant, gi, group.kind.value, ri, n, entries, width, first))
+                if invariant == "allocation" and "allocation" in invariants:
+                    first = (width // group.bpk) * group.block_size * config.dcp_factor(group)
+                    found.append(Violation(invariant, gi, group.kind.value, ri, n, entries, width, first))
+    return found
