@@ -1,4 +1,4 @@
-"""The cross-attention DCP inconsistency (shared/spec.md), modelled and reported as a finding.
+"""The cross-attention DCP inconsistency (docs/spec.md §5), modelled and reported as a finding.
 
 The engine's cross-attention path ignores DCP: token ``p`` uses column
 ``p // kbs`` on every rank, while the row was sized (and its blocks allocated)

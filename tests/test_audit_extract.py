@@ -1,6 +1,6 @@
 """The audit reads sizing from engine-shaped source files these tests write (never the network).
 
-Shapes follow shared/spec.md: the pre-fix ``max(M, S)`` and fixed ``max(M, E, S)``
+Shapes follow docs/spec.md: the pre-fix ``max(M, S)`` and fixed ``max(M, E, S)``
 lengths, no / power-of-two / gcd alignment, the 0.19-style width computed
 inside the block-table class, the V1 runner, and shapes that cannot be read.
 """

@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossattn_sizing import checks
+from crossattn_sizing import capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import EngineCrash, Worker
 from crossattn_sizing.engine.coverage import engine_coverage
@@ -30,7 +30,8 @@ from crossattn_sizing.engine.install import EngineError, Release, resolve_releas
 from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.policies import BUILTIN_POLICIES, cdiv, load_policy
+from crossattn_sizing.intmath import cdiv
+from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy
 from tests.engine_tree import FIXTURES, build_tree
 
 NEMOTRON = RunnerConfig(
@@ -157,9 +158,9 @@ def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict
     new = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
     assert old(NEMOTRON) == (128, 128) and new(NEMOTRON) == (216, 216)
     assert not old.expected_to_hold and new.expected_to_hold
-    (v,) = [v for v in checks.violations(old, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
+    (v,) = [v for v in capacity.violations(old, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
     assert (v.needed, v.given, v.first_uncovered_token) == (209, 128, 2048)
-    assert checks.violations(new, NEMOTRON, [3329]) == []
+    assert capacity.violations(new, NEMOTRON, [3329]) == []
 
 
 def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker]) -> None:
@@ -271,9 +272,9 @@ def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, 
 
 def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], tmp_path: Path) -> None:
     """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
-    from crossattn_sizing.audit.check import FAILS, HOLDS, audit_tree, sweep_configs
     from crossattn_sizing.audit.report import detail_lines
     from crossattn_sizing.audit.sources import DirTree
+    from crossattn_sizing.audit.verdicts import FAILS, HOLDS, audit_tree, sweep_configs
     from crossattn_sizing.engine.audit_exec import ExecutedPolicy
 
     configs = sweep_configs()[:25]

@@ -23,7 +23,7 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
         allow_module_level=True,
     )
 
-from crossattn_sizing import checks
+from crossattn_sizing import capacity
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
@@ -43,7 +43,7 @@ NEMOTRON = RunnerConfig(
 def test_024_sizing_fails_coverage_with_the_nemotron_shape() -> None:
     policy = VllmPolicy("vllm==0.24.0")
     assert not policy.expected_to_hold
-    (v,) = [v for v in checks.violations(policy, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
+    (v,) = [v for v in capacity.violations(policy, NEMOTRON, [3329], ("coverage",)) if v.kind == "cross"]
     assert (v.needed, v.given, v.first_uncovered_token) == (209, 128, 2048)
 
 
@@ -71,7 +71,7 @@ def test_024_kernel_reads_past_the_last_row() -> None:
 def test_fixed_release_holds(version: str) -> None:
     policy = VllmPolicy(f"vllm=={version}")
     assert policy.expected_to_hold
-    assert checks.violations(policy, NEMOTRON, [3329]) == []
+    assert capacity.violations(policy, NEMOTRON, [3329]) == []
     assert engine_coverage(policy, NEMOTRON, [3329, 100], first_row=0).holds
     assert engine_coverage(policy, NEMOTRON, [3329]).holds
     for invariant in ("coverage", "allocation"):

@@ -1,4 +1,4 @@
-"""Hand-computed anchors for the built-in sizing policies (shared/spec.md)."""
+"""Hand-computed anchors for the built-in sizing policies (docs/spec.md)."""
 
 from __future__ import annotations
 

@@ -148,7 +148,7 @@ def test_mrv2_prefix_counterexamples_are_nemotron_shaped() -> None:
 
 
 def test_nemotron_parse_page_overflows_prefix_sizing() -> None:
-    """2048x1664 page: 3329 tokens, bs 16, M 2048 -> 128 columns against 209 (shared/spec.md)."""
+    """2048x1664 page: 3329 tokens, bs 16, M 2048 -> 128 columns against 209 (docs/spec.md §8)."""
     domain = Domain.parse(
         block_sizes="16",
         kernel_block_sizes="16",

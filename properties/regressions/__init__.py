@@ -1,7 +1,7 @@
 """Pinned regressions: cases every run replays as explicit examples.
 
 Two sources: the hand-pinned shapes below (the known bug and its safe twin,
-from shared/spec.md), and the JSON files in this folder, which the nightly
+from docs/spec.md), and the JSON files in this folder, which the nightly
 fuzzer writes for each new failure. A JSON file outlives the example database
 and Hypothesis upgrades, so nothing a nightly run finds is lost.
 """

@@ -2,7 +2,7 @@
 
 The scheduler never chunks an encoder input and never schedules a request whose
 encoder tokens exceed ``E``; start-up refuses an item over ``B``. So the bound a
-cross-attention row must cover is ``min(E, B)`` tokens (shared/spec.md).
+cross-attention row must cover is ``min(E, B)`` tokens (docs/spec.md §4).
 """
 
 from __future__ import annotations

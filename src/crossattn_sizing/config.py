@@ -104,7 +104,7 @@ class KVCacheGroup:
 class RunnerConfig:
     """What the model runner sizes its block tables from.
 
-    Symbols of shared/spec.md: ``M = max_model_len``, ``B = max_num_batched_tokens``,
+    Symbols of docs/spec.md §1: ``M = max_model_len``, ``B = max_num_batched_tokens``,
     ``E = max_num_encoder_input_tokens`` (defaults to ``B``, as in the scheduler),
     ``S = max_source_positions`` (``None`` = absent), ``C = dcp_size``,
     ``I = dcp_interleave``.
@@ -173,7 +173,7 @@ class RunnerConfig:
                         "(slot mapping interleaves within kernel blocks)",
                     )
 
-    # Derived quantities, named after shared/spec.md.
+    # Derived quantities, named after docs/spec.md §1.
     @property
     def encoder_budget(self) -> int:
         """``E``: the scheduler's encoder-token budget (defaults to ``B``)."""

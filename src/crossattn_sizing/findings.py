@@ -1,7 +1,7 @@
 """Findings: engine behaviour the harness models and reports alongside the verdicts.
 
 The one modelled here is the cross-attention DCP inconsistency of
-shared/spec.md. With decode context parallelism (``C > 1``) the sizing divides
+docs/spec.md. With decode context parallelism (``C > 1``) the sizing divides
 a cross-attention row's width by ``C`` (each rank would hold its share of the
 encoder tokens), and the KV-cache manager allocates ``cdiv(e, bs*C)`` blocks
 accordingly, but the engine's cross-attention write and read path ignores DCP:

@@ -3,7 +3,7 @@
 A policy is any callable ``(RunnerConfig) -> tuple[int, ...]`` returning, per
 group in order, the row width in the units the row stores (kernel-block
 entries, ``W * bpk``, where ids are expanded). The built-in ones model the
-engine's releases as described in shared/spec.md; a user's own is named as
+engine's releases as described in docs/spec.md; a user's own is named as
 ``module:attr``.
 """
 

@@ -1,6 +1,6 @@
 """Slot mapping on a torch device: which KV-cache cell each token position uses.
 
-The formulas are the engine's (shared/spec.md, "How the tables are used"); this
+The formulas are the engine's (docs/spec.md §5); this
 module is the vectorised torch path, :mod:`crossattn_sizing.triton_kernels`
 holds the Triton kernel for the same job. Both read the block table the way the
 engine does, with an unmasked load at ``row * row_stride + column``: a column

@@ -101,8 +101,10 @@ def render_markdown(results: Results, command: str, provenance: dict[str, str], 
         'Path "read": the runner\'s sizing is read from the release\'s source (the wheel\'s syntax tree; '
         "nothing of vLLM is installed, imported or run) and evaluated per config by the harness's "
         f"restricted interpreter, then checked on a fixed sweep of {configs} configs (Nemotron-Parse first). "
-        'A verdict reached by running the release\'s own code would say "executed". Wall time is per '
-        "runner: reading, the sweep, the comparisons with the built-in policies.",
+        'Path "executed": the release\'s own `initialize_kv_cache` ran in a worker process on CPU (see '
+        "docs/engine.md) and its widths were checked on the same sweep. Wall time is per runner: reading "
+        "or executing, the sweep, the comparisons with the built-in policies (an executed runner's worker "
+        "start-up is not counted).",
         "",
         "## Verdicts",
         "",

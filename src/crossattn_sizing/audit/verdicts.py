@@ -2,7 +2,7 @@
 
 The sweep is fixed (no randomness) so an audit of the same release always
 reports the same counterexample; it starts with the Nemotron-Parse-like
-config of shared/spec.md, the known bug shape, so a pre-fix release is
+config of docs/spec.md, the known bug shape, so a pre-fix release is
 reported with that config. For each cross-attention group the admitted bound
 ``e = admission.encoder_bound(config)`` is checked: the width needs are
 monotone in ``e``, so the bound is the worst admitted request.

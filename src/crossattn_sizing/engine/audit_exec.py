@@ -31,7 +31,7 @@ class ExecutedPolicy:
         return []
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
-        from crossattn_sizing.audit.check import manager_twin
+        from crossattn_sizing.audit.verdicts import manager_twin
         from crossattn_sizing.engine.client import Inexpressible
 
         try:
@@ -59,7 +59,7 @@ def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy 
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
     try:
-        from crossattn_sizing.audit.check import NEMOTRON
+        from crossattn_sizing.audit.verdicts import NEMOTRON
 
         policy = VllmPolicy(f"vllm=={version}")
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep

@@ -2,7 +2,7 @@
 
 The real model's config is remote code on the hub, which the harness never
 fetches; this stands in for it with the fields the sizing depends on
-(shared/spec.md, "Models"): the page image size, the encoder's patch size and
+(docs/spec.md §6): the page image size, the encoder's patch size and
 ``max_sequence_length = 9000``. It deliberately has no ``max_source_positions``:
 that absence is what made the pre-fix width ``max(M, S)`` fall back to ``M``.
 
