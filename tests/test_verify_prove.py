@@ -76,4 +76,4 @@ def test_verify_never_shows_a_policy_as_holding_when_prove_finds_a_counterexampl
 
 def test_a_selection_naming_no_prove_row_leaves_it_out() -> None:
     assert wants_prove([]) and wants_prove(["prove"]) and wants_prove(["test_coverage or prove"])
-    assert not wants_prove(["test_coverage"])
+    assert not wants_prove(["test_coverage"]) and not wants_prove(["not prove"])

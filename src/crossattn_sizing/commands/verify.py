@@ -22,6 +22,7 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.outputs import output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
+from crossattn_sizing.proof import NAME as PROVE_ROW
 from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.suite import run_suite
@@ -126,8 +127,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def wants_prove(select: list[str]) -> bool:
-    """The edge-domain prove row runs unless ``-k`` selects properties and none names it."""
-    return not select or any("prove" in expr for expr in select)
+    """Whether every ``-k`` expression selects the edge-domain prove row, as pytest would match it.
+
+    pytest's own expression grammar decides, so ``-k 'not prove'`` leaves the row
+    out and ``-k 'test_coverage or prove'`` keeps it.
+    """
+    from _pytest.mark.expression import Expression
+
+    name = PROVE_ROW.lower()
+    return all(
+        Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name) for expr in select
+    )
 
 
 def run_policies(
