@@ -29,7 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from crossattn_sizing.suite import PropertyResult, run_suite
+from crossattn_sizing.results import PropertyResult
+from crossattn_sizing.suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_properties.md"

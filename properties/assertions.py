@@ -13,6 +13,7 @@ import shlex
 from crossattn_sizing.admission import encoder_bound
 from crossattn_sizing.capacity import Invariant, violations
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.results import PropertyFailure
 from properties.strategies import CapacityCase
 
 
@@ -42,5 +43,4 @@ def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, p
     ]
     if len(found) > 4:
         lines.append(f"  ... and {len(found) - 4} more")
-    lines.append(f"  reproduce:      {reproduce_command(spec, case)}")
-    raise AssertionError("\n".join(lines))
+    raise PropertyFailure("\n".join(lines), reproduce_command(spec, case))

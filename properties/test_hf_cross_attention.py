@@ -36,6 +36,7 @@ from crossattn_sizing import admission
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.results import PropertyFailure
 from crossattn_sizing.runner import PagedRunner
 from properties.assertions import reproduce_command
 from properties.hf_strategies import (
@@ -181,13 +182,13 @@ def assert_matches_transformers(
         scenario = case.scenario()
         command = reproduce_command(policy_spec or policy_name(policy),
                                     CapacityCase(scenario.config, tuple(case.encoder_lens)))
-        raise AssertionError(
+        raise PropertyFailure(
             f"sizing policy {policy_spec or policy_name(policy)!r} leaves encoder tokens of this "
             f"{case.family} config without a column (refused before any kernel ran)\n"
             f"  config:    {scenario.config.describe()}\n"
             f"  adapters:  M={scenario.max_model_len.value} ({scenario.max_model_len.why})\n"
-            f"  {exc}\n"
-            f"  reproduce: {command}"
+            f"  {exc}",
+            command,
         ) from None
     problem = mismatch(run)
     if problem is not None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.report import PolicyVerdict, VerifyReport
-from crossattn_sizing.suite import PropertyResult
+from crossattn_sizing.results import PropertyResult
 from tests.processes import cli, run
 
 

@@ -9,20 +9,21 @@ encoder token ``p`` uses column ``p // kbs`` on every rank. So a long enough
 encoder input needs more columns than the row has, under the fixed sizing
 (``mrv2``) too. The consistent (sharded) layout fits the same row.
 
-:func:`dcp_cross_attention_finding` searches for the smallest such case with
-Hypothesis and proves it on the implementation's own path: the guarded block
-table refuses the engine-faithful slot lookup, while the sharded lookup
-passes. ``verify`` lists it through :func:`all_findings`.
+:func:`dcp_cross_attention_finding` finds the smallest such case on a fixed
+grid of configs (a pure function: the same answer every run, no random
+search inside the package) and proves it on the implementation's own path:
+the guarded block table refuses the engine-faithful slot lookup, while the
+sharded lookup passes. ``verify`` lists it through :func:`all_findings`. The
+property suite draws wider cases of the same shape
+(``properties/test_dcp_finding.py``).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
-
-from hypothesis import HealthCheck, Phase, find, settings
-from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
 
 from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
@@ -133,79 +134,83 @@ def sharded_cross_fits(config: RunnerConfig, widths: tuple[int, ...], encoder_le
     return sharded_cross_refusal(config, widths, encoder_len) is None
 
 
+SEARCH_DCP_SIZES = (2, 3, 4, 8)
+SEARCH_BLOCK_SIZES = (16, 1, 2, 8, 32, 48, 64, 96, 128, 256)
+SEARCH_MODEL_LENS = (1, 2048)
+SEARCH_SOURCE_POSITIONS = (None, 1500)
+SEARCH_BUDGETS = (None, *(2**k for k in range(13)), *(2**k + 1 for k in range(1, 13)))
+"""The grid the finding is looked for in: every DCP size and block size the properties draw
+from, kernel blocks and interleaves dividing them, and ladders of ``M``, ``S`` and ``E``."""
+
+
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-@st.composite
-def dcp_cross_cases(draw: st.DrawFn) -> tuple[RunnerConfig, int]:
-    """An encoder-decoder config with ``C > 1`` and one cross group, and an admitted encoder length."""
-    m = draw(st.integers(1, 4096), label="max_model_len")
-    budget = draw(st.one_of(st.none(), st.integers(1, 8192)), label="max_num_encoder_input_tokens")
-    source = draw(st.one_of(st.none(), st.integers(0, 4096)), label="max_source_positions")
-    b = max(m, budget or 0) + draw(st.integers(0, 1024), label="batched_tokens_above_needed")
-    c = draw(st.integers(2, 8), label="dcp_size")
-    bs = draw(st.sampled_from((16, 1, 2, 8, 32, 64, 128, 256, 48, 96)), label="block_size")
-    kbs = draw(st.sampled_from(_divisors(bs)[::-1]), label="kernel_block_size")
-    interleave = draw(st.sampled_from(_divisors(kbs)), label="dcp_interleave")
-    config = RunnerConfig(
-        max_model_len=m,
-        max_num_batched_tokens=b,
-        max_num_encoder_input_tokens=budget,
-        max_source_positions=source,
-        dcp_size=c,
-        dcp_interleave=interleave,
-        max_num_reqs=1,
-        groups=(KVCacheGroup(GroupKind.CROSS, bs, kbs),),
-    )
-    e = draw(st.integers(1, admission.encoder_bound(config)), label="encoder_len")
-    return config, e
+def search_configs() -> Iterator[RunnerConfig]:
+    """Every one-cross-group config of the search grid, ``B`` the least the config admits."""
+    for c, bs, m, source, budget in itertools.product(
+        SEARCH_DCP_SIZES, SEARCH_BLOCK_SIZES, SEARCH_MODEL_LENS, SEARCH_SOURCE_POSITIONS, SEARCH_BUDGETS
+    ):
+        for kbs in _divisors(bs):
+            for interleave in _divisors(kbs):
+                yield RunnerConfig(
+                    max_model_len=m,
+                    max_num_batched_tokens=max(m, budget or 0),
+                    max_num_encoder_input_tokens=budget,
+                    max_source_positions=source,
+                    dcp_size=c,
+                    dcp_interleave=interleave,
+                    max_num_reqs=1,
+                    groups=(KVCacheGroup(GroupKind.CROSS, bs, kbs),),
+                )
 
 
-def dcp_cross_attention_finding(policy: Policy, max_examples: int = 2000) -> DcpCrossAttentionFinding | None:
-    """The smallest case where the engine's unsharded cross path overflows ``policy``'s width.
+def _size(config: RunnerConfig, encoder_len: int) -> tuple[int, ...]:
+    """The order "smallest" means: fewest encoder tokens, then the plainest config."""
+    group = config.groups[0]
+    return (
+        encoder_len, config.dcp_size, config.dcp_interleave, group.block_size != 16, group.block_size,
+        -group.kbs, config.max_model_len, config.max_num_batched_tokens,
+        config.max_num_encoder_input_tokens is not None, config.max_source_positions is not None,
+        config.source_positions,
+    )  # fmt: skip
 
-    Deterministic (derandomized, no database), so ``verify`` lists the same
-    example every run. None when the search finds no such case (a policy that
-    sizes cross rows for the unsharded path).
+
+def dcp_cross_attention_finding(policy: Policy) -> DcpCrossAttentionFinding | None:
+    """The smallest case of the search grid where the engine's unsharded cross path overflows ``policy``.
+
+    A pure function of the policy, with no random search: for each config the
+    first encoder length whose unsharded lookup needs one column more than the
+    row has is ``width * kbs + 1``; the admitted ones are tried smallest first
+    on the implementation's own guarded path, and the first the guarded table
+    refuses is the finding. None when no config of the grid has such a case (a
+    policy that sizes cross rows for the unsharded path).
     """
-
-    def overflows(case: tuple[RunnerConfig, int]) -> bool:
-        config, e = case
-        return faithful_cross_overflow(config, checked_widths(policy, config), e) is not None
-
-    try:
-        config, e = find(
-            dcp_cross_cases(),
-            overflows,
-            settings=settings(
-                max_examples=max_examples,
-                derandomize=True,
-                database=None,
-                # Its own phases: the loaded profile's (``replay`` has no generation) must not apply.
-                phases=(Phase.generate, Phase.shrink),
-                deadline=None,
-                suppress_health_check=list(HealthCheck),
-            ),
+    candidates = []
+    for config in search_configs():
+        widths = checked_widths(policy, config)
+        e = widths[0] * config.groups[0].kbs + 1
+        if admission.admits(config, e):
+            candidates.append((_size(config, e), config, widths, e))
+    candidates.sort(key=lambda c: c[0])
+    for _, config, widths, e in candidates:
+        err = faithful_cross_overflow(config, widths, e)
+        if err is None:  # the row is too short for its own sharded allocation: a capacity failure instead
+            continue
+        need = capacity.demand(config, config.groups[0], e)
+        return DcpCrossAttentionFinding(
+            policy=policy_name(policy),
+            config=config,
+            group=0,
+            encoder_len=e,
+            needed=err.needed,
+            width=widths[0],
+            allocated=need.received,
+            sharded_needed=need.needed,
+            first_position=err.first_position,
         )
-    except NoSuchExample:
-        return None
-    widths = checked_widths(policy, config)
-    err = faithful_cross_overflow(config, widths, e)
-    assert err is not None  # find returned a case satisfying the condition
-    g = config.cross_groups()[0]
-    need = capacity.demand(config, config.groups[g], e)
-    return DcpCrossAttentionFinding(
-        policy=policy_name(policy),
-        config=config,
-        group=g,
-        encoder_len=e,
-        needed=err.needed,
-        width=widths[g],
-        allocated=need.received,
-        sharded_needed=need.needed,
-        first_position=err.first_position,
-    )
+    return None
 
 
 def all_findings() -> list[DcpCrossAttentionFinding]:

@@ -18,7 +18,7 @@ from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.policies import Policy
 from crossattn_sizing.prove import Counterexample, Domain, prove_all
-from crossattn_sizing.suite import PropertyResult
+from crossattn_sizing.results import PropertyResult
 
 NAME = "prove::capacity_on_edge_domain"
 

@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crossattn_sizing.outputs import write_text
-from crossattn_sizing.suite import PropertyResult
+from crossattn_sizing.results import PropertyResult
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
@@ -152,7 +152,7 @@ class VerifyReport:
                     ET.SubElement(case, "error", message=f"not run: {why}")
                 elif v.expected_to_hold and p.outcome == "fails":
                     failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
-                    failure.text = f"{p.diagnosis}\n\nreproduce: {p.reproduce}"
+                    failure.text = "\n".join([p.diagnosis, "", *p.replay_lines()])
                 elif not v.expected_to_hold and p.outcome == "holds":
                     message = f"{p.name} did not catch {v.policy}, a policy known to be wrong"
                     ET.SubElement(case, "failure", message=message)
@@ -194,10 +194,8 @@ class VerifyReport:
                     continue
                 console.print(f"\n[bold]{v.policy} / {p.name}[/] fails:")
                 console.print(p.diagnosis.removeprefix("AssertionError: "), **PLAIN)
-                if p.falsifying_example and "reproduce:" not in p.diagnosis:
-                    console.print(f"  shrunk example: {p.falsifying_example}", **PLAIN)
-                if p.reproduce and p.reproduce not in p.diagnosis:
-                    console.print(f"  reproduce: {p.reproduce}", **PLAIN)
+                for line in p.replay_lines():
+                    console.print(line, **PLAIN)
         for f in self.findings:
             console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
             console.print(f.detail, **PLAIN)

@@ -9,12 +9,14 @@ that, so the two commands only differ in what they do with the results.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
+import json
 import os
-import re
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,119 +24,78 @@ import pytest
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
+from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, property_name
 
 PROPERTIES_ENV = "CROSSATTN_PROPERTIES"
 
 
+DISTRIBUTION = "crossattn-sizing"
+
+
+def installed_from() -> Path | None:
+    """The source tree pip installed this package from, as pip recorded it (``direct_url.json``).
+
+    An editable install (``pip install -e .``, what nox does) and an install
+    from a local folder both record the folder; a wheel from an index records
+    none, and then the suite's location is not known.
+    """
+    try:
+        text = importlib.metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    try:
+        record = json.loads(text or "null")
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(record, dict) or "dir_info" not in record:
+        return None
+    url = urllib.parse.urlparse(str(record.get("url", "")))
+    return Path(urllib.request.url2pathname(url.path)) if url.scheme == "file" else None
+
+
 def properties_dir() -> Path:
-    """The property suite's folder: ``$CROSSATTN_PROPERTIES``, else the clone this package is in."""
+    """The property suite's folder: ``$CROSSATTN_PROPERTIES``, else ``properties/`` of the installed tree."""
     explicit = os.environ.get(PROPERTIES_ENV)
-    candidate = Path(explicit) if explicit else Path(__file__).resolve().parents[2] / "properties"
-    if not (candidate / "test_capacity.py").is_file():
+    source = installed_from()
+    if explicit:
+        candidate: Path | None = Path(explicit)
+    else:
+        candidate = source / "properties" if source is not None else None
+    if candidate is None or not (candidate / "test_capacity.py").is_file():
+        where = f"at {candidate}" if candidate is not None else "(this install records no source tree)"
         raise HarnessError(
-            f"property suite not found at {candidate}: install from a clone of the repository "
+            f"property suite not found {where}: install from a clone of the repository "
             f"(pip install -e .) or set {PROPERTIES_ENV} to its properties/ folder"
         )
     return candidate
 
 
-@dataclass
-class PropertyResult:
-    """The outcome of one property (all its parametrizations) for one policy.
-
-    It starts as "not run" and becomes "holds" only when a test of it passed
-    having run at least one example: a deselected, interrupted or empty run
-    never reads as a property that held.
-    """
-
-    name: str
-    outcome: str = "not run"  # holds | fails | n/a | not run
-    diagnosis: str = ""
-    falsifying_example: str = ""
-    reproduce: str = ""
-    reason: str = ""  # why not applicable
-    duration_s: float = 0.0
-    nodeids: list[str] = field(default_factory=list)
-    # Hypothesis statistics, summed over parametrizations (fuzz summaries read these).
-    examples: int = 0
-    events: dict[str, int] = field(default_factory=dict)
-    best_targets: dict[str, float] = field(default_factory=dict)
-    # Failures Hypothesis replayed from the example database (its reuse phase): found
-    # earlier, by this machine or by another fuzzing worker sharing the database.
-    replayed: int = 0
-
-    def add_statistics(self, stats: dict) -> None:  # type: ignore[type-arg]
-        """Fold one Hypothesis statistics dict in (its format is Hypothesis's, read defensively)."""
-        for key, phase in stats.items():
-            if not key.endswith("-phase") or not isinstance(phase, dict):
-                continue
-            for case in phase.get("test-cases", []):
-                self._count(1, dict.fromkeys(case.get("events", []), 1), {})
-            if key == "reuse-phase":
-                self.replayed += int(phase.get("distinct-failures", 0))
-        self._count(0, {}, stats.get("targets") or {})
-
-    def merge(self, other: PropertyResult) -> None:
-        """Fold another run of the same property in (fuzz rounds add up this way)."""
-        self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
-        self._count(other.examples, other.events, other.best_targets)
-        self.replayed += other.replayed
-        if other.outcome == "fails" and self.outcome != "fails":
-            self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
-        elif other.outcome == "holds" and self.outcome in ("not run", "n/a"):
-            self.outcome = "holds"
-        elif other.outcome == "n/a" and self.outcome == "not run":
-            self.outcome, self.reason = "n/a", other.reason
-
-    def _count(self, examples: int, events: dict[str, int], targets: dict[str, float]) -> None:
-        """The one place counts add up: examples and events sum, target scores keep their best."""
-        self.examples += examples
-        for event, n in events.items():
-            self.events[event] = self.events.get(event, 0) + n
-        for label, score in targets.items():
-            self.best_targets[label] = max(score, self.best_targets.get(label, float("-inf")))
-
-
-def property_name(nodeid: str) -> str:
-    """``properties/test_capacity.py::test_coverage[x]`` -> ``test_capacity::test_coverage``."""
-    path, _, rest = nodeid.partition("::")
-    return f"{Path(path).stem}::{rest.split('[')[0]}"
-
-
 NO_TEST_CASES = "run no test cases"
 """Part of Hypothesis's skip message for a test left with no phase that runs examples."""
 
-_REPRODUCE = re.compile(r"reproduce:\s*(.+)")
 
+@contextlib.contextmanager
+def observing(callback: Callable[[Any], None]) -> Iterator[None]:
+    """Hypothesis's observations of each test case go to ``callback`` while the block runs.
 
-def _failure_details(report: pytest.TestReport) -> tuple[str, str, str]:
-    """Diagnosis, falsifying example and reproduce line out of a failed report.
-
-    Hypothesis attaches the falsifying example and the reproduce blob to the
-    exception as notes, so they arrive inside the crash message; they are split
-    off here so the diagnosis reads as the assertion wrote it.
+    Observability also traces line coverage of every example unless told not
+    to; the harness reads no coverage, and tracing would slow every example, so
+    it is switched off for the block (a module attribute Hypothesis reads at
+    each test, documented as the place to change it).
     """
-    text = report.longreprtext
-    crash = getattr(report.longrepr, "reprcrash", None)
-    message = crash.message if crash is not None else (text.splitlines() or [""])[-1]
-    split = re.search(r"\n(?:Falsifying|Failing) (?:explicit )?(?:example|test case): ", message)
-    diagnosis = message[: split.start()] if split else message
-    diagnosis = diagnosis.split("\n(note:")[0].strip()
-    example = ""
-    pattern = r"(?:Falsifying|Failing) (?:explicit )?(?:example|test case): (.+?)(?:\n\n|\Z)"
-    match = re.search(pattern, text, re.S)
-    if match:
-        example = match.group(1).strip()
-    blob = re.search(r"(@reproduce_failure\([^)]*\))", text)
-    repro = _REPRODUCE.search(diagnosis)
-    reproduce = repro.group(1).strip() if repro else ""
-    if blob and not reproduce:
-        reproduce = blob.group(1)
-    return diagnosis, example, reproduce
+    from hypothesis.internal import observability
+
+    collect = observability.OBSERVABILITY_COLLECT_COVERAGE
+    observability.OBSERVABILITY_COLLECT_COVERAGE = False
+    try:
+        with observability.with_observability_callback(callback):
+            yield
+    finally:
+        observability.OBSERVABILITY_COLLECT_COVERAGE = collect
 
 
 class _Collector:
-    """A pytest plugin that turns reports into :class:`PropertyResult` records."""
+    """A pytest plugin: reports, exceptions and observations become :class:`PropertyResult` records."""
 
     def __init__(self, on_progress: Callable[[int, int, str], None] | None, stop_at: float | None) -> None:
         self.stop_at = stop_at
@@ -151,6 +112,8 @@ class _Collector:
         self.hypothesis_tests: set[str] = set()
         self._items: dict[str, pytest.Item] = {}
         self._examples_before: dict[str, int] = {}
+        self._exceptions: dict[str, BaseException] = {}
+        self._failing_case: dict[str, tuple[str, str]] = {}  # nodeid -> (shrunk example, @reproduce_failure)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # After deselection (-k), so the table lists only what ran.
@@ -165,25 +128,31 @@ class _Collector:
             if is_hypothesis_test(getattr(item, "obj", None)):
                 self.hypothesis_tests.add(item.nodeid)
 
-    @pytest.hookimpl(hookwrapper=True, trylast=True)
+    @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):  # type: ignore[no-untyped-def]
-        """Listen to Hypothesis's statistics for this test, then pass them on to its own plugin.
-
-        ``trylast`` makes this the innermost wrapper, so our callback is the one
-        Hypothesis sees; it forwards to whatever was installed before.
-        """
-        from hypothesis.statistics import collector
-
-        previous = collector.value
+        """Listen to Hypothesis's observation of every test case this test runs."""
         name = property_name(item.nodeid)
+        result = self.results.setdefault(name, PropertyResult(name))
 
-        def note(stats: dict) -> None:  # type: ignore[type-arg]
-            self.results.setdefault(name, PropertyResult(name)).add_statistics(stats)
-            if previous is not None:
-                previous(stats)
+        def note(observation: Any) -> None:
+            if observation.type != "test_case":
+                return
+            result.observe(observation.status, observation.how_generated, observation.metadata.phase,
+                           observation.features)
+            failing_explicit = observation.how_generated == EXPLICIT and observation.status != "passed"
+            if observation.how_generated == FINAL_REPLAY or failing_explicit:
+                blob = observation.metadata.reproduction_decorator or ""
+                self._failing_case[item.nodeid] = (observation.representation, blob)
 
-        with collector.with_value(note):
+        with observing(note):
             yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def, type-arg]
+        """Keep the exception a failing phase raised: its fields are the diagnosis."""
+        yield
+        if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
+            self._exceptions.setdefault(item.nodeid, call.excinfo.value)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         """pytest.exit() (a fixture refusing bad input) arrives here too; keep its message."""
@@ -208,16 +177,8 @@ class _Collector:
             self.session.shouldstop = "bad input"
 
     def _examples_ran(self, nodeid: str, result: PropertyResult, before: int) -> bool:
-        """Whether a passed test ran any example (a plain test always does)."""
-        if nodeid not in self.hypothesis_tests:
-            return True
-        if result.examples > before:
-            return True
-        from hypothesis import Phase, settings
-
-        obj = getattr(self._items.get(nodeid), "obj", None)
-        explicit = getattr(obj, "hypothesis_explicit_examples", ())
-        return bool(explicit) and Phase.explicit in settings.default.phases
+        """Whether a passed test ran any example: Hypothesis observed one (explicit ones count)."""
+        return nodeid not in self.hypothesis_tests or result.examples > before
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         if report.failed:
@@ -230,8 +191,10 @@ class _Collector:
         if report.when == "setup":
             self._examples_before[report.nodeid] = result.examples
         if report.failed and result.outcome != "fails":
-            result.outcome = "fails"
-            result.diagnosis, result.falsifying_example, result.reproduce = _failure_details(report)
+            crash = getattr(report.longrepr, "reprcrash", None)
+            message = crash.message if crash is not None else (report.longreprtext.splitlines() or [""])[-1]
+            example, blob = self._failing_case.get(report.nodeid, ("", ""))
+            result.fail(self._exceptions.get(report.nodeid), message, example, blob)
         elif report.skipped and report.when in ("setup", "call") and result.outcome == "not run":
             longrepr = report.longrepr
             result.reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)

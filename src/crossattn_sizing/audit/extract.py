@@ -121,12 +121,28 @@ def _method(cls: ClassRef, index: ModuleIndex) -> FuncRef:
     return method
 
 
+@dataclass(frozen=True)
+class Extraction:
+    """What one run of a runner's sizing over one config gives: a value, so nothing depends on call order.
+
+    ``conditions`` are the undecided conditions under which its tables were
+    built; ``kernel_block_mentions`` where the classes that allocated them name
+    a kernel block size (used to tell which ids a row stores: a width that
+    ignores the kernel block size describes manager-block rows only if the
+    table class never handles kernel blocks, so it cannot expand ids on append).
+    """
+
+    widths: tuple[int, ...]
+    conditions: tuple[str, ...] = ()
+    kernel_block_mentions: tuple[str, ...] = ()
+
+
 class ExtractedPolicy:
     """The sizing a release's runner computes, as a harness sizing policy.
 
-    Calling it raises :class:`ReadError` when a width depends on something
-    the audit does not know; ``conditions`` then holds the undecided
-    conditions under which the last call's tables were built.
+    Calling it gives the widths and raises :class:`ReadError` when a width
+    depends on something the audit does not know; :meth:`read` gives the
+    widths with what else the run found (:class:`Extraction`).
     """
 
     def __init__(self, index: ModuleIndex, spec: RunnerSpec, label: str) -> None:
@@ -136,10 +152,12 @@ class ExtractedPolicy:
         self.name = f"vllm {label} {spec.title}"
         module = index.module_of(self.method)
         self.where = f"{module.path}:{self.method.node.lineno} {self.cls.name}.{METHOD}"
-        self.conditions: tuple[str, ...] = ()
-        self.table_classes: tuple[ClassRef, ...] = ()
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        return self.read(config).widths
+
+    def read(self, config: RunnerConfig) -> Extraction:
+        """Interpret the runner's sizing method over ``config``."""
         interp = Interpreter(self.index, config)
         runner = Instance(self.cls, config_fallback=True)
         init = self.index.find_method(self.cls, "__init__")
@@ -150,26 +168,20 @@ class ExtractedPolicy:
             interp.call(self.method, [Sym("kv_cache_config")], {}, runner)
         except RaiseSignal as exc:
             raise ReadError(f"the source raises at {exc.where} for {config.describe()}") from None
-        widths, self.conditions = _widths(interp.allocations, config, self.where, interp.skipped)
+        widths, conditions = _widths(interp.allocations, config, self.where, interp.skipped)
         owners = (a.owner for a in interp.allocations if a.owner is not None)
-        self.table_classes = tuple(dict.fromkeys(owners))
-        return widths
+        return Extraction(widths, conditions, self._kernel_block_mentions(tuple(dict.fromkeys(owners))))
 
-    def kernel_block_mentions(self) -> list[str]:
-        """Where the classes that allocated the last call's tables name a kernel block size.
-
-        Used to tell which ids a row stores: a width that ignores the kernel
-        block size describes manager-block rows only if the table class never
-        handles kernel blocks at all (so it cannot expand ids on append).
-        """
+    def _kernel_block_mentions(self, table_classes: tuple[ClassRef, ...]) -> tuple[str, ...]:
+        """Where ``table_classes`` name a kernel block size."""
         found = []
-        for cls in self.table_classes:
+        for cls in table_classes:
             module = self.index.module_of(cls)
             for node in ast.walk(cls.node):
                 name = _identifier(node)
                 if name is not None and "kernel_block" in name:
                     found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")
-        return found
+        return tuple(found)
 
 
 def _identifier(node: ast.AST) -> str | None:
@@ -217,4 +229,7 @@ def read_runner(tree: SourceTree | ModuleIndex, runner: str, label: str | None =
     return ExtractedPolicy(index, RUNNERS[runner], label or index.tree.label)
 
 
-__all__ = ["RUNNERS", "ExtractedPolicy", "ReadError", "RunnerAbsent", "RunnerSpec", "locate", "read_runner"]
+__all__ = [
+    "RUNNERS", "ExtractedPolicy", "Extraction", "ReadError", "RunnerAbsent", "RunnerSpec", "locate",
+    "read_runner",
+]

@@ -30,13 +30,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crossattn_sizing import admission, capacity, known_configs
-from crossattn_sizing.audit.extract import RUNNERS, ExtractedPolicy, ReadError, RunnerAbsent, read_runner
+from crossattn_sizing.audit.extract import (
+    RUNNERS,
+    ExtractedPolicy,
+    Extraction,
+    ReadError,
+    RunnerAbsent,
+    read_runner,
+)
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.config import ConfigError, KVCacheGroup, RunnerConfig
 from crossattn_sizing.known_configs import encoder_decoder_groups
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, widths
+from crossattn_sizing.policies import BUILTIN_POLICIES, widths
 
 # The shapes the audit replays (docs/spec.md), from the one module that writes them out.
 NEMOTRON_TOKENS = known_configs.NEMOTRON_PAGE_TOKENS
@@ -126,14 +133,10 @@ class RunnerVerdict:
         }
 
 
-def shortfall(policy: Policy, config: RunnerConfig, encoder_tokens: int | None = None) -> Shortfall | None:
-    """The first cross group whose row cannot hold ``encoder_tokens`` (default: the admitted bound)."""
-    return shortfall_of(policy(config), config, encoder_tokens)
-
-
 def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
                  encoder_tokens: int | None = None) -> Shortfall | None:  # fmt: skip
-    """:func:`shortfall` for widths already computed (in the entries ``config``'s rows store)."""
+    """The first cross group whose row of ``widths`` (in the entries ``config``'s rows store) cannot
+    hold ``encoder_tokens`` (default: the admitted bound)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
     over = capacity.cross_overflow(widths, config, encoder_tokens)
@@ -154,28 +157,37 @@ class Checked:
     config: RunnerConfig  # the sweep's config, or its manager twin for manager-id rows
     widths: tuple[int, ...]
     entries: str | None  # KERNEL_IDS, MANAGER_IDS, or None when no group splits its blocks
+    conditions: tuple[str, ...] = ()  # undecided conditions the tables were built under
+
+
+def read_sizing(policy: Any, config: RunnerConfig) -> Extraction:
+    """One read of ``policy`` over ``config``: its own :class:`Extraction`, or just its widths."""
+    read = getattr(policy, "read", None)
+    return read(config) if read is not None else Extraction(policy(config))
 
 
 def evaluate(policy: ExtractedPolicy, config: RunnerConfig) -> Checked:
     """Widths of ``config`` and, where kernel blocks are smaller, which ids the rows store."""
-    widths = policy(config)
+    first = read_sizing(policy, config)
+    widths = first.widths
     if all(g.bpk == 1 for g in config.groups):
-        return Checked(config, widths, None)
+        return Checked(config, widths, None, first.conditions)
     twin = manager_twin(config)
-    twin_widths = policy(twin)
-    if widths == tuple(w * g.bpk for w, g in zip(twin_widths, config.groups, strict=True)):
-        return Checked(config, widths, KERNEL_IDS)
-    if widths == twin_widths:
-        mentions = policy.kernel_block_mentions()
+    second = read_sizing(policy, twin)
+    conditions = tuple(dict.fromkeys([*first.conditions, *second.conditions]))
+    if widths == tuple(w * g.bpk for w, g in zip(second.widths, config.groups, strict=True)):
+        return Checked(config, widths, KERNEL_IDS, conditions)
+    if widths == second.widths:
+        mentions = second.kernel_block_mentions
         if not mentions:
-            return Checked(twin, widths, MANAGER_IDS)
+            return Checked(twin, widths, MANAGER_IDS, conditions)
         raise ReadError(
             f"for {config.describe()} the row width ignores the kernel block size, but the table "
             f"class handles kernel blocks ({mentions[0]}): which ids a row stores is not determined"
         )
     raise ReadError(
         f"for {config.describe()} the widths {widths} are neither the manager-block widths "
-        f"{twin_widths} nor those times the kernel blocks per manager block"
+        f"{second.widths} nor those times the kernel blocks per manager block"
     )
 
 
@@ -292,17 +304,15 @@ def whisper_configs() -> list[RunnerConfig]:
     ]
 
 
-def whisper_check(policy: ExtractedPolicy) -> dict[str, Any]:
-    """Whether every Whisper-shaped config's cross row holds a 1500-frame encoder output."""
-    configs = whisper_configs()
-    for config in configs:
-        item = evaluate(policy, config)
+def whisper_check(checked: list[Checked]) -> dict[str, Any]:
+    """Whether every Whisper-shaped config's cross row (``checked``, evaluated) holds a 1500-frame output."""
+    for item in checked:
         found = shortfall_of(item.widths, item.config, WHISPER_TOKENS)
         if found is not None:
-            return {"encoder_tokens": WHISPER_TOKENS, "configs": len(configs), "holds": False,
+            return {"encoder_tokens": WHISPER_TOKENS, "configs": len(checked), "holds": False,
                     "config": item.config.describe(), "columns_needed": found.needed,
                     "columns_given": found.given}  # fmt: skip
-    return {"encoder_tokens": WHISPER_TOKENS, "configs": len(configs), "holds": True,
+    return {"encoder_tokens": WHISPER_TOKENS, "configs": len(checked), "holds": True,
             "config": "M=448, S=1500, bs in {16, 32, 48, 64, 96, 128, 256}"}  # fmt: skip
 
 
@@ -336,8 +346,9 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
     verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where,
                             path=READ_PATH if executed is None else EXECUTED_PATH)  # fmt: skip
     try:
-        nemo = shortfall(policy, NEMOTRON, NEMOTRON_TOKENS)
-        nemo_widths = policy(NEMOTRON)
+        nemo_read = read_sizing(policy, NEMOTRON)
+        nemo_widths = nemo_read.widths
+        nemo = shortfall_of(nemo_widths, NEMOTRON, NEMOTRON_TOKENS)
         cross = NEMOTRON.cross_groups()[0]
         needed = admission.entries_needed(NEMOTRON, NEMOTRON.groups[cross], NEMOTRON_TOKENS)
         verdict.nemotron = {
@@ -347,13 +358,15 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
             "columns_given": nemo_widths[cross],
             "holds": nemo is None,
         }
-        conditions = list(policy.conditions)
         checked = [evaluate(policy, c) for c in configs]
         verdict.row_entries, verdict.row_entries_why = row_entries(checked)
         verdict.matches, verdict.closest = builtin_matches(checked)
         verdict.rules = rule_matches(checked)
-        verdict.whisper = whisper_check(policy)
-        verdict.conditions = list(dict.fromkeys([*conditions, *policy.conditions]))
+        whisper = [evaluate(policy, c) for c in whisper_configs()]
+        verdict.whisper = whisper_check(whisper)
+        # Every condition any read met, in the order met: the same whatever order the reads ran in.
+        met = [*nemo_read.conditions, *(c for item in [*checked, *whisper] for c in item.conditions)]
+        verdict.conditions = list(dict.fromkeys(met))
     except ReadError as exc:
         verdict.status, verdict.reason = UNREADABLE, str(exc)
         return verdict

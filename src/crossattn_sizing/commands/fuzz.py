@@ -36,7 +36,8 @@ from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redi
 from crossattn_sizing.outputs import output_dir, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.report import PLAIN
-from crossattn_sizing.suite import PropertyResult, properties_dir, run_suite
+from crossattn_sizing.results import PropertyResult
+from crossattn_sizing.suite import properties_dir, run_suite
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -270,6 +271,8 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         if r.outcome == "fails":
             console.print(f"\n[bold]{policy} / {name}[/] fails:")
             console.print(r.diagnosis.removeprefix("AssertionError: "), **PLAIN)
+            for line in r.replay_lines():
+                console.print(line, **PLAIN)
     if new_files:
         console.print("\nnew regression files (replayed by every run from now on):")
         for f in new_files:

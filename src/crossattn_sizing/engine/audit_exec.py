@@ -18,17 +18,16 @@ from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
 
 
 class ExecutedPolicy:
-    """What the audit's checks need of a policy (``where``, ``conditions``, kernel-block mentions)."""
+    """What the audit's checks need of a policy: its widths and ``where`` they come from.
+
+    No conditions and no kernel-block mentions: executed widths come from the
+    release's own BlockTables, whose row length in entries is measured, so
+    the audit's "which ids a row stores" question is answered by the widths alone.
+    """
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
         self.where = f"executed: {RUNNER_PATH} GPUModelRunner.initialize_kv_cache (vLLM {policy.version})"
-        self.conditions: tuple[str, ...] = ()
-
-    def kernel_block_mentions(self) -> list[str]:
-        # Executed widths come from the release's own BlockTables: its row length in entries is
-        # measured, so the audit's "which ids a row stores" question is answered by the widths alone.
-        return []
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
         from crossattn_sizing.audit.verdicts import manager_twin

@@ -194,7 +194,7 @@ def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
 
 def add_summary(totals: object, data: dict) -> None:  # type: ignore[type-arg]
     """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
-    from crossattn_sizing.suite import PropertyResult
+    from crossattn_sizing.results import PropertyResult
 
     totals.rounds += int(data.get("rounds", 0))  # type: ignore[attr-defined]
     for p in data.get("properties", []):

@@ -1,0 +1,166 @@
+"""The outcome of a property, as values: what ``verify``, ``fuzz`` and the reports read.
+
+Two kinds of value arrive from a run of the property suite, and neither is
+read back out of printed text:
+
+- a :class:`PropertyFailure`, raised by a property's assertion, carries its
+  diagnosis and reproduce command as attributes;
+- Hypothesis's observations (one per test case it ran, its documented
+  observability interface) carry the status, the events, the ``target()``
+  scores, the phase and, for a failure, the shrunk example and the
+  ``@reproduce_failure`` decorator.
+
+:class:`PropertyResult` folds both into one record per property.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class PropertyFailure(AssertionError):
+    """A property's own failure: the diagnosis to print and the command that replays it.
+
+    An ``AssertionError`` so pytest and Hypothesis treat it as any failing
+    assertion; its text (what pytest prints) is the diagnosis followed by the
+    reproduce line, and the suite reads the two fields directly.
+    """
+
+    def __init__(self, diagnosis: str, reproduce: str = "") -> None:
+        self.diagnosis = diagnosis
+        self.reproduce = reproduce
+        text = f"{diagnosis}\n  reproduce: {reproduce}" if reproduce else diagnosis
+        super().__init__(text)
+
+
+def first_failure(exc: BaseException) -> BaseException:
+    """The first leaf of an exception group (Hypothesis reports several bugs as one), else ``exc``.
+
+    Read by its ``exceptions`` attribute: on Python 3.10 the group class is the
+    ``exceptiongroup`` backport, not a builtin.
+    """
+    while True:
+        inner = getattr(exc, "exceptions", None)
+        if not isinstance(inner, (tuple, list)) or not inner or not isinstance(inner[0], BaseException):
+            return exc
+        exc = inner[0]
+
+
+def property_name(nodeid: str) -> str:
+    """``properties/test_capacity.py::test_coverage[x]`` -> ``test_capacity::test_coverage``."""
+    path, _, rest = nodeid.partition("::")
+    return f"{Path(path).stem}::{rest.split('[')[0]}"
+
+
+RAN = ("passed", "failed")
+"""Observation statuses of a test case that ran to the end (``gave_up`` ones were rejected)."""
+FINAL_REPLAY = "minimal failing test case"
+"""``how_generated`` of Hypothesis's last replay of a shrunk failure (not a new example)."""
+EXPLICIT = "explicit example"
+"""``how_generated`` of an ``@example`` case."""
+
+
+def event_counts(features: dict[str, Any]) -> tuple[dict[str, int], dict[str, float]]:
+    """A test case's ``event()`` calls (``label`` or ``label: payload``) and ``target()`` scores.
+
+    Observability puts both in ``features``: targets under ``target:<label>``
+    (``target`` for the unlabelled one), events under their label.
+    """
+    events: dict[str, int] = {}
+    targets: dict[str, float] = {}
+    for key, value in features.items():
+        if key == "target" or key.startswith("target:"):
+            targets[key.removeprefix("target").removeprefix(":")] = float(value)
+        else:
+            events[f"{key}: {value}" if value not in ("", None) else key] = 1
+    return events, targets
+
+
+@dataclass
+class PropertyResult:
+    """The outcome of one property (all its parametrizations) for one policy.
+
+    It starts as "not run" and becomes "holds" only when a test of it passed
+    having run at least one example: a deselected, interrupted or empty run
+    never reads as a property that held.
+    """
+
+    name: str
+    outcome: str = "not run"  # holds | fails | n/a | not run
+    diagnosis: str = ""
+    falsifying_example: str = ""  # Hypothesis's shrunk example, as it prints it
+    reproduce: str = ""  # the property's own command that replays the failure, if it gave one
+    replay_decorator: str = ""  # Hypothesis's ``@reproduce_failure(...)`` for the same case
+    reason: str = ""  # why not applicable, or why not run
+    duration_s: float = 0.0
+    nodeids: list[str] = field(default_factory=list)
+    # Hypothesis's observations, summed over parametrizations (fuzz summaries read these).
+    examples: int = 0
+    events: dict[str, int] = field(default_factory=dict)
+    best_targets: dict[str, float] = field(default_factory=dict)
+    # Failures Hypothesis replayed from the example database (its reuse phase): found
+    # earlier, by this machine or by another fuzzing worker sharing the database.
+    replayed: int = 0
+
+    def observe(self, status: str, how_generated: str, phase: str | None, features: dict[str, Any]) -> None:
+        """Fold one test-case observation in: an example that ran, its events and target scores."""
+        if how_generated == FINAL_REPLAY or status not in RAN:
+            return
+        events, targets = event_counts(features)
+        self._count(1, events, targets)
+        if status == "failed" and phase == "reuse":
+            self.replayed += 1
+
+    def fail(self, exc: BaseException | None, message: str, example: str, blob: str) -> None:
+        """Record the failure: a :class:`PropertyFailure`'s fields, else the exception's own text.
+
+        ``message`` is pytest's crash line, used when no exception object
+        reached the suite (a failure in a fixture's teardown, say); ``example``
+        and ``blob`` come from Hypothesis's observation of the failing case.
+        """
+        self.outcome = "fails"
+        leaf = first_failure(exc) if exc is not None else None
+        if isinstance(leaf, PropertyFailure):
+            self.diagnosis, self.reproduce = leaf.diagnosis, leaf.reproduce
+        elif leaf is not None:
+            self.diagnosis = f"{type(leaf).__name__}: {leaf}".strip()
+        else:
+            self.diagnosis = message
+        self.falsifying_example, self.replay_decorator = example, blob
+
+    def replay_lines(self) -> list[str]:
+        """How to replay the failure, for reports.
+
+        The property's own command when it gave one (its diagnosis already
+        names the case); else Hypothesis's shrunk example and the decorator
+        that replays it.
+        """
+        if self.reproduce:
+            return [f"  reproduce: {self.reproduce}"]
+        lines = [f"  shrunk example: {self.falsifying_example}"] if self.falsifying_example else []
+        if self.replay_decorator:
+            lines.append(f"  replay it with: {self.replay_decorator}")
+        return lines
+
+    def merge(self, other: PropertyResult) -> None:
+        """Fold another run of the same property in (fuzz rounds add up this way)."""
+        self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
+        self._count(other.examples, other.events, other.best_targets)
+        self.replayed += other.replayed
+        if other.outcome == "fails" and self.outcome != "fails":
+            self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
+            self.falsifying_example, self.replay_decorator = other.falsifying_example, other.replay_decorator
+        elif other.outcome == "holds" and self.outcome in ("not run", "n/a"):
+            self.outcome = "holds"
+        elif other.outcome == "n/a" and self.outcome == "not run":
+            self.outcome, self.reason = "n/a", other.reason
+
+    def _count(self, examples: int, events: dict[str, int], targets: dict[str, float]) -> None:
+        """The one place counts add up: examples and events sum, target scores keep their best."""
+        self.examples += examples
+        for event, n in events.items():
+            self.events[event] = self.events.get(event, 0) + n
+        for label, score in targets.items():
+            self.best_targets[label] = max(score, self.best_targets.get(label, float("-inf")))
