@@ -20,12 +20,12 @@ from hypothesis import strategies as st
 from crossattn_sizing.findings import (
     FindingWarning,
     dcp_cross_attention_finding,
-    dcp_cross_cases,
     faithful_cross_overflow,
     sharded_cross_fits,
     sharded_cross_refusal,
 )
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
+from properties.finding_strategies import dcp_cross_cases
 
 
 def test_engine_cross_path_overflows_mrv2_width_under_dcp() -> None:

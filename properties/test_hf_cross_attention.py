@@ -38,6 +38,7 @@ from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.runner import PagedRunner
 from properties.assertions import reproduce_command
+from properties.capacity_strategies import CapacityCase
 from properties.hf_strategies import (
     FAMILIES,
     HFCrossCase,
@@ -47,7 +48,6 @@ from properties.hf_strategies import (
 )
 from properties.impl_assertions import Tolerance
 from properties.impl_strategies import pool_size
-from properties.strategies import CapacityCase
 from reference.pool import BlockPool
 
 HF_TOLERANCE = Tolerance(
