@@ -41,15 +41,16 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # the reference oracle lives at the repository root
+sys.path.insert(0, str(ROOT))  # the reference oracle and properties/ live at the repository root
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig  # noqa: E402
+from crossattn_sizing.config import GroupKind, KVCacheGroup  # noqa: E402
 from crossattn_sizing.impl import Impl, load_impl  # noqa: E402
 from crossattn_sizing.intmath import cdiv  # noqa: E402
 from crossattn_sizing.policies import BUILTIN_POLICIES  # noqa: E402
 from crossattn_sizing.runner import PagedRunner, step_batch  # noqa: E402
 from crossattn_sizing.slot_mapping import SlotLayout  # noqa: E402
 from crossattn_sizing.step import AttentionStep  # noqa: E402
+from properties.config_strategies import encoder_decoder_config  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
@@ -73,12 +74,8 @@ def timed(fn: Callable[[], object], device: torch.device, repeats: int) -> float
 def build(impl: Impl, args: argparse.Namespace) -> tuple[PagedRunner, list[int], torch.Tensor]:
     """A runner with every request's encoder K/V written, and one decode query per request."""
     e, n = args.encoder_len, args.requests
-    config = RunnerConfig(
-        max_model_len=e,
-        max_num_batched_tokens=e,
-        max_num_reqs=n,
-        groups=(KVCacheGroup(GroupKind.CROSS, args.block_size, args.kbs),),
-    )
+    config = encoder_decoder_config((KVCacheGroup(GroupKind.CROSS, args.block_size, args.kbs),), e, e,
+                                    max_num_reqs=n)
     widths = BUILTIN_POLICIES["mrv2"](config)
     blocks = cdiv(e, args.block_size)
     dtype = DTYPES[args.dtype]

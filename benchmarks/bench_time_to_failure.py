@@ -1,6 +1,6 @@
 """Time and examples to the first counterexample: the harness's strategies against uniform random configs.
 
-Why: the strategies in ``properties/strategies.py`` aim draws at what policies
+Why: the strategies in ``properties/capacity_strategies.py`` aim draws at what policies
 get wrong (long contexts, width edges plus or minus one token, every cell of
 the inputs' decision table, the stress corner first). This measures what that
 is worth: for ``mrv2-prefix`` and each deliberately broken policy of
@@ -8,7 +8,7 @@ is worth: for ``mrv2-prefix`` and each deliberately broken policy of
 to hit the first config that breaks coverage or allocation fit
 (:func:`crossattn_sizing.capacity.violations` is the oracle), with
 
-* ``harness``: Hypothesis drawing ``properties.strategies.capacity_cases()``,
+* ``harness``: Hypothesis drawing ``properties.capacity_strategies.capacity_cases()``,
   generation phase only (no pinned examples, no shrinking, no database), one
   ``@seed`` per trial;
 * ``uniform``: a plain ``random.Random(seed)`` drawing every field uniformly
@@ -35,30 +35,34 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
 from crossattn_sizing.capacity import violations
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.config import GroupKind, KVCacheGroup
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # properties/ and tests/ are imported as packages from the clone
     sys.path.insert(0, str(ROOT))
 
-from properties.strategies import (  # noqa: E402
+from properties.capacity_strategies import (  # noqa: E402
     MAX_BLOCK_SIZE,
     MAX_DCP,
     MAX_LEN,
     MAX_REQS,
     CapacityCase,
     capacity_cases,
-    divisors,
 )
+from properties.config_strategies import draw_group, draw_interleave, encoder_decoder_config  # noqa: E402
 from tests.broken_policies import BOUNDARY, BROKEN  # noqa: E402
+
+BLOCK_SIZES = range(1, MAX_BLOCK_SIZE + 1)
+T = TypeVar("T")
 
 REPORT = ROOT / "reports" / "bench_time_to_failure.md"
 COMMAND = ".venv/bin/python benchmarks/bench_time_to_failure.py --seeds {seeds} --budget {budget}"
@@ -109,11 +113,25 @@ def harness_trial(policy: Policy, trial_seed: int, budget: int, stress_corner: b
     return hit or Trial(count, time.perf_counter() - start, False)
 
 
+class RandomDraws:
+    """The shared config builders' choices from ``random.Random``: every option alike, no aiming."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def pick(self, options: Sequence[T], label: str | None = None) -> T:
+        return self.rng.choice(options)
+
+    def between(self, lo: int, hi: int, label: str | None = None) -> int:
+        return self.rng.randint(lo, hi)
+
+    def flag(self, label: str | None = None) -> bool:
+        return self.rng.random() < 0.5
+
+
 def uniform_group(rng: random.Random, kind: GroupKind, dcp: int) -> KVCacheGroup:
-    bs = rng.randint(1, MAX_BLOCK_SIZE)
-    kbs = rng.choice(divisors(bs))
-    sharded = rng.random() < 0.5 if dcp > 1 and kind is not GroupKind.CROSS else True
-    return KVCacheGroup(kind, bs, kbs, sharded)
+    """A group with ``bs`` uniform in 1..MAX_BLOCK_SIZE and a uniform divisor as ``kbs``."""
+    return draw_group(RandomDraws(rng), kind, BLOCK_SIZES, dcp)
 
 
 def uniform_case(rng: random.Random) -> CapacityCase:
@@ -139,23 +157,10 @@ def uniform_case(rng: random.Random) -> CapacityCase:
     ]
     groups = list(others)
     groups.insert(rng.randint(0, len(others)), uniform_group(rng, GroupKind.CROSS, c))
-    interleave = 1
-    if c > 1:
-        kbs = [g.kbs for g in groups if g.kind.is_attention and g.dcp_sharded]
-        interleave = rng.choice([i for i in divisors(min(kbs)) if all(k % i == 0 for k in kbs)])
+    interleave = draw_interleave(RandomDraws(rng), groups, c)
     reqs = rng.randint(1, MAX_REQS)
-    config = RunnerConfig(
-        max_model_len=m,
-        max_num_batched_tokens=b,
-        max_num_encoder_input_tokens=e,
-        max_source_positions=s,
-        dcp_size=c,
-        dcp_interleave=interleave,
-        max_num_reqs=reqs,
-        groups=tuple(groups),
-        prefix_caching=rng.random() < 0.5,
-        num_speculative_blocks=rng.randint(0, 2),
-    )
+    mamba = (rng.random() < 0.5, rng.randint(0, 2))
+    config = encoder_decoder_config(groups, m, b, e, s, (c, interleave), reqs, mamba)
     bound = min(config.encoder_budget, config.max_num_batched_tokens)
     return CapacityCase(config, tuple(rng.randint(1, bound) for _ in range(rng.randint(1, reqs))))
 
@@ -209,10 +214,10 @@ def main(argv: list[str] | None = None) -> None:
         f"Medians over {args.seeds} seeds (0..{args.seeds - 1}) per policy and generator, budget "
         f"{args.budget} examples per trial, measured in one run on a shared 2-core machine "
         f"(python {sys.version.split()[0]}). Oracle: `crossattn_sizing.capacity.violations` (coverage or "
-        "allocation fit). `harness`: Hypothesis on `properties.strategies.capacity_cases()`, generation "
-        "phase only. `uniform`: `random.Random(seed)` drawing every field uniformly over the widest "
-        "ranges the strategies accept (lengths 1..2^21, block sizes 1..512, DCP 1..8; `uniform_case` in "
-        "the script). Ratios are uniform / harness medians: above 1 means the strategies get there "
+        "allocation fit). `harness`: Hypothesis on `properties.capacity_strategies.capacity_cases()`, "
+        "generation phase only. `uniform`: `random.Random(seed)` drawing every field uniformly over the "
+        "widest ranges the strategies accept (lengths 1..2^21, block sizes 1..512, DCP 1..8; `uniform_case` "
+        "in the script). Ratios are uniform / harness medians: above 1 means the strategies get there "
         "sooner. `>=` marks a median that is a trial without a counterexample (the budget, a lower "
         "bound). Target: examples ratio >= 10 for the boundary policies (one token past an edge: "
         f"{', '.join(f'`{b}`' for b in BOUNDARY)}), >= 1 for every other. The last column runs the "

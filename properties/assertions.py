@@ -14,7 +14,7 @@ from crossattn_sizing.admission import encoder_bound
 from crossattn_sizing.capacity import Invariant, violations
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.results import PropertyFailure
-from properties.strategies import CapacityCase
+from properties.capacity_strategies import CapacityCase
 
 
 def reproduce_command(policy_spec: str, case: CapacityCase) -> str:

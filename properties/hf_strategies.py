@@ -29,7 +29,7 @@ from crossattn_sizing.config import KVCacheGroup
 from crossattn_sizing.models import families
 from crossattn_sizing.models.adapters import ModelScenario, build_scenario
 from crossattn_sizing.models.family import Family
-from properties.strategies import divisors
+from properties.config_strategies import HypothesisDraws, draw_block_sizes
 
 FAMILIES = tuple(f.name for f in families.with_hf_module())
 """The registered families transformers has a cross-attention module for."""
@@ -122,8 +122,7 @@ def hf_cross_cases(draw: st.DrawFn, family: str | None = None, min_requests: int
     family = family or draw(st.sampled_from(FAMILIES), label="family")
     heads = draw(st.integers(1, 4), label="num_heads")
     head_dim = draw(st.sampled_from((1, 2, 4, 8, 16)), label="head_dim")
-    bs = draw(st.sampled_from(HF_BLOCK_SIZES), label="block_size")
-    kbs = draw(st.sampled_from(divisors(bs)[::-1]), label="kernel_block_size")
+    bs, kbs = draw_block_sizes(HypothesisDraws(draw), HF_BLOCK_SIZES)
     n = draw(st.integers(min_requests, max(min_requests, 3)), label="num_requests")
     draw_lengths = families.FAMILIES[family].draw_lengths
     assert draw_lengths is not None, f"family {family} has no length strategy"

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.intmath import cdiv
-from properties.strategies import divisors, encoder_lengths
+from properties.capacity_strategies import encoder_lengths
+from properties.config_strategies import HypothesisDraws, batched_tokens, draw_group, encoder_decoder_config
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Small block sizes, with non-powers of two (3, 6, 48) where alignment rules differ.
@@ -251,35 +252,20 @@ def attention_configs(draw: st.DrawFn, max_dcp: int = 4) -> RunnerConfig:
     else:
         s = draw(st.one_of(st.none(), st.integers(0, 2 * m)), label="max_source_positions")
         e = draw(st.one_of(st.none(), st.integers(1, 2 * m + 64)), label="max_num_encoder_input_tokens")
-    b = max(m, e or 0) + draw(st.integers(0, 64), label="batched_tokens_above_needed")
+    b = batched_tokens(m, e, draw(st.integers(0, 64), label="batched_tokens_above_needed"))
     dcp = draw(st.sampled_from([1, 1, 2, 3, 4][: 1 + max_dcp]), label="dcp_size") if max_dcp > 1 else 1
     # Under DCP the interleave is drawn first and block sizes from its multiples:
     # drawing sizes first leaves almost only I = 1 (it must divide every kbs).
     interleave = draw(st.sampled_from([1, 1, 2, 4]), label="dcp_interleave") if dcp > 1 else 1
-    sizes = [bs for bs in SMALL_BLOCK_SIZES if bs % interleave == 0]
-    groups = []
-    for kind in (GroupKind.CROSS, GroupKind.FULL):
-        bs = draw(st.sampled_from(sizes), label=f"{kind.value}.block_size")
-        kernel_sizes = [k for k in divisors(bs)[::-1] if k % interleave == 0]
-        kbs = draw(st.sampled_from(kernel_sizes), label=f"{kind.value}.kernel_block_size")
-        sharded = True
-        if dcp > 1 and kind is GroupKind.FULL:  # a replicated self-attention group: every rank has it all
-            sharded = draw(st.booleans(), label=f"{kind.value}.dcp_sharded")
-            if not sharded:
-                event("replicated self-attention group under DCP")
-        groups.append(KVCacheGroup(kind, bs, kbs, sharded))
+    d = HypothesisDraws(draw)
+    groups = [draw_group(d, kind, SMALL_BLOCK_SIZES, dcp, multiple_of=interleave)
+              for kind in (GroupKind.CROSS, GroupKind.FULL)]
+    if not groups[1].dcp_sharded:  # a replicated self-attention group: every rank has it all
+        event("replicated self-attention group under DCP")
     if draw(st.booleans(), label="self_group_first"):
         groups.reverse()
-    config = RunnerConfig(
-        max_model_len=m,
-        max_num_batched_tokens=b,
-        max_num_encoder_input_tokens=e,
-        max_source_positions=s,
-        dcp_size=dcp,
-        dcp_interleave=interleave,
-        max_num_reqs=draw(st.integers(1, 4), label="max_num_reqs"),
-        groups=tuple(groups),
-    )
+    config = encoder_decoder_config(groups, m, b, e, s, (dcp, interleave),
+                                    draw(st.integers(1, 4), label="max_num_reqs"))
     event("Nemotron-Parse-like (S absent, E > M)" if nemotron_like else "generic config")
     if dcp > 1:
         event(f"DCP size {dcp}, interleave {interleave}")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
-from properties.strategies import runner_configs
+from properties.capacity_strategies import runner_configs
 from reference.block_table import expand
 from reference.slots import (
     ColumnOutOfRange,

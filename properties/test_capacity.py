@@ -17,8 +17,8 @@ from hypothesis import example, given
 from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import Policy
 from properties.assertions import assert_invariant
+from properties.capacity_strategies import CapacityCase, capacity_cases
 from properties.regressions import pinned_cases, record_failure
-from properties.strategies import CapacityCase, capacity_cases
 
 
 def _property(invariant: Invariant):  # type: ignore[no-untyped-def]

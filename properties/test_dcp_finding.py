@@ -2,9 +2,9 @@
 
 The engine's cross-attention path ignores DCP: token ``p`` uses column
 ``p // kbs`` on every rank, while the row was sized (and its blocks allocated)
-for ``C`` ranks each holding a share. The first test shows, with Hypothesis's
-shrunk example, that this path overflows the *fixed* sizing (``mrv2``) when
-``C > 1``; it passes while the finding stands and prints the example as a
+for ``C`` ranks each holding a share. The first test shows, with the smallest
+case of the finding's search grid, that this path overflows the *fixed* sizing
+(``mrv2``) when ``C > 1``; it passes while the finding stands and prints the example as a
 :class:`~crossattn_sizing.findings.FindingWarning`. The property shows the
 consistent sharded layout fits every admitted request under the policy under
 test.
@@ -17,8 +17,6 @@ import warnings
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.findings import (
     FindingWarning,
     dcp_cross_attention_finding,
@@ -29,36 +27,8 @@ from crossattn_sizing.findings import (
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
 from crossattn_sizing.results import PropertyFailure
 from properties.assertions import reproduce_command
-from properties.strategies import CapacityCase
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
-@st.composite
-def dcp_cross_cases(draw: st.DrawFn) -> tuple[RunnerConfig, int]:
-    """An encoder-decoder config with ``C > 1`` and one cross group, and an admitted encoder length."""
-    m = draw(st.integers(1, 4096), label="max_model_len")
-    budget = draw(st.one_of(st.none(), st.integers(1, 8192)), label="max_num_encoder_input_tokens")
-    source = draw(st.one_of(st.none(), st.integers(0, 4096)), label="max_source_positions")
-    b = max(m, budget or 0) + draw(st.integers(0, 1024), label="batched_tokens_above_needed")
-    c = draw(st.integers(2, 8), label="dcp_size")
-    bs = draw(st.sampled_from((16, 1, 2, 8, 32, 64, 128, 256, 48, 96)), label="block_size")
-    kbs = draw(st.sampled_from(_divisors(bs)[::-1]), label="kernel_block_size")
-    interleave = draw(st.sampled_from(_divisors(kbs)), label="dcp_interleave")
-    config = RunnerConfig(
-        max_model_len=m,
-        max_num_batched_tokens=b,
-        max_num_encoder_input_tokens=budget,
-        max_source_positions=source,
-        dcp_size=c,
-        dcp_interleave=interleave,
-        max_num_reqs=1,
-        groups=(KVCacheGroup(GroupKind.CROSS, bs, kbs),),
-    )
-    e = draw(st.integers(1, admission.encoder_bound(config)), label="encoder_len")
-    return config, e
+from properties.capacity_strategies import CapacityCase
+from properties.finding_strategies import dcp_cross_cases
 
 
 def test_engine_cross_path_overflows_mrv2_width_under_dcp() -> None:

@@ -39,6 +39,7 @@ from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.results import PropertyFailure
 from crossattn_sizing.runner import PagedRunner
 from properties.assertions import reproduce_command
+from properties.capacity_strategies import CapacityCase
 from properties.hf_strategies import (
     FAMILIES,
     HFCrossCase,
@@ -48,7 +49,6 @@ from properties.hf_strategies import (
 )
 from properties.impl_assertions import Tolerance
 from properties.impl_strategies import pool_size
-from properties.strategies import CapacityCase
 from reference.pool import BlockPool
 
 HF_TOLERANCE = Tolerance(

@@ -1,6 +1,6 @@
 """The capacity strategies reach what policies branch on, often: checked on plain random bytes.
 
-Hypothesis feeds :class:`properties.strategies.Dials` the bytes; here a seeded
+Hypothesis feeds :class:`properties.capacity_strategies.Dials` the bytes; here a seeded
 ``random`` does, 4000 times, so the shares below are what a run's draws look
 like before Hypothesis's own biases (which only add edge and zero bytes).
 """
@@ -14,7 +14,7 @@ from collections import Counter
 import pytest
 
 from crossattn_sizing.config import GroupKind, RunnerConfig
-from properties.strategies import (
+from properties.capacity_strategies import (
     DIAL_BYTES,
     MAX_LEN,
     OTHER_KINDS,

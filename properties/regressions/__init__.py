@@ -17,7 +17,7 @@ from crossattn_sizing import known_configs
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
-from properties.strategies import CapacityCase
+from properties.capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent
 DIR_ENV = "CROSSATTN_REGRESSIONS_DIR"  # where regression files are read and written

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
 from properties.assertions import assert_invariant
-from properties.strategies import CapacityCase, capacity_cases
+from properties.capacity_strategies import CapacityCase, capacity_cases
 from tests.broken_policies import BROKEN
 
 CI = settings.get_profile("ci")

@@ -1,9 +1,12 @@
-"""Hypothesis strategies for runner configs and workloads.
+"""Capacity strategies: runner configs and batches of admitted encoder lengths, aimed where policies fail.
 
-Strategies live here; assertions live in :mod:`properties.assertions`; the
-properties that join them live in ``test_*.py``. A failing example reads as
-the :class:`CapacityCase` it built (config and encoder lengths), and the
-assertion prints its diagnosis and a reproduce command.
+How a config is put together (groups, kernel blocks, interleave, ``B``) is
+:mod:`properties.config_strategies`, shared with the other strategies; this
+module decides what is drawn and how often. Strategies live here; assertions
+live in :mod:`properties.assertions`; the properties that join them live in
+``test_*.py``. A failing example reads as the :class:`CapacityCase` it built
+(config and encoder lengths), and the assertion prints its diagnosis and a
+reproduce command.
 
 What a sizing policy can get wrong decides what is drawn:
 
@@ -38,13 +41,25 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from hypothesis import event
 from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from properties.config_strategies import (
+    batched_tokens,
+    divisors,
+    draw_group,
+    draw_interleave,
+    encoder_decoder_config,
+    kernel_block_sizes,
+)
+
+T = TypeVar("T")
 
 LOG2_MAX_LEN = 21
 MAX_LEN = 1 << LOG2_MAX_LEN
@@ -107,15 +122,15 @@ class Dials:
             value = value << 8 | self.byte()
         return value % n
 
-    def between(self, lo: int, hi: int) -> int:
-        """An integer in ``[lo, hi]`` (zero bytes give ``lo``)."""
+    def between(self, lo: int, hi: int, label: str | None = None) -> int:
+        """An integer in ``[lo, hi]`` (zero bytes give ``lo``); ``label`` is not recorded."""
         return lo + self.below(hi - lo + 1) if hi > lo else lo
 
-    def pick(self, options: tuple):  # type: ignore[no-untyped-def]
+    def pick(self, options: Sequence[T], label: str | None = None) -> T:
         """One of ``options`` (zero gives the first)."""
         return options[self.below(len(options))]
 
-    def flag(self) -> bool:
+    def flag(self, label: str | None = None) -> bool:
         """A coin (zero gives False)."""
         return bool(self.byte() & 1)
 
@@ -157,12 +172,6 @@ def dials(size: int = DIAL_BYTES) -> st.SearchStrategy[Dials]:
     return st.binary(min_size=size, max_size=size).map(Dials)
 
 
-@functools.cache
-def divisors(n: int) -> tuple[int, ...]:
-    """Positive divisors of ``n`` in increasing order."""
-    return tuple(d for d in range(1, n + 1) if n % d == 0)
-
-
 def alignment_units(bs: int) -> tuple[int, ...]:
     """Block multiples engines align a width to: the v0.34 rule's and the v0.21-0.25 rule's."""
     pow2 = 128 // bs if bs <= 128 else 1
@@ -177,37 +186,25 @@ def width_units(group: KVCacheGroup, dcp_factor: int) -> tuple[int, ...]:
     return tuple(sorted(units))
 
 
-def _group(d: Dials, kind: GroupKind, dcp_size: int, sizes: tuple[int, ...], stress: bool) -> KVCacheGroup:
-    """One group; its kernel block size is a divisor of its block size.
-
-    Expansion (``kbs < bs``) half the time; in the stress corner always where
-    ``bs`` allows, with replicated (not DCP-sharded) groups beside the cross one.
-    """
-    bs = d.pick(sizes)
-    divs = divisors(bs)
+def _kernel_block(d: Dials, bs: int) -> int:
+    """Expansion (``kbs < bs``) half the time, from one byte: the low bit says whether, the rest which kbs."""
     choice = d.byte()
-    if stress and bs > 1:
-        kbs = divs[-2 - choice % (len(divs) - 1)]
-    elif choice & 1:
-        kbs = divs[(choice >> 1) % len(divs)]
-    else:
-        kbs = bs
-    sharded = True
-    if dcp_size > 1 and kind is not GroupKind.CROSS:
-        sharded = not stress and d.flag()
-    return KVCacheGroup(kind, bs, kbs, sharded)
+    divs = divisors(bs)
+    return divs[(choice >> 1) % len(divs)] if choice & 1 else bs
 
 
-def _interleave(d: Dials, groups: list[KVCacheGroup], dcp_size: int) -> int:
-    if dcp_size == 1:
-        return 1
-    sharded_kbs = [g.kbs for g in groups if g.kind.is_attention and g.dcp_sharded]
-    return d.pick(_common_divisors(tuple(sharded_kbs)))
+def _expanded_kernel_block(d: Dials, bs: int) -> int:
+    """The stress corner's: a kernel block below ``bs`` wherever ``bs`` allows (one byte, as above)."""
+    choice = d.byte()
+    smaller = kernel_block_sizes(bs)[1:]
+    return smaller[choice % len(smaller)] if smaller else bs
 
 
-@functools.cache
-def _common_divisors(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    return tuple(i for i in divisors(min(sizes)) if all(k % i == 0 for k in sizes))
+def _group(d: Dials, kind: GroupKind, dcp_size: int, sizes: tuple[int, ...], stress: bool) -> KVCacheGroup:
+    """One group (see :func:`~properties.config_strategies.draw_group`); in the stress corner with
+    kernel-block expansion wherever ``bs`` allows, and replicated beside the cross group under DCP."""
+    kernel = _expanded_kernel_block if stress else _kernel_block
+    return draw_group(d, kind, sizes, dcp_size, kernel=kernel, replicated=stress)
 
 
 def _stress_config(d: Dials, max_dcp: int) -> RunnerConfig:
@@ -218,28 +215,18 @@ def _stress_config(d: Dials, max_dcp: int) -> RunnerConfig:
     unit = max(width_units(groups[1], c))
     m = d.multiple(unit, min_log2=max(0, 17 - (unit.bit_length() - 1)))
     e = m + d.offset()
-    return _finish(d, groups, c, m, max(m, e) + d.below(4), e, None)
+    return _finish(d, groups, c, m, batched_tokens(m, e, d.below(4)), e, None)
 
 
 def _finish(
     d: Dials, groups: list[KVCacheGroup], c: int, m: int, b: int, e: int | None, s: int | None
 ) -> RunnerConfig:
     """The config with the dials every cell shares: interleave, rows, and the mamba-only fields."""
-    interleave = _interleave(d, groups, c)
+    interleave = draw_interleave(d, groups, c)
     max_num_reqs = d.between(1, MAX_REQS)
     mamba = d.byte()  # only mamba widths read these, but a policy may branch on anything
-    return RunnerConfig(
-        max_model_len=m,
-        max_num_batched_tokens=b,
-        max_num_encoder_input_tokens=e,
-        max_source_positions=s,
-        dcp_size=c,
-        dcp_interleave=interleave,
-        max_num_reqs=max_num_reqs,
-        groups=tuple(groups),
-        prefix_caching=bool(mamba & 1),
-        num_speculative_blocks=(mamba >> 1) % 3,
-    )
+    return encoder_decoder_config(groups, m, b, e, s, (c, interleave), max_num_reqs,
+                                  (bool(mamba & 1), (mamba >> 1) % 3))
 
 
 # Rank of each of (M, E, S) (those present) in each order; the first puts M lowest, E highest.
@@ -278,7 +265,7 @@ def _generic_config(d: Dials, max_dcp: int) -> RunnerConfig:
     s = (0 if s_kind == 8 else rest[0]) if s_present else None
     if e_set:
         extra = d.below(3)
-        b = max(m, e) + (0, 1, d.log_length())[extra]
+        b = batched_tokens(m, e, (0, 1, d.log_length())[extra])  # (the log length is read either way)
         budget: int | None = e
     else:
         m, e = min(m, e), max(m, e)  # B >= M: chunked prefill is off for encoder-decoder models
