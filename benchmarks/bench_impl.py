@@ -47,7 +47,7 @@ from crossattn_sizing.config import GroupKind, KVCacheGroup  # noqa: E402
 from crossattn_sizing.impl import Impl, load_impl  # noqa: E402
 from crossattn_sizing.intmath import cdiv  # noqa: E402
 from crossattn_sizing.policies import BUILTIN_POLICIES  # noqa: E402
-from crossattn_sizing.runner import PagedRunner, step_batch  # noqa: E402
+from crossattn_sizing.runner import PagedRunner, slot_step  # noqa: E402
 from crossattn_sizing.slot_mapping import SlotLayout  # noqa: E402
 from crossattn_sizing.step import AttentionStep  # noqa: E402
 from properties.config_strategies import encoder_decoder_config  # noqa: E402
@@ -99,11 +99,11 @@ def bench_impl(impl: Impl, args: argparse.Namespace) -> list[tuple[str, str, flo
     e, n, dev = args.encoder_len, args.requests, impl.device
     table = runner.tables[0]
     layout = SlotLayout(args.kbs)
-    req_rows, qsl, positions = step_batch(rows, [range(e)] * n, dev)
+    mapping = slot_step(table, rows, [range(e)] * n, layout)
     out = torch.empty(n * e, dtype=torch.int64, device=dev)
 
     def slots() -> None:
-        impl.slot_mapping(table.storage, table.width, req_rows, qsl, positions, layout, out)
+        impl.slot_mapping(step=mapping, out=out)
 
     t_slots = timed(slots, dev, args.repeats)
     table.gather(rows, into=runner.inputs[0])

@@ -25,8 +25,8 @@ class SlotOffByOne(TorchImpl):
 
     name = "broken-slot-off-by-one"
 
-    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
-        super().slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out)
+    def slot_mapping(self, *, step, out):  # type: ignore[no-untyped-def]
+        super().slot_mapping(step=step, out=out)
         live = out >= 0
         out[live] += 1
 
@@ -36,14 +36,15 @@ class InterleaveIgnored(TorchImpl):
 
     name = "broken-interleave-ownership"
 
-    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
+    def slot_mapping(self, *, step, out):  # type: ignore[no-untyped-def]
+        positions, layout = step.positions, step.layout
         n = positions.numel()
         if n:
-            batch = token_requests(query_start_loc, n)
-            rows = req_rows.to(torch.int64)[batch]
+            batch = token_requests(step.query_start_loc, n)
+            rows = step.req_rows.to(torch.int64)[batch]
             vbs = layout.virtual_block_size
             column, offset = positions // vbs, positions % vbs
-            block = table[rows * row_stride + column].to(torch.int64)
+            block = step.table[rows * step.row_stride + column].to(torch.int64)
             c = layout.dcp_size
             owned = offset % c == layout.rank
             slots = block * layout.kernel_block_size + offset // c
@@ -56,9 +57,9 @@ class PaddingForgotten(TorchImpl):
 
     name = "broken-padding"
 
-    def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
-        super().slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out)
-        out[positions.numel() :] = 0
+    def slot_mapping(self, *, step, out):  # type: ignore[no-untyped-def]
+        super().slot_mapping(step=step, out=out)
+        out[step.positions.numel() :] = 0
 
 
 class MergeWithoutLse(TorchImpl):
@@ -66,7 +67,7 @@ class MergeWithoutLse(TorchImpl):
 
     name = "broken-merge-no-lse"
 
-    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+    def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         return torch.stack([o.to(torch.float32) for o in outs]).mean(dim=0)
 
 
@@ -75,7 +76,7 @@ class ReadsOneColumnPast(TorchImpl):
 
     name = "broken-reads-one-column-past"
 
-    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+    def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
         return torch_paged_attention(query, key_cache, value_cache, replace(step, table=step.table[1:]))
 
 
@@ -84,7 +85,7 @@ class ReadsWholeBlocks(TorchImpl):
 
     name = "broken-reads-whole-blocks"
 
-    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+    def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
         kbs = step.layout.kernel_block_size
         rounded = (step.seq_lens + kbs - 1) // kbs * kbs
         return torch_paged_attention(query, key_cache, value_cache, replace(step, seq_lens=rounded))
@@ -95,7 +96,7 @@ class CausalMaskDropped(TorchImpl):
 
     name = "broken-no-causal-mask"
 
-    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+    def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
         return torch_paged_attention(query, key_cache, value_cache, replace(step, causal=False))
 
 
@@ -104,8 +105,8 @@ class KeysAndValuesSwapped(TorchImpl):
 
     name = "broken-kv-swapped"
 
-    def write_kv(self, key_cache, value_cache, key, value, slots):  # type: ignore[no-untyped-def]
-        super().write_kv(key_cache, value_cache, value, key, slots)
+    def write_kv(self, *, key, value, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        super().write_kv(key=value, value=key, key_cache=key_cache, value_cache=value_cache, step=step)
 
 
 class SoftmaxWithoutMax(TorchImpl):
@@ -113,7 +114,7 @@ class SoftmaxWithoutMax(TorchImpl):
 
     name = "broken-softmax-without-max"
 
-    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+    def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
         return torch_paged_attention(query, key_cache, value_cache, step, subtract_max=False)
 
 
@@ -123,8 +124,9 @@ class MergeEmptyRankAsZeroLse(TorchImpl):
 
     name = "broken-merge-empty-rank"
 
-    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
-        return super().merge(outs, [torch.where(torch.isneginf(x), torch.zeros_like(x), x) for x in lses])
+    def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        zeroed = [torch.where(torch.isneginf(x), torch.zeros_like(x), x) for x in lses]
+        return super().merge(outs=outs, lses=zeroed)
 
 
 class LseInBaseTwo(TorchImpl):
@@ -159,10 +161,10 @@ class MisbehavesOnRank1(TorchImpl):
     def misbehave(self) -> None:
         raise NotImplementedError
 
-    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+    def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
         if step.layout.rank == 1:
             self.misbehave()
-        return super().paged_attention(query, key_cache, value_cache, step)
+        return super().paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
 
 
 class DiesOnRank1(MisbehavesOnRank1):

@@ -182,6 +182,13 @@ def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(workers: dict[
     assert not result.holds and "appended to a row of 208" in result.problems[0]
 
 
+def test_the_engine_implementation_takes_the_call_keywords(workers: dict[str, Worker]) -> None:
+    """VllmImpl is composed (vLLM's slot mapping, the torch kernels for the rest) in the keyword form."""
+    from crossattn_sizing.impl import keyword_call_problems
+
+    assert keyword_call_problems(VllmImpl("vllm==0.25.0", worker=workers["0.25.0"])) == []
+
+
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(data=st.data())
 def test_real_slot_mapping_kernel_passes_the_slot_property(
@@ -201,7 +208,7 @@ def test_a_worker_crash_fails_the_request_and_the_next_one_restarts(tmp_path: Pa
         result = engine_coverage(policy, NEMOTRON, [100])  # the example fails, the run goes on
         assert result.crashed and "worker died (SIGSEGV) while running scenario" in result.problems[0]
         with pytest.raises(EngineCrash, match="SIGSEGV"):
-            impl.slot_mapping(*_one_token_step())
+            impl.slot_mapping(**_one_token_step())
         assert worker.proc is None  # the dead worker is forgotten ...
         assert policy(NEMOTRON.replace(max_model_len=448)) == (216, 216)  # ... and a fresh one answers
         assert worker.proc is not None and worker.proc.poll() is None
@@ -211,14 +218,16 @@ def test_a_worker_crash_fails_the_request_and_the_next_one_restarts(tmp_path: Pa
     assert worker.proc is None
 
 
-def _one_token_step() -> tuple:
+def _one_token_step() -> dict:
     import torch
 
     from crossattn_sizing.slot_mapping import SlotLayout
+    from crossattn_sizing.step import SlotStep
 
     i32 = torch.int32
-    return (torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32), torch.tensor([0, 1], dtype=i32),
-            torch.tensor([3]), SlotLayout(16), torch.empty(1, dtype=torch.int64))  # fmt: skip
+    step = SlotStep(torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32),
+                    torch.tensor([0, 1], dtype=i32), torch.tensor([3]), SlotLayout(16))  # fmt: skip
+    return {"step": step, "out": torch.empty(1, dtype=torch.int64)}
 
 
 # Bad input: one line, exit 2 -------------------------------------------------------------

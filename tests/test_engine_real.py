@@ -28,7 +28,7 @@ from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.policies import alignment_multiple
-from tests.test_meta_capacity import shrunk_counterexample
+from tests.meta.test_meta_capacity import shrunk_counterexample
 
 pytestmark = pytest.mark.engine
 

@@ -101,6 +101,7 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
         token_requests,
         torch_slot_mapping,
     )
+    from crossattn_sizing.step import SlotStep
 
     meta = torch.device("meta")
     query_start_loc = torch.tensor([0, 2, 5], dtype=torch.int32, device=meta)
@@ -110,10 +111,10 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
     assert (positions.device, positions.dtype, tuple(positions.shape)) == (meta, torch.int64, (7,))
     table = torch.zeros(20, dtype=torch.int32, device=meta)
     rows = torch.tensor([0, 1], dtype=torch.int32, device=meta)
-    step = torch.zeros(5, dtype=torch.int64, device=meta)
+    tokens = torch.zeros(5, dtype=torch.int64, device=meta)
     for layout in (SlotLayout(4), SlotLayout(4, 2, 2, 1)):
         out = torch.empty(8, dtype=torch.int64, device=meta)
-        torch_slot_mapping(table, 10, rows, query_start_loc, step, layout, out)
+        torch_slot_mapping(SlotStep(table, 10, rows, query_start_loc, tokens, layout), out)
 
 
 def test_token_requests_values() -> None:
@@ -253,17 +254,19 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
     import torch
 
     from crossattn_sizing.slot_mapping import SlotLayout, torch_slot_mapping
+    from crossattn_sizing.step import SlotStep
 
     table = torch.tensor([2**30, 7], dtype=torch.int32)
     rows = torch.tensor([0], dtype=torch.int32)
     query_start_loc = torch.tensor([0, 2], dtype=torch.int32)
     positions = torch.tensor([1, 5], dtype=torch.int64)
     out = torch.empty(3, dtype=torch.int64)
-    torch_slot_mapping(table, 2, rows, query_start_loc, positions, SlotLayout(4), out)
+    torch_slot_mapping(SlotStep(table, 2, rows, query_start_loc, positions, SlotLayout(4)), out)
     assert out.tolist() == [2**32 + 1, 7 * 4 + 1, -1]
     # Rank 1 of C = 2, I = 2: position 2 (offset 2 of 8) is its local offset 0; position 1 is rank 0's.
     out = torch.empty(2, dtype=torch.int64)
-    torch_slot_mapping(table, 2, rows, query_start_loc, torch.tensor([1, 2]), SlotLayout(4, 2, 2, 1), out)
+    rank_1 = SlotLayout(4, 2, 2, 1)
+    torch_slot_mapping(SlotStep(table, 2, rows, query_start_loc, torch.tensor([1, 2]), rank_1), out)
     assert out.tolist() == [-1, 2**32]
 
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.impl import Impl, TorchImpl, load_impl
+from crossattn_sizing.impl import CALL_KEYWORDS, Impl, TorchImpl, keyword_call_problems, load_impl
 from tests.broken_impls import SlotOffByOne
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,24 +64,47 @@ def test_bad_device() -> None:
 
 
 @pytest.mark.slow
-def test_pytest_option_with_a_bad_impl_stops_the_session_once() -> None:
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [("nope", "unknown implementation 'nope'"),
+     ("tests.test_impl_load:OldFormImpl", "OldFormImpl.slot_mapping(table, row_stride")],
+)
+def test_pytest_option_with_a_bad_impl_stops_the_session_once(spec: str, says: str) -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", "nope", "-q",
+        [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", spec, "-q",
          "-p", "no:cacheprovider"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
     out = proc.stdout + proc.stderr
-    assert out.count("unknown implementation 'nope'") == 1, out
+    assert out.count(says) == 1, out
 
 
-class OldFormImpl:
-    """Written to the earlier interface: eleven positional paged_attention arguments."""
+class CurrentFormImpl:
+    """Every method in the current form: called by keyword, step metadata in one record."""
 
-    name = "old-form"
+    name = "current-form"
 
     def __init__(self, device: object) -> None:
         self.device = device
+
+    def slot_mapping(self, step, out):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def write_kv(self, key, value, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def paged_attention(self, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+    def merge(self, outs, lses):  # type: ignore[no-untyped-def]
+        raise NotImplementedError
+
+
+class OldFormImpl(CurrentFormImpl):
+    """Written to the earlier interface: positional metadata in place of the step records."""
+
+    name = "old-form"
 
     def slot_mapping(self, table, row_stride, req_rows, query_start_loc, positions, layout, out):  # type: ignore[no-untyped-def]
         raise NotImplementedError
@@ -93,14 +116,74 @@ class OldFormImpl:
                         seq_lens, query_positions, layout, causal, scale):
         raise NotImplementedError
 
-    def merge(self, outs, lses):  # type: ignore[no-untyped-def]
-        raise NotImplementedError
+
+def test_a_current_form_implementation_loads_whatever_its_parameter_kinds() -> None:
+    assert load_impl("tests.test_impl_load:CurrentFormImpl", "cpu").name == "current-form"
 
 
-def test_an_old_form_implementation_is_refused_with_the_change_to_make() -> None:
+def test_an_old_form_implementation_is_refused_naming_each_method_and_its_call() -> None:
     with pytest.raises(PolicyLoadError) as info:
         load_impl("tests.test_impl_load:OldFormImpl", "cpu")
     message = str(info.value)
-    assert "does not take step" in message
-    assert "paged_attention(query=, key_cache=, value_cache=, step=)" in message
-    assert "docs/implementation-interface.md" in message
+    assert "\n" not in message
+    assert ("OldFormImpl.slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out) "
+            "does not take step: the harness calls slot_mapping(step=, out=) with step: SlotStep "
+            "(crossattn_sizing.step) holding table, row_stride, req_rows, query_start_loc, positions, layout"
+            ) in message
+    assert "write_kv(key=, value=, key_cache=, value_cache=, step=) with step: WriteStep" in message
+    assert "holding slots" in message
+    assert "paged_attention(query=, key_cache=, value_cache=, step=) with step: AttentionStep" in message
+    assert "merge" not in message
+    assert message.endswith("(see docs/implementation-interface.md)")
+
+
+def positional_only(self, step, out, /):  # type: ignore[no-untyped-def]
+    raise NotImplementedError
+
+
+def extra_required(self, outs, lses, weights):  # type: ignore[no-untyped-def]
+    raise NotImplementedError
+
+
+def any_keyword(self, **kwargs):  # type: ignore[no-untyped-def]
+    raise NotImplementedError
+
+
+def keyword_only_with_a_default(self, *, outs, lses, weights=None):  # type: ignore[no-untyped-def]
+    raise NotImplementedError
+
+
+def problems_with(method: str, form: object) -> list[str]:
+    """What the loader says of CurrentFormImpl with one method replaced by ``form``."""
+    cls = type("OneChanged", (CurrentFormImpl,), {method: form})
+    return keyword_call_problems(cls("cpu"))
+
+
+@pytest.mark.parametrize(
+    ("method", "form", "says"),
+    [
+        ("slot_mapping", OldFormImpl.slot_mapping,
+         "slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out) "
+         "does not take step"),
+        ("write_kv", OldFormImpl.write_kv,
+         "write_kv(key_cache, value_cache, key, value, slots) does not take step"),
+        ("slot_mapping", positional_only, "slot_mapping(step, out) does not take step, out"),
+        ("merge", extra_required,
+         "merge(outs, lses, weights) needs weights, which the harness does not pass: "
+         "the harness calls merge(outs=, lses=)"),
+    ],
+)
+def test_one_method_the_harness_cannot_call_is_named_alone(method: str, form: object, says: str) -> None:
+    problems = problems_with(method, form)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"OneChanged.{says}")
+
+
+@pytest.mark.parametrize("form", [any_keyword, keyword_only_with_a_default])
+def test_a_method_the_harness_can_call_by_keyword_is_accepted(form: object) -> None:
+    assert problems_with("merge", form) == []
+
+
+def test_the_builtin_implementations_take_the_call_keywords() -> None:
+    assert keyword_call_problems(TorchImpl("cpu")) == []
+    assert CALL_KEYWORDS["slot_mapping"] == ("step", "out")

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from crossattn_sizing.impl import TorchImpl, TritonImpl, load_impl
 from crossattn_sizing.policies import BUILTIN_POLICIES
 from crossattn_sizing.slot_mapping import SlotLayout
-from crossattn_sizing.step import AttentionStep
+from crossattn_sizing.step import AttentionStep, WriteStep
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 
@@ -119,7 +119,8 @@ def test_write_kernel_skips_padding_and_converts_dtype(triton_impl: TritonImpl) 
     value_cache = key_cache.clone()
     key = torch.arange(8, dtype=torch.float32).reshape(4, 1, 2)
     slots = torch.tensor([5, -1, 0, 2], dtype=torch.int64)
-    triton_impl.write_kv(key_cache, value_cache, key, key + 100, slots)
+    triton_impl.write_kv(key=key, value=key + 100, key_cache=key_cache, value_cache=value_cache,
+                         step=WriteStep(slots))
     flat = key_cache.view(-1, 2).to(torch.float32)
     assert flat[5].tolist() == [0.0, 1.0]
     assert flat[0].tolist() == [4.0, 5.0]

@@ -20,21 +20,19 @@ from collections.abc import Sequence
 import torch
 
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, global_positions
-from crossattn_sizing.step import AttentionStep
+from crossattn_sizing.step import AttentionStep, WriteStep
 
 
 def torch_write_kv(
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    slots: torch.Tensor,
+    key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+    step: WriteStep,
 ) -> None:
-    """Scatter token ``t``'s key and value (``[heads, head_dim]``) to ``slots[t]``; -1 skips.
+    """Scatter token ``t``'s key and value (``[heads, head_dim]``) to ``step.slots[t]``; -1 skips.
 
     Slots other than -1 are distinct (the harness resolves duplicates first, see
     :func:`resolve_duplicate_slots`), so the scatter is deterministic.
     """
+    slots = step.slots
     heads, head_dim = key_cache.shape[-2], key_cache.shape[-1]
     keep = slots >= 0
     idx = slots[keep]

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import inspect
 import os
+import typing
 from collections.abc import Callable, Sequence
+from dataclasses import fields
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -30,97 +32,77 @@ from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_w
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.devices import require_device
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.slot_mapping import SlotLayout, torch_slot_mapping
-from crossattn_sizing.step import AttentionStep
+from crossattn_sizing.slot_mapping import torch_slot_mapping
+from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")
-PAGED_ATTENTION_KEYWORDS = ("query", "key_cache", "value_cache", "step")
-"""The keywords the harness calls ``paged_attention`` with."""
 
 
 @runtime_checkable
 class Impl(Protocol):
-    """What the harness calls. Shapes and dtypes are fixed by the harness, see the docs file."""
+    """What the harness calls, every method by keyword; shapes and dtypes are in the docs file.
+
+    Each kernel's metadata for the step comes as one frozen record, ``step``
+    (:mod:`crossattn_sizing.step`); the tensors it computes on and the buffers
+    it writes are keywords beside it. The keywords of these signatures are the
+    ones the harness passes (:data:`CALL_KEYWORDS` is read from them).
+    """
 
     name: str
     device: torch.device
 
-    def slot_mapping(
-        self,
-        table: torch.Tensor,
-        row_stride: int,
-        req_rows: torch.Tensor,
-        query_start_loc: torch.Tensor,
-        positions: torch.Tensor,
-        layout: SlotLayout,
-        out: torch.Tensor,
-    ) -> None:
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         """Fill ``out`` (int64) with each token's slot, then -1 up to its end."""
         ...
 
     def write_kv(
-        self,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        slots: torch.Tensor,
+        self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+        step: WriteStep,
     ) -> None:
-        """Store token ``t``'s key/value at ``slots[t]``; -1 stores nothing."""
+        """Store token ``t``'s key/value at ``step.slots[t]``; -1 stores nothing."""
         ...
 
     def paged_attention(
-        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """fp32 ``(out [Q, H, D], lse [Q, H])`` of each query over its request's keys on this rank.
-
-        Called by keyword (``query=, key_cache=, value_cache=, step=``); ``step``
-        carries the table and the step's metadata (:class:`AttentionStep`).
-        """
+        """fp32 ``(out [Q, H, D], lse [Q, H])`` of each query over its request's keys on this rank."""
         ...
 
-    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+    def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         """Combine per-rank partials into the fp32 output."""
         ...
 
 
+CALL_KEYWORDS: dict[str, tuple[str, ...]] = {
+    method: tuple(inspect.signature(getattr(Impl, method)).parameters)[1:] for method in REQUIRED_METHODS
+}
+"""The keywords the harness calls each method with, read from :class:`Impl` so the two cannot part."""
+
+STEP_RECORDS: dict[str, type] = {
+    method: hints["step"]
+    for method in REQUIRED_METHODS
+    if "step" in (hints := typing.get_type_hints(getattr(Impl, method)))
+}
+"""The step record each method receives as ``step`` (``merge`` has none)."""
+
+
 class TorchImpl:
-    """The vectorised torch implementation, on CPU or CUDA."""
+    """The vectorised torch implementation, on CPU or CUDA.
+
+    Its methods are the torch functions themselves, whose parameters are the
+    interface's keywords: an implementation is composed of kernels, and one of
+    your own can take any of these the same way (``write_kv =
+    staticmethod(torch_write_kv)``) and write only the kernel it tests.
+    """
 
     name = "torch"
+    slot_mapping = staticmethod(torch_slot_mapping)
+    write_kv = staticmethod(torch_write_kv)
+    paged_attention = staticmethod(torch_paged_attention)
+    merge = staticmethod(lse_merge)
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
-
-    def slot_mapping(
-        self,
-        table: torch.Tensor,
-        row_stride: int,
-        req_rows: torch.Tensor,
-        query_start_loc: torch.Tensor,
-        positions: torch.Tensor,
-        layout: SlotLayout,
-        out: torch.Tensor,
-    ) -> None:
-        torch_slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out)
-
-    def write_kv(
-        self,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        slots: torch.Tensor,
-    ) -> None:
-        torch_write_kv(key_cache, value_cache, key, value, slots)
-
-    def paged_attention(
-        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        return torch_paged_attention(query, key_cache, value_cache, step)
-
-    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
-        return lse_merge(outs, lses)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={str(self.device)!r})"
@@ -130,42 +112,25 @@ class TritonImpl:
     """Triton kernels for slot mapping, KV write and paged attention; the torch merge (``lse_merge``)."""
 
     name = "triton"
+    merge = staticmethod(lse_merge)
 
     def __init__(self, device: torch.device | str = "cpu") -> None:
         self.device = torch.device(device)
         self._kernels = import_triton_kernels(self.device)
 
-    def slot_mapping(
-        self,
-        table: torch.Tensor,
-        row_stride: int,
-        req_rows: torch.Tensor,
-        query_start_loc: torch.Tensor,
-        positions: torch.Tensor,
-        layout: SlotLayout,
-        out: torch.Tensor,
-    ) -> None:
-        self._kernels.triton_slot_mapping(
-            table, row_stride, req_rows, query_start_loc, positions, layout, out
-        )
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        self._kernels.triton_slot_mapping(step, out)
 
     def write_kv(
-        self,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        slots: torch.Tensor,
+        self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+        step: WriteStep,
     ) -> None:
-        self._kernels.triton_write_kv(key_cache, value_cache, key, value, slots)
+        self._kernels.triton_write_kv(key, value, key_cache, value_cache, step)
 
     def paged_attention(
-        self, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
         return self._kernels.triton_paged_attention(query, key_cache, value_cache, step)
-
-    def merge(self, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
-        return lse_merge(outs, lses)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={str(self.device)!r})"
@@ -211,30 +176,41 @@ BUILTIN_IMPLS: dict[str, Callable[[torch.device], Impl]] = {
 }
 
 
-def old_paged_attention_form(impl: object) -> str | None:
-    """Why ``impl.paged_attention`` cannot be called the current way, or None when it can.
+def keyword_call_problems(impl: object) -> list[str]:
+    """Why the harness cannot call ``impl``'s methods by keyword the current way (empty when it can).
 
-    The harness calls ``paged_attention(query=, key_cache=, value_cache=, step=)``.
-    An implementation written to the earlier interface (eleven positional
-    arguments: ``table, row_stride, ..., scale``) is refused when it loads, with
-    the change to make, rather than failing with a TypeError in the first step.
+    The harness calls every method by keyword (:data:`CALL_KEYWORDS`), a
+    kernel's step metadata in one record. An implementation written to an
+    earlier interface (``slot_mapping(table, row_stride, ..., out)``,
+    ``write_kv(key_cache, value_cache, key, value, slots)``, ``paged_attention``
+    with eleven positional arguments) is refused when it loads, each method
+    named with the call it must accept, rather than failing with a TypeError in
+    the first step.
     """
-    try:
-        params = inspect.signature(impl.paged_attention).parameters  # type: ignore[attr-defined]
-    except (TypeError, ValueError):  # a builtin or C callable: nothing to read, let the run tell
-        return None
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return None
-    missing = [n for n in PAGED_ATTENTION_KEYWORDS if n not in params]
-    if not missing:
-        return None
-    return (
-        f"{type(impl).__name__}.paged_attention({', '.join(params)}) does not take "
-        f"{', '.join(missing)}: the harness calls paged_attention(query=, key_cache=, value_cache=, "
-        "step=) with an AttentionStep (crossattn_sizing.step) holding table, row_stride, "
-        "query_start_loc, seq_lens, query_positions, layout, causal and scale (see "
-        "docs/implementation-interface.md)"
-    )
+    problems = []
+    for method, keywords in CALL_KEYWORDS.items():
+        try:
+            params = inspect.signature(getattr(impl, method)).parameters
+        except (TypeError, ValueError):  # a builtin or C callable: nothing to read, let the run tell
+            continue
+        takes_any = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        missing = [k for k in keywords if k not in params or params[k].kind is params[k].POSITIONAL_ONLY]
+        unpassed = [n for n, p in params.items() if n not in keywords and p.default is p.empty
+                    and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if missing and not takes_any:
+            wrong = f"does not take {', '.join(missing)}"
+        elif unpassed:
+            wrong = f"needs {', '.join(unpassed)}, which the harness does not pass"
+        else:
+            continue
+        call = f"{method}({', '.join(f'{k}=' for k in keywords)})"
+        record = STEP_RECORDS.get(method)
+        if record is not None:
+            held = ", ".join(f.name for f in fields(record))
+            call += f" with step: {record.__name__} (crossattn_sizing.step) holding {held}"
+        signature = f"{type(impl).__name__}.{method}({', '.join(params)})"
+        problems.append(f"{signature} {wrong}: the harness calls {call}")
+    return problems
 
 
 def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
@@ -271,9 +247,11 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
             f"implementation {spec!r}: {type(impl).__name__} lacks {', '.join(missing)} "
             "(see docs/implementation-interface.md)"
         )
-    old_form = old_paged_attention_form(impl)
-    if old_form is not None:
-        raise PolicyLoadError(f"implementation {spec!r}: {old_form}")
+    problems = keyword_call_problems(impl)
+    if problems:
+        raise PolicyLoadError(
+            f"implementation {spec!r}: {'; '.join(problems)} (see docs/implementation-interface.md)"
+        )
     if not hasattr(impl, "device"):
         impl.device = dev  # type: ignore[attr-defined]
     if not isinstance(getattr(impl, "name", None), str):

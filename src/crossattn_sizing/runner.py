@@ -47,7 +47,7 @@ from crossattn_sizing.config import GroupKind, RunnerConfig
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
-from crossattn_sizing.step import AttentionStep
+from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 CrossMode = Literal["faithful", "sharded"]
 
@@ -75,16 +75,31 @@ def default_tail(config: RunnerConfig, widths: Sequence[int]) -> int:
     return max(max(widths, default=0), cdiv(longest, smallest_kbs), 1)
 
 
-def step_batch(
-    rows: Sequence[int], positions: Sequence[Sequence[int] | torch.Tensor], device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(req_rows int32, query_start_loc int32, positions int64)`` of a step, flattened."""
+def slot_step(
+    table: DeviceBlockTable,
+    rows: Sequence[int],
+    positions: Sequence[Sequence[int] | torch.Tensor],
+    layout: SlotLayout,
+) -> SlotStep:
+    """The :class:`SlotStep` of a step's tokens read through ``table``, flattened as the engine does.
+
+    Request ``b`` sits in table row ``rows[b]`` and brings ``positions[b]``;
+    the tensors are on the table's device.
+    """
     lens = [len(p) for p in positions]
     qsl = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32)
     flat = [torch.as_tensor(list(p) if isinstance(p, range) else p, dtype=torch.int64) for p in positions]
     pos = torch.cat(flat) if flat else torch.zeros(0, dtype=torch.int64)
     req_rows = torch.tensor(list(rows), dtype=torch.int32)
-    return req_rows.to(device), qsl.to(device), pos.to(device)
+    device = table.device
+    return SlotStep(
+        table=table.storage,
+        row_stride=table.width,
+        req_rows=req_rows.to(device),
+        query_start_loc=qsl.to(device),
+        positions=pos.to(device),
+        layout=layout,
+    )
 
 
 def compute_slots(
@@ -107,10 +122,10 @@ def compute_slots(
         if len(pos):
             last = max(int(p) for p in pos) // vbs
             table.check_lookup(row, last, first_position=table.width * vbs)
-    req_rows, qsl, pos_t = step_batch(rows, positions, table.device)
-    n = pos_t.numel()
+    step = slot_step(table, rows, positions, layout)
+    n = step.positions.numel()
     out = torch.empty(max(pad_to or n, n), dtype=torch.int64, device=table.device)
-    impl.slot_mapping(table.storage, table.width, req_rows, qsl, pos_t, layout, out)
+    impl.slot_mapping(step=step, out=out)
     return out
 
 
@@ -237,7 +252,8 @@ class PagedRunner:
                     f"slot mapping of {self.impl.name} gave slot {int(slots[t])} to token {t} of the step "
                     f"(group {g}, rank {rank}); the cache has cells 0..{cells - 1} (and -1 = pad)"
                 )
-            self.impl.write_kv(key_cache, value_cache, key, value, resolve_duplicate_slots(slots))
+            self.impl.write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache,
+                               step=WriteStep(slots=resolve_duplicate_slots(slots)))
 
     def attend(
         self,
@@ -255,7 +271,7 @@ class PagedRunner:
         and returns the output in the run's dtype, ``[sum of queries, H, D]``.
         """
         outs, lses = self.partials(g, rows, queries, query_positions, seq_lens, causal)
-        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs, lses)
+        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs=outs, lses=lses)
         return merged.to(self.dtype)
 
     def partials(

@@ -16,8 +16,12 @@ rank; the consistent sharded variant uses the group's ``C`` and ``I``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:  # step.py imports SlotLayout from here
+    from crossattn_sizing.step import SlotStep
 
 PAD_SLOT_ID = -1
 """Slot meaning "write nothing": a token another DCP rank owns, or padding past the step."""
@@ -95,23 +99,17 @@ def token_requests(query_start_loc: torch.Tensor, num_tokens: int) -> torch.Tens
     return torch.repeat_interleave(batch, counts, output_size=num_tokens)
 
 
-def torch_slot_mapping(
-    table: torch.Tensor,
-    row_stride: int,
-    req_rows: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    positions: torch.Tensor,
-    layout: SlotLayout,
-    out: torch.Tensor,
-) -> None:
+def torch_slot_mapping(step: SlotStep, out: torch.Tensor) -> None:
     """Fill ``out`` with the slot of every token of a step, then ``PAD_SLOT_ID`` padding.
 
-    ``table`` is the group's flat int32 storage (rows then tail), ``req_rows[b]``
-    the table row of batch entry ``b``, whose tokens are
-    ``positions[query_start_loc[b]:query_start_loc[b+1]]``. ``out`` (int64) is at
+    ``step.table`` is the group's flat int32 storage (rows then tail),
+    ``step.req_rows[b]`` the table row of batch entry ``b``, whose tokens are
+    ``step.positions[query_start_loc[b]:query_start_loc[b+1]]``. ``out`` (int64) is at
     least as long as ``positions``; entries past the step's tokens become -1,
     as the engine pads for CUDA graphs.
     """
+    table, row_stride, req_rows = step.table, step.row_stride, step.req_rows
+    query_start_loc, positions, layout = step.query_start_loc, step.positions, step.layout
     n = positions.numel()
     if n:
         batch = token_requests(query_start_loc, n)

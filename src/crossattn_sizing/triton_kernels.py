@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout
-from crossattn_sizing.step import AttentionStep
+from crossattn_sizing.slot_mapping import PAD_SLOT_ID
+from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 _SLOT_BLOCK = 256
 _WRITE_TOKENS = 64
@@ -195,16 +195,10 @@ INTERPRETED: bool = isinstance(_slot_mapping_kernel, InterpretedFunction)
 """Whether the kernels above were built for Triton's CPU interpreter (``TRITON_INTERPRET=1``)."""
 
 
-def triton_slot_mapping(
-    table: torch.Tensor,
-    row_stride: int,
-    req_rows: torch.Tensor,
-    query_start_loc: torch.Tensor,
-    positions: torch.Tensor,
-    layout: SlotLayout,
-    out: torch.Tensor,
-) -> None:
+def triton_slot_mapping(step: SlotStep, out: torch.Tensor) -> None:
     """Launch the slot-mapping kernel; same contract as the torch path."""
+    table, row_stride, req_rows = step.table, step.row_stride, step.req_rows
+    query_start_loc, positions, layout = step.query_start_loc, step.positions, step.layout
     num_reqs = req_rows.numel()
     _slot_mapping_kernel[(num_reqs + 1,)](
         table,
@@ -225,13 +219,11 @@ def triton_slot_mapping(
 
 
 def triton_write_kv(
-    key_cache: torch.Tensor,
-    value_cache: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    slots: torch.Tensor,
+    key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+    step: WriteStep,
 ) -> None:
     """Launch the KV write kernel: one program per token, -1 slots skipped."""
+    slots = step.slots
     num_tokens = slots.numel()
     if num_tokens == 0:
         return

@@ -126,7 +126,7 @@ class Rank:
         self.dist.all_gather(all_outs, out)
         self.dist.all_gather(all_lses, lse)
         dev = runner.device
-        merged = self.impl.merge([o.to(dev) for o in all_outs], [x.to(dev) for x in all_lses])
+        merged = self.impl.merge(outs=[o.to(dev) for o in all_outs], lses=[x.to(dev) for x in all_lses])
         return merged.to(runner.dtype).cpu()
 
     def serve(self) -> None:

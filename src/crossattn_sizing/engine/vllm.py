@@ -21,11 +21,11 @@ from typing import Any
 
 import torch
 
+from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.engine.client import Inexpressible, Worker, worker_for
 from crossattn_sizing.engine.install import EngineError
-from crossattn_sizing.impl import TorchImpl
-from crossattn_sizing.slot_mapping import SlotLayout
+from crossattn_sizing.step import SlotStep
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
@@ -117,38 +117,39 @@ def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
     return VllmPolicy(version)(config)
 
 
-class VllmImpl(TorchImpl):
-    """vLLM's Triton slot-mapping kernel; the harness's torch KV write, attention and merge."""
+class VllmImpl:
+    """vLLM's Triton slot-mapping kernel, composed with the harness's torch KV write, attention and merge."""
+
+    write_kv = staticmethod(torch_write_kv)
+    paged_attention = staticmethod(torch_paged_attention)
+    merge = staticmethod(lse_merge)
 
     def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
-        super().__init__(device)
+        self.device = torch.device(device)
         self.spec = normalise(spec)
         self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
         self.name = f"{self.spec} (slot mapping: vLLM kernel; write/attention/merge: torch)"
 
-    def slot_mapping(
-        self,
-        table: torch.Tensor,
-        row_stride: int,
-        req_rows: torch.Tensor,
-        query_start_loc: torch.Tensor,
-        positions: torch.Tensor,
-        layout: SlotLayout,
-        out: torch.Tensor,
-    ) -> None:
-        if row_stride < 1:
-            raise EngineError(f"{self.spec}: a block table of width {row_stride} has no rows to map through")
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        return f"VllmImpl({self.spec!r}, device={str(self.device)!r})"
+
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        if step.row_stride < 1:
+            raise EngineError(
+                f"{self.spec}: a block table of width {step.row_stride} has no rows to map through"
+            )
+        layout = step.layout
         result = self.worker.request(
             "slots",
-            storage=table.tolist(),
-            row_stride=row_stride,
+            storage=step.table.tolist(),
+            row_stride=step.row_stride,
             kbs=layout.kernel_block_size,
             dcp_size=layout.dcp_size,
             rank=layout.rank,
             interleave=layout.interleave,
-            req_rows=req_rows.tolist(),
-            qsl=query_start_loc.tolist(),
-            positions=positions.tolist(),
+            req_rows=step.req_rows.tolist(),
+            qsl=step.query_start_loc.tolist(),
+            positions=step.positions.tolist(),
             out_len=out.numel(),
         )
         out.copy_(torch.tensor(result["slots"], dtype=torch.int64, device=out.device))
