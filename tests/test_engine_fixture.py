@@ -31,7 +31,7 @@ from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_sou
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy
+from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths, load_policy
 from tests.engine_tree import FIXTURES, build_tree
 
 NEMOTRON = RunnerConfig(
@@ -277,6 +277,10 @@ def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, 
 
     with pytest.raises(Unsatisfiable):
         find(st.just(replicated), lambda c: policy(c) is not None, settings=settings(max_examples=3))
+    # The same through checked_widths, the path every property takes: discarded, not a PolicyCallError.
+    with pytest.raises(Unsatisfiable):
+        find(st.just(replicated), lambda c: checked_widths(policy, c) is not None,
+             settings=settings(max_examples=3))  # fmt: skip
 
 
 def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
+from hypothesis.errors import UnsatisfiedAssumption
+
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, PolicyCallError
@@ -129,7 +131,9 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """
     try:
         result = policy(config)
-    except HarnessError:
+    except (HarnessError, UnsatisfiedAssumption):
+        # The harness's own errors say what they mean; a discarded example (an engine policy
+        # asked about a config its release cannot represent) is no answer, not a broken policy.
         raise
     except Exception as exc:  # the user's code: whatever it raises, it is their policy that broke
         raise PolicyCallError(
