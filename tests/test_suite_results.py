@@ -1,0 +1,111 @@
+"""How the suite finds the properties and reads their outcomes back: as values, not printed text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from crossattn_sizing import suite
+from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.results import PropertyFailure, PropertyResult, event_counts, first_failure
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_suite_is_found_where_pip_installed_the_package_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    assert suite.installed_from() == ROOT  # the test runs from an editable install of this tree
+    assert suite.properties_dir() == ROOT / "properties"
+
+
+def test_an_install_that_records_no_tree_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    monkeypatch.setattr(suite, "installed_from", lambda: None)
+    with pytest.raises(HarnessError, match=r"records no source tree.*CROSSATTN_PROPERTIES"):
+        suite.properties_dir()
+
+
+def test_the_variable_wins_and_a_wrong_one_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(suite.PROPERTIES_ENV, str(tmp_path))
+    with pytest.raises(HarnessError, match=f"not found at {tmp_path}"):
+        suite.properties_dir()
+
+
+def test_pip_records_are_read_only_for_local_folders(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wheel from an index (no ``dir_info``) or a VCS url names no folder to look in."""
+
+    class Dist:
+        def __init__(self, record: object) -> None:
+            self.record = record
+
+        def read_text(self, name: str) -> str:
+            return json.dumps(self.record)
+
+    for record, expected in [
+        ({"url": "file:///work/tree", "dir_info": {}}, Path("/work/tree")),
+        ({"url": "file:///work/tree", "dir_info": {"editable": True}}, Path("/work/tree")),
+        ({"url": "https://example.invalid/x.whl", "archive_info": {}}, None),
+        ({"url": "file:///work/x.whl", "archive_info": {}}, None),
+        ([], None),
+    ]:
+        monkeypatch.setattr(suite.importlib.metadata, "distribution", lambda name, r=record: Dist(r))
+        assert suite.installed_from() == expected, record
+
+
+def test_a_property_failure_carries_its_fields_and_prints_both() -> None:
+    exc = PropertyFailure("coverage fails", "crossattn-sizing check --policy x")
+    assert str(exc) == "coverage fails\n  reproduce: crossattn-sizing check --policy x"
+    result = PropertyResult("p")
+    result.fail(exc, "ignored crash line", "prop(case=...)", "@reproduce_failure('v', b'x')")
+    assert (result.outcome, result.diagnosis, result.reproduce) == ("fails", "coverage fails", exc.reproduce)
+    assert result.replay_lines() == ["  reproduce: crossattn-sizing check --policy x"]
+
+
+def test_any_other_failure_is_named_with_hypothesis_replay() -> None:
+    result = PropertyResult("p")
+    result.fail(ValueError("bad slot"), "crash line", "prop(x=1)", "@reproduce_failure('v', b'x')")
+    assert result.diagnosis == "ValueError: bad slot"
+    assert result.replay_lines() == [
+        "  shrunk example: prop(x=1)", "  replay it with: @reproduce_failure('v', b'x')",
+    ]  # fmt: skip
+    result = PropertyResult("q")
+    result.fail(None, "teardown crashed", "", "")
+    assert result.diagnosis == "teardown crashed" and result.replay_lines() == []
+
+
+def test_exception_groups_give_their_first_leaf() -> None:
+    class Group(Exception):  # the shape of an exception group on any Python
+        def __init__(self, *inner: BaseException) -> None:
+            self.exceptions = inner
+
+    leaf = PropertyFailure("first")
+    assert first_failure(Group(Group(leaf), ValueError())) is leaf
+    assert first_failure(leaf) is leaf
+
+
+def test_observations_count_examples_events_and_targets() -> None:
+    result = PropertyResult("p")
+    result.observe("passed", "during generate phase", "generate", {"cell": "E set", "target:slack": 3.0})
+    result.observe("passed", "explicit example", None, {"cell": "E set", "target:slack": 7.0})
+    result.observe("gave_up", "during generate phase", "generate", {"cell": "rejected"})
+    result.observe("failed", "during reuse phase", "reuse", {"plain": ""})
+    result.observe("failed", "minimal failing test case", None, {"plain": ""})  # a replay, not a new example
+    assert result.examples == 3
+    assert result.events == {"cell: E set": 2, "plain": 1}
+    assert result.best_targets == {"slack": 7.0}
+    assert result.replayed == 1
+    assert event_counts({"target": 1.5}) == ({}, {"": 1.5})
+
+
+def test_a_run_reads_failures_and_statistics_as_values() -> None:
+    """End to end on the real suite: one failing capacity property, its fields as the property wrote them."""
+    results, code = suite.run_suite("mrv2-prefix", select=["test_capacity and coverage"])
+    (coverage,) = [r for r in results if r.name == "test_capacity::test_coverage"]
+    assert code == 1 and coverage.outcome == "fails"
+    assert coverage.diagnosis.startswith("coverage fails under sizing policy 'mrv2-prefix'")
+    assert "reproduce:" not in coverage.diagnosis
+    assert coverage.reproduce.startswith("crossattn-sizing check --policy mrv2-prefix --config ")
+    assert "encoder_lens=(3329,)" in coverage.falsifying_example  # the pinned Nemotron-Parse page
+    assert coverage.examples >= 1
