@@ -149,6 +149,26 @@ EQUIVALENT: tuple[Equivalent, ...] = (
         "`break`, which skips the group's remaining requests, skips exactly the same ones.",
     ),
     Equivalent(
+        "capacity",
+        "x_overflows_negated",
+        "fail = (neg_tokens // kbs_c) < neg_width",
+        "fail = (neg_tokens / kbs_c) < neg_width",
+        "A true quotient differs from the floor only in the coverage term, and that term never "
+        "decides `fail` (see the next entry: the allocation term implies it); the float form could "
+        "only add a failure by rounding, and below 2**52 (tokens times positions per entry; the "
+        "harness's domain ends at 2**21 tokens) `-n / d < -W` is exactly `cdiv(n, d) > W`.",
+    ),
+    Equivalent(
+        "capacity",
+        "x_overflows_negated",
+        "fail |= received < neg_width",
+        "fail = received < neg_width",
+        "Whenever the kernel block divides the block (every valid config: `RunnerConfig` refuses "
+        "others, and every part of `prove`'s domain), a request receives `cdiv(n, bs*C) * (bs/kbs)` "
+        "entries, never fewer than the `cdiv(n, kbs*C)` it needs; so a coverage failure is an "
+        "allocation failure too, and the allocation term alone decides `fail`.",
+    ),
+    Equivalent(
         "slot_mapping",
         "x_token_requests",
         "counts = (query_start_loc[1:] - query_start_loc[:-1]).to(torch.int64)",

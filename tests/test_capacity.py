@@ -48,3 +48,30 @@ def test_cross_overflow_names_the_first_invariant_broken() -> None:
     over = capacity.cross_overflow((128, 128), config, known_configs.NEMOTRON_PAGE_TOKENS)
     assert over == capacity.CrossOverflow(1, "coverage", 3329, 209, 128)
     assert capacity.cross_overflow((128, 209), config, 3329) is None
+
+
+def test_cross_overflow_defaults_to_the_admitted_bound() -> None:
+    """Without a length, every cross row is asked to hold the largest admitted one (here B = E = 4096)."""
+    from crossattn_sizing import known_configs
+
+    config = known_configs.nemotron_parse()
+    assert capacity.cross_overflow((256, 256), config) is None  # 4096 tokens need 256 entries of 16
+    expected = capacity.CrossOverflow(1, "coverage", 4096, 256, 255)
+    assert capacity.cross_overflow((256, 255), config) == expected
+
+
+def test_vector_form_is_exact_integer_arithmetic_whatever_the_input_dtype() -> None:
+    """int64 throughout: exact at 2**60, and int32 inputs are widened before any product.
+
+    Kept in int32, ``kbs * C`` (2**16 * 2**15) would wrap to -2**31 and lose the one entry needed.
+    """
+    big = 2**60
+    assert capacity.vector_overflows(np.array([big]), np.array([big + 1]), 1, 1, 1).tolist() == [True]
+    assert capacity.vector_overflows(np.array([big]), np.array([big]), 1, 1, 1).tolist() == [False]
+    assert capacity.vector_overflows(np.array([big - 1]), np.array([big - 1]), 1, 1, 1).tolist() == [False]
+    i32 = np.int32
+    wide = capacity.vector_overflows(
+        np.array([0], i32), np.array([2**31 - 1], i32), np.array([2**16], i32),
+        np.array([2**16], i32), np.array([2**15], i32),
+    )  # fmt: skip
+    assert wide.tolist() == [True]  # 2**31 - 1 tokens need one entry of 2**31 positions; the row has none

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import PolicyLoadError
+from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
 from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple, checked_widths, load_policy
 
 
@@ -85,3 +85,29 @@ def test_a_policy_returning_the_wrong_shape_is_reported() -> None:
         checked_widths(lambda c: (1, 2), nemotron(2048))
     with pytest.raises(PolicyLoadError, match="not a tuple"):
         checked_widths(lambda c: None, nemotron(2048))  # type: ignore[arg-type,return-value]
+
+
+def test_a_policy_that_raises_is_named_with_its_error_and_the_config() -> None:
+    def boom(config: RunnerConfig) -> tuple[int, ...]:
+        raise ValueError("no such field")
+
+    config = nemotron(2048)
+    with pytest.raises(PolicyCallError) as caught:
+        checked_widths(boom, config)
+    name = f"{__name__}:{boom.__qualname__}"
+    assert str(caught.value) == (
+        f"sizing policy {name} raised ValueError: no such field "
+        f"(called with one RunnerConfig: {config.describe()})"
+    )
+
+
+@pytest.mark.parametrize("spec", ["vllm", "vllm==0.25.0", " vllm==0.34.0 "])
+def test_engine_specs_go_to_the_engine_adapter(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``vllm`` and ``vllm==X`` name a release's own sizing, never a ``module:attr`` to import."""
+    pytest.importorskip("torch", reason="the engine adapter needs torch (the test extra installs it)")
+    from crossattn_sizing.engine import vllm
+
+    asked: list[str] = []
+    monkeypatch.setattr(vllm, "load_engine_policy", lambda s: asked.append(s) or "engine policy")
+    assert load_policy(spec) == "engine policy"
+    assert asked == [spec]
