@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.engine.client import EngineCrash, Worker
+from crossattn_sizing.engine import vllm as engine_vllm
+from crossattn_sizing.engine.client import WORKERS_ENV, EngineCrash, Inexpressible, Worker, parallel_workers
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import EngineError, Release, resolve_release
 from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
@@ -32,6 +33,8 @@ from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths, load_policy
+from crossattn_sizing.proof import prove_property
+from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from tests.engine_tree import FIXTURES, build_tree
 
 NEMOTRON = RunnerConfig(
@@ -119,6 +122,30 @@ def test_sizing_failure_names_the_engine_line() -> None:
 def test_a_runner_without_v2_is_refused() -> None:
     with pytest.raises(SizingExecError, match="no class GPUModelRunner"):
         load_sizing_source("class Other:\n    pass\n")
+
+
+_CUT = """
+class GPUModelRunner:
+    def initialize_kv_cache(self, kv_cache_config):
+        if self.early:
+            return None
+        block_sizes, max_num_blocks_per_group = [], []
+        block_table_max_model_len = self.max_model_len
+        for group in kv_cache_config.kv_cache_groups:
+            block_sizes.append(group.block_size)
+            max_num_blocks_per_group.append(-(-block_table_max_model_len // group.block_size))
+        raise RuntimeError("the code after the sizing loop ran")
+"""
+
+
+def test_only_the_code_up_to_the_end_of_the_sizing_loop_runs() -> None:
+    """The function is cut after its loop: what follows never runs; an early return is refused."""
+    source = load_sizing_source(_CUT)
+    groups = SimpleNamespace(kv_cache_groups=[SimpleNamespace(block_size=16)])
+    out = run_sizing(source, SimpleNamespace(early=False, max_model_len=100), groups, _resolve)
+    assert out == {"block_sizes": [16], "max_num_blocks_per_group": [7], "block_table_max_model_len": 100}
+    with pytest.raises(SizingExecError, match=r":10: initialize_kv_cache returned before the end of its"):
+        run_sizing(source, SimpleNamespace(early=True, max_model_len=100), groups, _resolve)
 
 
 # The worker over the recorded package ---------------------------------------------------
@@ -319,3 +346,104 @@ def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: py
         add_dependency(release, "cbor2", offline=True)
     with pytest.raises(EngineError, match="is installed but does not import"):
         add_dependency(Release(None, installed=True), "cbor2")
+
+
+# prove through the batched path (widths_many) -------------------------------------------
+
+PROVE_GRID = Domain.parse(
+    block_sizes="16,48", kernel_block_sizes="16,48", dcp="1-2", max_model_len="448,2048,3329",
+    encoder_tokens="1-9000:733", source_positions="absent,1500",
+)  # fmt: skip
+"""1,794 configs: kernel blocks below the block, DCP with every interleave, E past M with S absent."""
+
+
+def _grid_configs() -> list[RunnerConfig]:
+    """The grid's configs in canonical order (group shapes outer)."""
+    rows, lengths = PROVE_GRID.groups.block_size.size, PROVE_GRID.num_lengths
+    return [PROVE_GRID.config(g, j) for g in range(rows) for j in range(lengths)]
+
+
+def test_batched_widths_are_the_single_widths(
+    workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``widths_many`` over two processes, in small batches, answers each config as ``policy(config)``."""
+    monkeypatch.setattr(engine_vllm, "BATCH", 97)
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    replicated = NEMOTRON.replace(
+        dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
+    )
+    configs = _grid_configs()
+    configs[5:5] = [NEMOTRON, replicated, NEMOTRON.replace(max_model_len=448)]
+    for version in ("0.24.0", "0.25.0"):
+        policy = VllmPolicy(f"vllm=={version}", worker=workers[version])
+        try:
+            batched = policy.widths_many(configs)
+            assert len(policy.workers) == 2 and all(w.proc is not None for w in policy.workers)
+        finally:
+            policy.end_batches()
+        assert policy.workers == [policy.worker]
+        assert len(batched) == len(configs)
+        for config, answer in zip(configs, batched, strict=True):
+            if config is replicated:
+                assert isinstance(answer, Inexpressible) and "no dcp_sharded field" in str(answer)
+                with pytest.raises(Inexpressible, match="no dcp_sharded field"):
+                    policy(config)
+            else:
+                assert answer == policy(config), config.describe()
+
+
+@pytest.mark.parametrize(("version", "model"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])
+def test_prove_on_the_recorded_release_gives_the_verdict_of_its_model(
+    workers: dict[str, Worker], version: str, model: str
+) -> None:
+    """Batched, one call per config and the vectorised model of the release find the same failures."""
+    policy = VllmPolicy(f"vllm=={version}", worker=workers[version])
+    batched = prove(PROVE_GRID, policy, examples=3)
+    single = prove(PROVE_GRID, lambda config: policy(config), examples=3)
+    modelled = prove(PROVE_GRID, BUILTIN_POLICIES[model], examples=3)
+    assert batched.batched and not single.batched and modelled.vectorised
+    assert batched.failures == single.failures == modelled.failures
+    assert batched.counterexamples == single.counterexamples == modelled.counterexamples
+    assert batched.holds is (version == "0.25.0") and batched.configs == PROVE_GRID.size
+
+
+KILLING_LONG_ROWS = (FIXTURES / "0.25.0" / "block_table.py").read_text() + (
+    "\n\nimport functools\n\n_init = BlockTables.__init__\n\n\n"
+    "@functools.wraps(_init)\n"  # the adapter reads the constructor's parameters
+    "def _init_or_die(self, *args, **kwargs):\n"
+    "    if max(kwargs['max_num_blocks_per_group']) > 200:\n"
+    "        import os, signal\n        os.kill(os.getpid(), signal.SIGSEGV)\n"
+    "    _init(self, *args, **kwargs)\n\n\n"
+    "BlockTables.__init__ = _init_or_die\n"
+)  # tables longer than 200 blocks kill the process, as a kernel reading past its allocation can
+
+
+def test_a_worker_crash_in_a_batch_fails_the_config_that_caused_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Meta-test: the batch that dies is asked again config by config; the first killing config fails."""
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    worker = _worker(tmp_path, "0.25.0", block_table_source=KILLING_LONG_ROWS)
+    model = BUILTIN_POLICIES["mrv2-pow2"]
+    first = next(c for c in _grid_configs() if model(c)[0] // c.groups[0].bpk > 200)
+    try:
+        policy = VllmPolicy("vllm==0.25.0", worker=worker)
+        with pytest.raises(PolicyRaised) as info:
+            prove(PROVE_GRID, policy)
+        assert info.value.config == first
+        assert isinstance(info.value.error, EngineCrash) and "SIGSEGV" in str(info.value.error)
+        row = prove_property(policy, "vllm==0.25.0", [PROVE_GRID])
+        assert row.outcome == "fails" and "EngineCrash" in row.diagnosis and first.describe() in row.diagnosis
+        assert row.reproduce.startswith("crossattn-sizing check --policy vllm==0.25.0 --config ")
+    finally:
+        worker.close()
+
+
+def test_worker_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(WORKERS_ENV, "3")
+    assert parallel_workers() == 3
+    monkeypatch.delenv(WORKERS_ENV)
+    assert 1 <= parallel_workers() <= 4
+    monkeypatch.setenv(WORKERS_ENV, "two")
+    with pytest.raises(HarnessError, match=f"{WORKERS_ENV}='two': must be a positive integer"):
+        parallel_workers()

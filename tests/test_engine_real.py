@@ -25,9 +25,11 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
 
 from crossattn_sizing import capacity
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
-from crossattn_sizing.policies import alignment_multiple
+from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple
+from crossattn_sizing.prove import prove_all
 from tests.meta.test_meta_capacity import shrunk_counterexample
 
 pytestmark = pytest.mark.engine
@@ -76,6 +78,17 @@ def test_fixed_release_holds(version: str) -> None:
     assert engine_coverage(policy, NEMOTRON, [3329]).holds
     for invariant in ("coverage", "allocation"):
         assert shrunk_counterexample(policy, invariant) is None, f"{version}: {invariant}"
+
+
+@pytest.mark.parametrize(("version", "model"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])
+def test_prove_on_edge_parts_gives_the_verdict_of_the_releases_model(version: str, model: str) -> None:
+    """Two parts of the edge domain (~200,000 configs) through ``widths_many``: the model's exact failures."""
+    parts = edge_domain(block_sizes=(48, 256), dcp_sizes=(2,))
+    executed = prove_all(parts, VllmPolicy(f"vllm=={version}"), examples=3)
+    modelled = prove_all(parts, BUILTIN_POLICIES[model], examples=3)
+    assert executed.batched and executed.configs == sum(p.size for p in parts)
+    assert (executed.failures, executed.counterexamples) == (modelled.failures, modelled.counterexamples)
+    assert executed.holds is (version == "0.25.0")
 
 
 class _Shrunk:

@@ -43,6 +43,15 @@ def small_domain(**changes: str) -> Domain:
     return Domain.parse(**(SMALL | changes))
 
 
+TINY_LENGTHS = ["--encoder-tokens", "1-20:3", "--source-positions", "absent", "--no-progress"]
+
+
+def user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
+    """A user's ``module:attr`` policy: ``source`` (which may use ``widths``) importable as ``module``."""
+    (tmp_path / f"{module}.py").write_text("from crossattn_sizing.policies import widths\n" + source)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
 def all_failures_by_loop(domain: Domain, policy) -> list[tuple]:  # type: ignore[no-untyped-def]
     """Every failing config in canonical order, by a plain Python loop over the scalar check."""
     t = domain.groups
@@ -193,6 +202,84 @@ def test_broken_policies_are_caught_through_the_scalar_fallback(name: str) -> No
     assert not result.holds
     assert len(result.counterexamples) == 3
     assert all(max(c.entries_needed, c.entries_allocated) > c.entries_given for c in result.counterexamples)
+
+
+class Batched:
+    """A policy answering through ``widths_many`` only (as an engine policy does), counting its calls."""
+
+    def __init__(self, policy, fail_on=None) -> None:  # type: ignore[no-untyped-def]
+        self.policy, self.fail_on, self.batches, self.singles, self.ended = policy, fail_on, 0, 0, 0
+        self.__name__ = f"batched {getattr(policy, '__name__', policy)}"
+
+    def end_batches(self) -> None:
+        self.ended += 1
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        self.singles += 1
+        return self.policy(config)
+
+    def widths_many(self, configs: list[RunnerConfig]) -> list:  # type: ignore[type-arg]
+        self.batches += 1
+        out: list = []  # type: ignore[type-arg]
+        for config in configs:
+            if self.fail_on is not None and self.fail_on(config):
+                return [*out, RuntimeError("worker died (SIGSEGV) while running widths_many")]
+            out.append(self.policy(config))
+        return out
+
+
+@pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_SMALL))
+def test_broken_policies_are_caught_through_widths_many(name: str) -> None:
+    """Meta-test: the batched path finds exactly what one call per config finds, and never calls singly."""
+    domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
+    policy = Batched(BROKEN[name])
+    batched, single = prove(domain, policy, examples=3), prove(domain, BROKEN[name], examples=3)
+    assert batched.batched and not single.batched and policy.batches > 0
+    assert policy.singles == 3  # only the counterexamples' scalar re-check calls it
+    assert not batched.holds and batched.failures == single.failures
+    assert batched.counterexamples == single.counterexamples
+    assert policy.ended == 0 and prove_all([domain, domain], policy).failures == 2 * single.failures
+    assert policy.ended == 1  # once, when the whole run is done
+
+
+def test_a_batch_item_that_raised_stops_prove_at_that_config() -> None:
+    """An exception answered for a config (a worker crash, say) is that config's failure, named."""
+    domain = small_domain(block_sizes="4,8", dcp="1", max_model_len="1,40")
+    policy = Batched(BUILTIN_POLICIES["mrv2"], fail_on=lambda c: c.encoder_budget > 200)
+    with pytest.raises(prove_mod.PolicyRaised, match="RuntimeError: worker died") as info:
+        prove(domain, policy)
+    first = next(c for j in range(domain.num_lengths) if (c := domain.config(0, j)).encoder_budget > 200)
+    assert info.value.config == first and isinstance(info.value.error, RuntimeError)
+
+
+def test_widths_many_must_answer_each_config_once() -> None:
+    class Short(Batched):
+        def widths_many(self, configs: list[RunnerConfig]) -> list:  # type: ignore[type-arg]
+            return [self.policy(c) for c in configs[1:]]
+
+    domain = small_domain(block_sizes="4", dcp="1", max_model_len="1,40")
+    with pytest.raises(HarnessError, match=r"did not answer each of its \d+ configs exactly once"):
+        prove(domain, Short(BUILTIN_POLICIES["mrv2"]))
+
+
+def test_cli_prove_reports_a_policy_that_raises_as_a_failure_on_that_config(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    user_policy(tmp_path, monkeypatch, "my_raising", (
+        "def breaks(config):\n"
+        "    if config.encoder_budget == 13:  # not the probe config: a load-time check passes\n"
+        "        raise ValueError('too long for me')\n"
+        "    return widths(config, 'fixed', 'gcd')\n"
+    ))  # fmt: skip
+    out_json = tmp_path / "prove.json"
+    assert main(["prove", "--policy", "my_raising:breaks", "--block-sizes", "4", "--max-model-len", "4",
+                 *TINY_LENGTHS, "--json", str(out_json)]) == 1  # fmt: skip
+    out = capsys.readouterr().out
+    assert "FAILS: it raised ValueError: too long for me on " in out and "E=13" in out
+    assert "not all of the domain's" in out
+    assert "reproduce: crossattn-sizing check --policy my_raising:breaks" in out
+    data = json.loads(out_json.read_text())
+    assert data["holds"] is False and data["raised_on"]["max_num_encoder_input_tokens"] == 13
 
 
 @pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_PROVE))
@@ -360,15 +447,12 @@ def test_cli_exit_1_with_counterexamples(capsys: pytest.CaptureFixture[str], tmp
 def test_cli_user_policy_falls_back_and_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    (tmp_path / "my_sizing.py").write_text(
-        "from crossattn_sizing.policies import widths\n"
+    user_policy(tmp_path, monkeypatch, "my_sizing", (
         "def short_by_one(config):\n"
         "    return tuple(max(w - 1, 0) for w in widths(config, 'fixed', 'none'))\n"
-    )
-    monkeypatch.syspath_prepend(str(tmp_path))
+    ))  # fmt: skip
     argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-sizes", "1-4", "--max-model-len", "1-9"]
-    argv += ["--encoder-tokens", "1-20:3", "--source-positions", "absent", "--no-progress"]
-    assert main(argv) == 1
+    assert main([*argv, *TINY_LENGTHS]) == 1
     captured = capsys.readouterr()
     assert "has no vectorised form; calling it once per config" in captured.err
     assert "one call per config" in captured.out

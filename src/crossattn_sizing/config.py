@@ -202,12 +202,11 @@ class RunnerConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict that :meth:`from_dict` reads back; fields at their default are left out."""
-        out: dict[str, Any] = {
-            f.name: getattr(self, f.name)
-            for f in dataclasses.fields(self)
-            if f.name not in ("groups", "extra")
-            and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
-        }
+        out: dict[str, Any] = {}
+        for name, default in _SCALAR_FIELDS:
+            value = getattr(self, name)
+            if default is dataclasses.MISSING or value != default:
+                out[name] = value
         out["groups"] = [g.to_dict() for g in self.groups]
         return out
 
@@ -256,3 +255,10 @@ class RunnerConfig:
             f"M={self.max_model_len}, B={self.max_num_batched_tokens}, E={self.encoder_budget}, "
             f"S={s}{dcp}, groups=[{groups}]"
         )
+
+
+_SCALAR_FIELDS = tuple(
+    (f.name, f.default) for f in dataclasses.fields(RunnerConfig) if f.name not in ("groups", "extra")
+)
+"""``(name, default)`` of the fields :meth:`RunnerConfig.to_dict` writes as they are (read once:
+``prove`` serialises millions of configs for an engine policy's worker)."""

@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from collections.abc import Callable
 
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.policies import Policy
-from crossattn_sizing.prove import Counterexample, Domain, prove_all
+from crossattn_sizing.prove import Counterexample, Domain, PolicyRaised, prove_all
 from crossattn_sizing.results import PropertyResult
 
 NAME = "prove::capacity_on_edge_domain"
@@ -36,13 +37,38 @@ def counterexample_config(c: Counterexample) -> RunnerConfig:
     )
 
 
-def prove_property(policy: Policy, spec: str, parts: list[Domain] | None = None) -> PropertyResult:
-    """Run ``prove`` on the default edge domain (or ``parts`` of it) and report it like a property."""
+def check_command(spec: str, config: RunnerConfig, encoder_tokens: int) -> str:
+    """The ``check`` command that replays one config of the domain."""
+    text = json.dumps(config.to_dict(), separators=(",", ":"), sort_keys=True)
+    return (
+        f"crossattn-sizing check --policy {shlex.quote(spec)} --config {shlex.quote(text)} "
+        f"--encoder-lens {encoder_tokens}"
+    )
+
+
+def prove_property(
+    policy: Policy,
+    spec: str,
+    parts: list[Domain] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> PropertyResult:
+    """Run ``prove`` on the default edge domain (or ``parts`` of it) and report it like a property.
+
+    ``progress`` receives the number of configs just checked (verify shows a bar).
+    """
     start = time.perf_counter()
     parts = edge_domain() if parts is None else parts
     size = sum(p.size for p in parts)
     try:
-        result = prove_all(parts, policy, examples=1)
+        result = prove_all(parts, policy, examples=1, progress=progress)
+    except PolicyRaised as exc:  # the policy (or its worker) failed on one config: that config fails
+        return PropertyResult(
+            NAME, "fails",
+            diagnosis=f"the policy raised {exc} on {exc.config.describe()} (prove stopped there; "
+            f"{size:,} configs in the edge domain)",
+            reproduce=check_command(spec, exc.config, exc.config.encoder_budget),
+            duration_s=time.perf_counter() - start,
+        )  # fmt: skip
     except Exception as exc:  # a user's policy raising is its failure on this domain, not ours
         return PropertyResult(
             NAME, "fails", diagnosis=f"prove could not finish: the policy raised {type(exc).__name__}: {exc}",
@@ -56,15 +82,11 @@ def prove_property(policy: Policy, spec: str, parts: list[Domain] | None = None)
         return out
     c = result.counterexamples[0]
     first = counterexample_config(c)
-    config = json.dumps(first.to_dict(), separators=(",", ":"), sort_keys=True)
     out.outcome = "fails"
     out.diagnosis = (
         f"coverage/allocation fail on {result.failures:,} of {size:,} configs of the edge domain; "
         f"first: {first.describe()}: {c.encoder_tokens} encoder tokens need {c.entries_needed} entries "
         f"({c.entries_allocated} allocated), the row has {c.entries_given}"
     )
-    out.reproduce = (
-        f"crossattn-sizing check --policy {shlex.quote(spec)} --config {shlex.quote(config)} "
-        f"--encoder-lens {c.encoder_tokens}"
-    )
+    out.reproduce = check_command(spec, first, c.encoder_tokens)
     return out

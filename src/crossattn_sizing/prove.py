@@ -34,7 +34,7 @@ import dataclasses
 import functools
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -42,7 +42,7 @@ import numpy as np
 
 from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.errors import HarnessError, PolicyCallError
 from crossattn_sizing.policies import Alignment, Length, Policy, SizingPolicy, checked_widths, policy_name
 
 ABSENT = -1
@@ -60,6 +60,33 @@ TILE = 2**15
 
 class DomainError(HarnessError, ValueError):
     """A domain option that cannot be enumerated; the message names the option and the rule."""
+
+
+class PolicyRaised(Exception):
+    """The policy raised on one config of the domain (a worker that died included); prove stops there.
+
+    Not a :class:`HarnessError`: the policy failed on a config it was asked
+    about, which is a verdict (that config has no widths), not bad input.
+    """
+
+    def __init__(self, config: RunnerConfig, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.config = config
+        self.error = error
+
+
+Answer = tuple[int, ...] | Exception
+"""One config's answer from a batch: its widths, or what asking about it raised."""
+
+BatchWidths = Callable[[Sequence[RunnerConfig]], list[Answer]]
+"""A policy's optional ``widths_many(configs)``: one :data:`Answer` per config, in order.
+
+The list may end right after an exception (the configs after it were not
+asked). What it answers must be what calling the policy on each config
+would; prove uses it when present, so a policy behind a process boundary
+(``vllm==X``) pays one round trip per batch instead of one per config. An
+optional ``end_batches()`` is called when :func:`prove_all` is done.
+"""
 
 
 # ---------------------------------------------------------------- domain options
@@ -414,15 +441,25 @@ class ProveResult:
     failures: int
     counterexamples: list[Counterexample]
     seconds: float
+    batched: bool = False
+    """Asked through the policy's ``widths_many`` (:data:`BatchWidths`), a tile per call."""
 
     @property
     def holds(self) -> bool:
         return self.failures == 0
 
+    @property
+    def method(self) -> str:
+        """How the widths were obtained, for reports."""
+        if self.vectorised:
+            return "vectorised"
+        return "batched calls (widths_many)" if self.batched else "one call per config"
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "policy": self.policy,
             "vectorised": self.vectorised,
+            "batched": self.batched,
             "configs_checked": self.configs,
             "holds": self.holds,
             "counterexamples_total": self.failures,
@@ -543,11 +580,15 @@ def prove(
 ) -> ProveResult:
     """Check the coverage and allocation invariants on every config of ``domain``.
 
-    Built-in-style policies (:func:`vector_form`) are evaluated with numpy; any
-    other callable is called once per config (slow; ``progress`` is how a caller
-    shows it). ``progress`` receives the number of configs just checked.
-    Counterexamples are recomputed through :func:`scalar_check`, so what is
-    reported is what the scalar definitions say.
+    Built-in-style policies (:func:`vector_form`) are evaluated with numpy; one
+    with a ``widths_many`` method (:data:`BatchWidths`) is asked a tile of
+    configs at a time; any other callable is called once per config (slow;
+    ``progress`` is how a caller shows it). ``progress`` receives the number of
+    configs just checked. Counterexamples are recomputed through
+    :func:`scalar_check`, so what is reported is what the scalar definitions
+    say. A policy that raises on a config stops the check with
+    :class:`PolicyRaised` naming that config (a :class:`HarnessError` it raises
+    passes through as it is).
     """
     start = time.perf_counter()
     form = vector_form(policy)
@@ -593,6 +634,7 @@ def prove(
     return ProveResult(
         policy=policy_name(policy),
         vectorised=form is not None,
+        batched=form is None and batch_method(policy) is not None,
         configs=domain.size,
         failures=collector.failures,
         counterexamples=found,
@@ -611,16 +653,25 @@ def prove_all(
     """:func:`prove` over a union of domains (the edge domain's parts), as one result.
 
     Counts add up; counterexamples are the first ``examples`` in part order,
-    canonical order within a part.
+    canonical order within a part. A batch policy's ``end_batches()``, when it
+    has one, is called at the end (an engine policy ends the extra processes
+    it started for the batches, so a verify over many releases does not keep
+    them all).
     """
     start = time.perf_counter()
-    results = [
-        prove(d, policy, examples=examples, chunk_size=chunk_size, progress=progress) for d in domains
-    ]
+    try:
+        results = [
+            prove(d, policy, examples=examples, chunk_size=chunk_size, progress=progress) for d in domains
+        ]
+    finally:
+        end = getattr(policy, "end_batches", None)
+        if batch_method(policy) is not None and callable(end):
+            end()
     found = [c for r in results for c in r.counterexamples][:examples]
     return ProveResult(
         policy=policy_name(policy),
         vectorised=all(r.vectorised for r in results),
+        batched=any(r.batched for r in results),
         configs=sum(r.configs for r in results),
         failures=sum(r.failures for r in results),
         counterexamples=found,
@@ -628,23 +679,26 @@ def prove_all(
     )
 
 
-def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int) -> np.ndarray:
-    """The policy's cross width for every config of a tile: one call per config.
+def batch_method(policy: Policy) -> BatchWidths | None:
+    """The policy's ``widths_many`` when it has one (:data:`BatchWidths`), else None."""
+    many = getattr(policy, "widths_many", None)
+    return many if callable(many) else None
 
-    What a call costs is the policy's own time: the first config of each group
-    row is built and validated as usual, and the rest copy its fields with
-    ``M``, ``B``, ``E`` and ``S`` changed (the domain only holds valid
-    configs, so validating each again proves nothing and took half the time).
-    An answer that is not a 1-tuple of a non-negative int goes through
-    :func:`checked_widths`, which accepts any sequence and names a bad one.
+
+def _tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> list[RunnerConfig]:
+    """The configs of a tile, group rows outer, length indices inner.
+
+    The first config of each group row is built and validated as usual, and
+    the rest copy its fields with ``M``, ``B``, ``E`` and ``S`` changed (the
+    domain only holds valid configs, so validating each again proves nothing
+    and took half the time of a cheap policy's call).
     """
     m, e, s = domain.lengths(j0, j1)
     lengths = list(zip(m.tolist(), e.tolist(), s.tolist(), strict=True))
-    out = np.empty((g1 - g0, j1 - j0), dtype=np.int64)
     new = object.__new__
+    out = []
     for g in range(g0, g1):
         fields = dict(domain.config(g, j0).__dict__)
-        row = []
         for mi, ei, si in lengths:
             fields["max_model_len"] = mi
             fields["max_num_batched_tokens"] = mi if mi > ei else ei
@@ -652,13 +706,55 @@ def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1
             fields["max_source_positions"] = None if si == ABSENT else si
             config = new(RunnerConfig)
             config.__dict__.update(fields)
-            w = policy(config)
-            if type(w) is tuple and len(w) == 1 and type(w[0]) is int and w[0] >= 0:
-                row.append(w[0])
-            else:
-                row.append(checked_widths(policy, config)[0])
-        out[g - g0] = row
+            out.append(config)
     return out
+
+
+def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
+    """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
+
+    A single call that raises stops here; a batch's exception is its item.
+    """
+    many = batch_method(policy)
+    if many is not None:
+        yield from many(configs)
+        return
+    for config in configs:
+        try:
+            yield policy(config)
+        except HarnessError:
+            raise
+        except Exception as exc:  # the policy's own failure on this config
+            raise PolicyRaised(config, exc) from exc
+
+
+def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int) -> np.ndarray:
+    """The policy's cross width for every config of a tile (:func:`_tile_configs`, :func:`_answers`).
+
+    What it costs is the policy's own time. An answer that is not a 1-tuple
+    of a non-negative int goes through :func:`checked_widths`, which accepts
+    any sequence and names a bad one.
+    """
+    configs = _tile_configs(domain, g0, g1, j0, j1)
+    out = np.empty(len(configs), dtype=np.int64)
+    done = 0
+    answers = iter(_answers(policy, configs))
+    for config, w in zip(configs, answers, strict=False):
+        if isinstance(w, Exception):
+            if isinstance(w, HarnessError):
+                raise w
+            raise PolicyRaised(config, w) from w
+        if type(w) is tuple and len(w) == 1 and type(w[0]) is int and w[0] >= 0:
+            out[done] = w[0]
+        else:
+            out[done] = checked_widths(policy, config)[0]
+        done += 1
+    if done != len(configs) or next(answers, None) is not None:
+        raise PolicyCallError(
+            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {len(configs)} "
+            "configs exactly once (expected one answer per config, in order)"
+        )
+    return out.reshape(g1 - g0, j1 - j0)
 
 
 def _width_mask(widths: np.ndarray, g: _Groups, neg_e: np.ndarray) -> np.ndarray:

@@ -27,12 +27,15 @@ from crossattn_sizing.edges import edge_coverage, edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.outputs import output_file, write_text
 from crossattn_sizing.policies import load_checked_policy, policy_name
+from crossattn_sizing.proof import check_command
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
     Domain,
     DomainError,
+    PolicyRaised,
     ProveResult,
+    batch_method,
     prove_all,
     vector_form,
 )
@@ -132,8 +135,7 @@ def _table(examples: list[Counterexample]) -> list[str]:
 
 def _report(result: ProveResult, size: int) -> None:
     rate = result.configs / result.seconds if result.seconds > 0 else float("inf")
-    how = "vectorised" if result.vectorised else "one call per config"
-    timing = f"{result.seconds:.2f} s, {rate:.3g} configs/s, {how}"
+    timing = f"{result.seconds:.2f} s, {rate:.3g} configs/s, {result.method}"
     share = 100 * result.configs / size
     print(f"covered: {result.configs:,} of the domain's {size:,} configs ({share:.0f}%)")
     if result.holds:
@@ -191,32 +193,51 @@ def run(args: argparse.Namespace) -> int:
         )
     err = Console(stderr=True)
     if vector_form(policy) is None:
+        how = "asking it in batches (widths_many)" if batch_method(policy) else "calling it once per config"
         print(
-            f"note: policy {policy_name(policy)} has no vectorised form; calling it once per config "
-            f"({size:,} calls)",
+            f"note: policy {policy_name(policy)} has no vectorised form; {how} ({size:,} configs)",
             file=sys.stderr,
         )
+    options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
+    domain_info = {"options": options, "axes": described, "configs": size}
+    quiet = args.no_progress or not err.is_terminal
+    holds = False
+    try:
+        result = _run_prove(domains, policy, examples, chunk_size, size, quiet)
+    except PolicyRaised as exc:  # the policy (a worker crash included) failed on one config
+        config = exc.config
+        print(f"{policy_name(policy)}: FAILS: it raised {exc} on {config.describe()}")
+        print(f"prove stopped at that config: not all of the domain's {size:,} configs were checked")
+        print(f"reproduce: {check_command(args.policy, config, config.encoder_budget)}")
+        payload = {"policy": policy_name(policy), "holds": False, "raised": str(exc),
+                   "raised_on": config.to_dict()}  # fmt: skip
+    else:
+        _report(result, size)
+        payload, holds = result.to_dict(), result.holds
+    if json_path:
+        write_text("--json", json_path, json.dumps(payload | {"domain": domain_info}, indent=2) + "\n")
+        print(f"wrote {json_path}", file=sys.stderr)
+    return 0 if holds else 1
+
+
+def _run_prove(
+    domains: list[Domain], policy: Any, examples: int, chunk_size: int, size: int, quiet: bool
+) -> ProveResult:
+    """:func:`prove_all` under a progress bar on stderr (none when ``quiet``)."""
     with Progress(
         TextColumn("prove"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeRemainingColumn(),
-        console=err,
+        console=Console(stderr=True),
         transient=True,
-        disable=args.no_progress or not err.is_terminal,
+        disable=quiet,
     ) as bar:
         task = bar.add_task("prove", total=size)
-        result = prove_all(
+        return prove_all(
             domains,
             policy,
             examples=examples,
             chunk_size=chunk_size,
             progress=lambda n: bar.advance(task, n),
         )
-    _report(result, size)
-    if json_path:
-        options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
-        payload = result.to_dict() | {"domain": {"options": options, "axes": described, "configs": size}}
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
-        print(f"wrote {json_path}", file=sys.stderr)
-    return 0 if result.holds else 1

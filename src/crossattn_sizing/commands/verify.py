@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from crossattn_sizing import interrupts
+from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.outputs import output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
@@ -185,8 +186,12 @@ def run_policies(
             interrupted = code == 2 or interrupts.requested()  # Ctrl-C inside pytest
             if not interrupted and wants_prove(args.select):
                 # Beside the sampled properties, the exhaustive check on the edge domain.
-                progress.update(task, description=f"{spec}: prove on the edge domain")
-                results.append(prove_property(load_checked_policy(spec), spec))
+                parts = edge_domain()
+                progress.update(task, description=f"{spec}: prove on the edge domain", completed=0,
+                                total=sum(p.size for p in parts))  # fmt: skip
+                results.append(prove_property(
+                    load_checked_policy(spec), spec, parts, lambda n, task=task: progress.advance(task, n)
+                ))  # fmt: skip
             expected = expected_to_hold(spec)
             verdicts[-1] = PolicyVerdict(names[spec], expected, results, interrupted=interrupted)
             progress.remove_task(task)

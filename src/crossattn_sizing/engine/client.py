@@ -55,16 +55,43 @@ def _signal_name(returncode: int | None) -> str:
     return f"exit status {returncode}"
 
 
+WORKERS_ENV = "CROSSATTN_ENGINE_WORKERS"
+MAX_PARALLEL = 4
+"""Default ceiling on processes per release for one long batch (each holds about 0.5 GB)."""
+
+
+def parallel_workers() -> int:
+    """How many processes of one release a long batch (``prove``) is spread over.
+
+    :data:`WORKERS_ENV` when set, else the CPUs this process may use, at most
+    :data:`MAX_PARALLEL`. A value that is not a positive integer is refused.
+    """
+    text = os.environ.get(WORKERS_ENV, "").strip()
+    if not text:
+        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+        return max(1, min(MAX_PARALLEL, len(usable)))
+    if not text.isdigit() or int(text) < 1:
+        raise EngineError(f"{WORKERS_ENV}={text!r}: must be a positive integer (processes per release)")
+    return int(text)
+
+
 class Worker:
     """One running worker process for one release on one device."""
 
-    def __init__(self, release: Release, device: str = "cpu") -> None:
+    def __init__(self, release: Release, device: str = "cpu", *, records: bool = True) -> None:
         self.release = release
         self.device = device
+        self.records = records  # writes what the release needed to its manifest (siblings leave that alone)
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._stderr: Any = None
         self._lock = threading.Lock()
+
+    def sibling(self) -> Worker:
+        """Another process of the same release and device, for batches run in parallel; closed at exit."""
+        twin = Worker(self.release, self.device, records=False)
+        _SIBLINGS.append(twin)
+        return twin
 
     # Lifecycle -------------------------------------------------------------
     def _spawn(self) -> dict[str, Any]:
@@ -95,7 +122,8 @@ class Worker:
             ready = self._spawn()
             if ready.get("ready"):
                 self.ready = ready
-                record_shims(self.release, ready)
+                if self.records:
+                    record_shims(self.release, ready)
                 return ready
             self.close()
             error = str(ready.get("error"))
@@ -174,12 +202,17 @@ class Worker:
                 )
             reply = json.loads(line)
         if not reply.get("ok"):
-            error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
-            raise error(f"{self.release.label}: {op} failed: {reply.get('error')}")
+            raise self.refusal(op, reply)
         return reply["result"]
+
+    def refusal(self, op: str, reply: dict[str, Any]) -> EngineError:
+        """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
+        error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
+        return error(f"{self.release.label}: {op} failed: {reply.get('error')}")
 
 
 _WORKERS: dict[tuple[str, str], Worker] = {}
+_SIBLINGS: list[Worker] = []
 
 
 def worker_for(spec: str, device: str = "cpu") -> Worker:
@@ -198,6 +231,8 @@ def close_all() -> None:
     while _WORKERS:
         _, worker = _WORKERS.popitem()
         worker.close()
+    while _SIBLINGS:
+        _SIBLINGS.pop().close()
 
 
 atexit.register(close_all)

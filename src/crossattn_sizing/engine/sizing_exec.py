@@ -5,11 +5,17 @@ the model runner's module pulls in most of the engine (models, compilation,
 distributed state), so the function is taken from the module's source
 instead: its ``def`` is compiled on its own, under the real file name and
 line numbers, with the module-level names it reads before the end of the
-sizing loop imported from where the module imports them. It then runs on a
+sizing loop imported from where the module imports them. Its body is cut
+after the ``for`` loop that fills ``max_num_blocks_per_group``, and a
+``return`` of the loop's locals takes the place of what followed: the
+statements up to and including the loop run as the release wrote them, on a
 stand-in ``self`` (the few attributes the sizing reads) with the engine's real
-``KVCacheConfig`` objects, traced line by line, and stops at the first line
-after the ``for`` loop that fills ``max_num_blocks_per_group``: the loop has
-run in full, nothing after it (attention backends, allocation) runs.
+``KVCacheConfig`` objects; nothing after the loop (attention backends,
+allocation) exists in the compiled code.
+
+Why cut rather than trace and stop at the first line after the loop: the
+same statements run either way, and a line tracer made every call about three
+times slower (``prove`` asks for millions of configs).
 
 This module imports nothing of the engine itself; the caller passes a
 ``resolve`` function giving the value of a module-level name (the worker
@@ -19,10 +25,9 @@ imports it for real; the fixture tests give stand-ins).
 from __future__ import annotations
 
 import ast
-import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from types import CodeType, FrameType
+from types import CodeType
 from typing import Any
 
 RUNNER_PATH = "vllm/v1/worker/gpu/model_runner.py"
@@ -36,8 +41,11 @@ class SizingExecError(Exception):
     """The sizing could not be executed; the message says where in the engine's file and why."""
 
 
-class _Stop(Exception):
-    """Raised by the tracer at the first line after the sizing loop."""
+END = "__crossattn_sizing_end__"
+"""The global the cut function returns beside its locals: only the end of the loop returns it."""
+
+KEYS = ("block_sizes", "max_num_blocks_per_group", "block_table_max_model_len")
+"""The loop's locals a caller gets back."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +119,6 @@ def load_sizing_source(text: str, path: str = RUNNER_PATH) -> SizingSource:
     func.returns = None
     for arg in [*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs]:
         arg.annotation = None
-    code = compile(ast.Module(body=[func], type_ignores=[]), path, "exec")
     # Names read as globals up to the end of the sizing loop: only those are imported.
     assigned = {a.arg for a in func.args.args + func.args.kwonlyargs}
     loads: list[str] = []
@@ -124,7 +131,51 @@ def load_sizing_source(text: str, path: str = RUNNER_PATH) -> SizingSource:
     package = path.removesuffix(".py").replace("/", ".").rsplit(".", 1)[0]
     imports = _module_imports(tree, package)
     names = tuple(n for n in loads if n not in assigned and n in imports)
-    return SizingSource(path, code, loop.lineno, loop.end_lineno or loop.lineno, names, imports)
+    loop_end = loop.end_lineno or loop.lineno
+    # Cut after the loop; return the loop's locals, marked as the end of the loop by END.
+    done = ast.parse(f"return {END}, locals()").body[0]
+    ast.copy_location(done, loop)
+    for node in ast.walk(done):
+        node.lineno = node.end_lineno = loop_end
+    func.body = [*func.body[: func.body.index(loop) + 1], done]
+    code = compile(ast.Module(body=[func], type_ignores=[]), path, "exec")
+    return SizingSource(path, code, loop.lineno, loop_end, names, imports)
+
+
+Sizing = Callable[[Any, Any], dict[str, Any]]
+"""``sizing(runner, kv_cache_config)``: the loop's :data:`KEYS` as the engine's code left them."""
+
+
+def bind(source: SizingSource, resolve: Resolve) -> Sizing:
+    """The release's cut ``initialize_kv_cache`` with its module-level names resolved, ready to run.
+
+    Binding once and running many times saves resolving and compiling per
+    config; each run starts from the same resolved names, as a fresh import would.
+    """
+    namespace: dict[str, Any] = {"__name__": "crossattn_sizing_engine_sizing", END: object()}
+    for name in source.global_names:
+        module, attr = source.imports[name]
+        namespace[name] = resolve(module, attr, name)
+    exec(source.code, namespace)
+    func = namespace["initialize_kv_cache"]
+    end = namespace[END]
+
+    def sizing(runner: Any, kv_cache_config: Any) -> dict[str, Any]:
+        try:
+            out = func(runner, kv_cache_config)
+        except Exception as exc:
+            line = _engine_line(exc, source.path)
+            raise SizingExecError(
+                f"{source.path}:{line}: initialize_kv_cache raised {type(exc).__name__}: {exc}"
+            ) from exc
+        if not (type(out) is tuple and len(out) == 2 and out[0] is end):
+            raise SizingExecError(
+                f"{source.path}:{source.loop_end}: initialize_kv_cache returned before the end of its "
+                "sizing loop"
+            )
+        return {k: out[1].get(k) for k in KEYS}
+
+    return sizing
 
 
 def run_sizing(source: SizingSource, runner: Any, kv_cache_config: Any, resolve: Resolve) -> dict[str, Any]:
@@ -135,43 +186,7 @@ def run_sizing(source: SizingSource, runner: Any, kv_cache_config: Any, resolve:
     inside the engine's code is re-raised as :class:`SizingExecError` naming
     the line of the engine's file it came from.
     """
-    namespace: dict[str, Any] = {"__name__": "crossattn_sizing_engine_sizing"}
-    for name in source.global_names:
-        module, attr = source.imports[name]
-        namespace[name] = resolve(module, attr, name)
-    exec(source.code, namespace)
-    func = namespace["initialize_kv_cache"]
-    captured: dict[str, Any] = {}
-
-    def local_trace(frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
-        if event == "line" and frame.f_lineno > source.loop_end:
-            captured.update(frame.f_locals)
-            captured["__stop_line__"] = frame.f_lineno
-            raise _Stop
-        return local_trace
-
-    def global_trace(frame: FrameType, event: str, arg: Any):  # type: ignore[no-untyped-def]
-        return local_trace if frame.f_code is func.__code__ else None
-
-    previous = sys.gettrace()
-    sys.settrace(global_trace)
-    try:
-        func(runner, kv_cache_config)
-    except _Stop:
-        pass
-    except Exception as exc:
-        line = _engine_line(exc, source.path)
-        raise SizingExecError(
-            f"{source.path}:{line}: initialize_kv_cache raised {type(exc).__name__}: {exc}"
-        ) from exc
-    finally:
-        sys.settrace(previous)
-    if "__stop_line__" not in captured:
-        raise SizingExecError(
-            f"{source.path}:{source.loop_end}: initialize_kv_cache returned before the end of its sizing loop"
-        )
-    keys = ("block_sizes", "max_num_blocks_per_group", "block_table_max_model_len")
-    return {k: captured.get(k) for k in keys}
+    return bind(source, resolve)(runner, kv_cache_config)
 
 
 def _engine_line(exc: BaseException, path: str) -> int | str:

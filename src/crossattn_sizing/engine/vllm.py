@@ -16,19 +16,27 @@ All of it runs in the release's worker process (:mod:`crossattn_sizing.engine.cl
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import queue
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
 
+from crossattn_sizing import interrupts
 from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.engine.client import Inexpressible, Worker, worker_for
+from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.prove import Answer
 from crossattn_sizing.step import SlotStep
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
+
+BATCH = 1024
+"""Configs per ``widths_many`` request: about 250 kB of JSON, under a tenth of a second in a worker
+(small enough that the last batch of a tile leaves the other workers idle only briefly)."""
 
 
 def is_engine_spec(spec: str) -> bool:
@@ -61,6 +69,7 @@ class VllmPolicy:
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
         self._cache: dict[str, dict[str, Any]] = {}
+        self._siblings: list[Worker] = []
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         return f"VllmPolicy({self.spec!r})"
@@ -91,7 +100,94 @@ class VllmPolicy:
         return self._cache[key]
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
-        return tuple(int(w) for w in self.sizing(config)["widths"])
+        return _widths(self.sizing(config))
+
+    def widths_many(self, configs: Sequence[RunnerConfig]) -> list[Answer]:
+        """``self(c)`` for each config, :data:`BATCH` configs per round trip to a worker (for ``prove``).
+
+        One item per config, in order: its widths, or the error asking about
+        it raised (:class:`Inexpressible` or another refusal of the release).
+        Batches are spread over :func:`parallel_workers` processes of the
+        release (this policy's own, then siblings started on first need). A
+        batch that kills its worker is asked again one config at a time, each
+        crash starting a fresh worker, so the :class:`EngineCrash` is the item
+        of the config that caused it; the list ends there (later configs have
+        no answer). Nothing is cached: prove asks about each config once.
+        """
+        batches = [configs[i : i + BATCH] for i in range(0, len(configs), BATCH)]
+        workers = self._workers(len(batches))
+        if len(workers) == 1:
+            return _until_crash(_ask(workers[0], b) for b in batches)
+        free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        for worker in workers:
+            free.put(worker)
+
+        def run(batch: Sequence[RunnerConfig]) -> list[Answer]:
+            worker = free.get()
+            try:
+                return _ask(worker, batch)
+            finally:
+                free.put(worker)
+
+        pool = ThreadPoolExecutor(len(workers), thread_name_prefix="engine-batch")
+        try:
+            return _until_crash(pool.map(run, batches))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    @property
+    def workers(self) -> list[Worker]:
+        """This policy's worker processes: its own, then the siblings parallel batches started."""
+        return [self.worker, *self._siblings]
+
+    def end_batches(self) -> None:
+        """End the extra processes started for parallel batches (the shared worker stays up).
+
+        ``prove_all`` calls it when done, so a verify over many releases keeps one process per release.
+        """
+        while self._siblings:
+            self._siblings.pop().close()
+
+    def _workers(self, batches: int) -> list[Worker]:
+        """This policy's worker, and as many siblings as ``batches`` can keep busy (up to the limit)."""
+        want = min(batches, parallel_workers())
+        while len(self._siblings) < want - 1:
+            self._siblings.append(self.worker.sibling())
+        return [self.worker, *self._siblings[: want - 1]]
+
+
+def _until_crash(answered: Iterable[list[Answer]]) -> list[Answer]:
+    """The batches' answers joined, up to and including the first :class:`EngineCrash`."""
+    out: list[Answer] = []
+    for answers in answered:
+        out += answers
+        if answers and isinstance(answers[-1], EngineCrash):
+            break
+    return out
+
+
+def _ask(worker: Worker, batch: Sequence[RunnerConfig]) -> list[Answer]:
+    """One ``widths_many`` request; after a crash, one ``widths`` request per config until one dies."""
+    try:
+        answers = worker.request("widths_many", configs=[c.to_dict() for c in batch])["results"]
+    except EngineCrash:
+        out: list[Answer] = []
+        for config in batch:
+            if interrupts.requested():  # Ctrl-C also ends the workers: asking again would restart them
+                raise KeyboardInterrupt from None
+            try:
+                out.append(_widths(worker.request("widths", config=config.to_dict())))
+            except EngineCrash as exc:
+                out.append(exc)
+                break
+            except EngineError as exc:
+                out.append(exc)
+        return out
+    return [_widths(a["result"]) if a["ok"] else worker.refusal("widths", a) for a in answers]
+
+
+def _widths(sizing: dict[str, Any]) -> tuple[int, ...]:
+    return tuple(int(w) for w in sizing["widths"])
 
 
 def not_applicable(why: str) -> None:

@@ -11,7 +11,9 @@ once the engine is imported, then answers each request line ``{"op": ...}``
 with ``{"ok": true, "result": ...}`` or ``{"ok": false, "error": "..."}``. It
 exits at end of input, so a parent that dies takes its workers with it. The
 protocol uses a private copy of stdout: anything the engine prints goes to
-stderr.
+stderr. ``widths_many`` answers a list of configs in one round trip, one such
+``ok``/``error`` answer per config, so a long ``prove`` pays the pipe once per
+batch, not once per config.
 
 On a CPU machine (``--device cpu``) the compatibility layer is what
 :data:`CPU_SHIMS` lists, each applied here and reported in the ready line;
@@ -22,12 +24,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import importlib
 import inspect
 import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -61,6 +65,10 @@ class Inexpressible(ValueError):
     """A harness config this release cannot represent (its answer would be about another config)."""
 
 
+MAX_CACHED_ROWS = 1 << 16
+"""Distinct ``BlockTables`` argument lists (and group specs) a worker keeps (thousands over ``prove``)."""
+
+
 class Engine:
     """The imported release: spec classes, BlockTables and the sizing source."""
 
@@ -86,6 +94,9 @@ class Engine:
 
         runner_file = Path(self.path).parent / RUNNER_PATH
         self.sizing = load_sizing_source(runner_file.read_text(), str(runner_file))
+        self._bound: Any = None  # the sizing with its module names resolved, on first use
+        self._row_widths: dict[tuple[Any, ...], list[int]] = {}
+        self._specs: dict[tuple[Any, ...], Any] = {}
 
     def _apply_cpu_shims(self, buffer_utils: Any) -> None:
         torch = self.torch
@@ -154,12 +165,27 @@ class Engine:
                 raise ValueError(f"{cls_name} needs field {f.name!r}, which the adapter does not fill")
         return cls(**kwargs)
 
+    def shared_spec(self, group: Any, cfg: Any) -> Any:
+        """:meth:`spec_for`, made once per distinct input when the spec class is frozen (immutable).
+
+        ``prove`` asks about millions of configs with a handful of group shapes;
+        filling the spec's fields by name each time cost a tenth of a config.
+        """
+        key = (group, cfg.dcp_size, cfg.max_model_len, cfg.num_speculative_blocks)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = self.spec_for(group.to_dict(), cfg)
+            if type(spec).__dataclass_params__.frozen:
+                if len(self._specs) >= MAX_CACHED_ROWS:
+                    self._specs.clear()
+                self._specs[key] = spec
+        return spec
+
     def kv_cache_config(self, cfg: Any) -> Any:
+        """A fresh ``KVCacheConfig`` (the release's classes) with one group spec per harness group."""
         kv = self.kv
-        groups = [
-            kv.KVCacheGroupSpec([f"layer.{i}"], self.spec_for(g.to_dict(), cfg))
-            for i, g in enumerate(cfg.groups)
-        ]
+        specs = [self.shared_spec(g, cfg) for g in cfg.groups]
+        groups = [kv.KVCacheGroupSpec([f"layer.{i}"], spec) for i, spec in enumerate(specs)]
         return kv.KVCacheConfig(num_blocks=1024, kv_cache_tensors=[], kv_cache_groups=groups)
 
     def stand_in_runner(self, cfg: Any) -> StandIn:
@@ -211,25 +237,44 @@ class Engine:
 
     def block_tables(self, **kw: Any) -> Any:
         """``BlockTables`` with the keyword arguments this release's constructor takes."""
-        cls = self.block_table.BlockTables
-        accepted = inspect.signature(cls).parameters
-        return cls(device=self.device, **{k: v for k, v in kw.items() if k in accepted})
+        accepted = {k: v for k, v in kw.items() if k in self.table_params}
+        return self.block_table.BlockTables(device=self.device, **accepted)
+
+    @functools.cached_property
+    def table_params(self) -> Any:
+        """The parameters this release's ``BlockTables`` constructor takes."""
+        return inspect.signature(self.block_table.BlockTables).parameters
+
+    def row_widths(self, **kw: Any) -> list[int]:
+        """Each group's row length in the ``BlockTables`` these arguments build (entries per row).
+
+        Cached by the arguments: a table's shape is a function of them, and
+        building the tables (a dozen tensors) cost more than the sizing itself.
+        """
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in kw.values())
+        widths = self._row_widths.get(key)
+        if widths is None:
+            if len(self._row_widths) >= MAX_CACHED_ROWS:
+                self._row_widths.clear()
+            tables = self.block_tables(**kw)
+            widths = self._row_widths[key] = [int(t.gpu.shape[1]) for t in tables.block_tables]
+        return widths
 
     # Operations --------------------------------------------------------------
-    def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.config import RunnerConfig
-        from crossattn_sizing.engine.sizing_exec import run_sizing
+    def widths(self, cfg: Any) -> dict[str, Any]:
+        """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
+        from crossattn_sizing.engine.sizing_exec import bind
 
-        cfg = RunnerConfig.from_dict(req["config"])
-        params = inspect.signature(self.block_table.BlockTables).parameters
-        if "kernel_block_sizes" not in params and any(g.kbs != g.block_size for g in cfg.groups):
+        if "kernel_block_sizes" not in self.table_params and any(g.kbs != g.block_size for g in cfg.groups):
             raise Inexpressible(
                 f"kernel block smaller than the block: vLLM {self.version}'s BlockTables takes no kernel "
                 "block sizes (its rows hold ids of blocks of the spec's own size)"
             )
-        out = run_sizing(self.sizing, self.stand_in_runner(cfg), self.kv_cache_config(cfg), self.resolve)
+        if self._bound is None:
+            self._bound = bind(self.sizing, self.resolve)
+        out = self._bound(self.stand_in_runner(cfg), self.kv_cache_config(cfg))
         blocks = [int(b) for b in out["max_num_blocks_per_group"]]
-        tables = self.block_tables(
+        widths = self.row_widths(
             block_sizes=[g.block_size for g in cfg.groups],
             max_num_reqs=1,
             max_num_batched_tokens=1,
@@ -237,8 +282,29 @@ class Engine:
             kernel_block_sizes=[g.kbs for g in cfg.groups],
             dcp_sharded=[g.dcp_sharded for g in cfg.groups],
         )
-        widths = [int(t.gpu.shape[1]) for t in tables.block_tables]
         return {"blocks": blocks, "widths": widths, "length": int(out["block_table_max_model_len"])}
+
+    def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
+        from crossattn_sizing.config import RunnerConfig
+
+        return self.widths(RunnerConfig.from_dict(req["config"]))
+
+    def op_widths_many(self, req: dict[str, Any]) -> dict[str, Any]:
+        """``widths`` of every config listed: one answer per config, in order, each ok or its error.
+
+        A config that raises is that config's answer and the rest still run. A
+        module the release imports on first use fails the whole request
+        instead, so the client installs it and asks again, as for ``widths``.
+        """
+        from crossattn_sizing.config import RunnerConfig
+
+        results = []
+        for data in req["configs"]:
+            answer = _answer(lambda data=data: self.widths(RunnerConfig.from_dict(data)))
+            if "ModuleNotFoundError" in answer.get("error", ""):
+                raise ModuleNotFoundError(answer["error"])
+            results.append(answer)
+        return {"results": results}
 
     def op_scenario(self, req: dict[str, Any]) -> dict[str, Any]:
         """Append, apply the staged writes, then per step gather and compute slot mappings."""
@@ -316,12 +382,24 @@ def added_modules(paths: list[str]) -> list[str]:
     return sorted(found)
 
 
+def _answer(call: Callable[[], Any]) -> dict[str, Any]:
+    """``{"ok": true, "result": ...}``, or the error ``call`` raised with its kind (the protocol's answer)."""
+    try:
+        return {"ok": True, "result": call()}
+    except Exception as exc:  # one request's failure is its answer; the worker stays up
+        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+
+
 def _cumsum(values: list[int]) -> list[int]:
     out, total = [], 0
     for v in values:
         total += v
         out.append(total)
     return out
+
+
+def _dispatch(engine: Engine, req: dict[str, Any]) -> Any:
+    return getattr(engine, f"op_{req['op']}")(req)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -355,12 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in sys.stdin:
         if not line.strip():
             continue
-        try:
-            req = json.loads(line)
-            result = getattr(engine, f"op_{req['op']}")(req)
-            reply = {"ok": True, "result": result}
-        except Exception as exc:  # one request's failure is its answer; the worker stays up
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+        reply = _answer(lambda line=line: _dispatch(engine, json.loads(line)))
         proto.write(json.dumps(reply) + "\n")
     return 0
 
