@@ -14,8 +14,9 @@ from crossattn_sizing import edges
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.errors import HarnessError, NotExpressible
 from crossattn_sizing.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
+from crossattn_sizing.proof import prove_property
 from crossattn_sizing.prove import (
     ABSENT,
     Domain,
@@ -475,3 +476,58 @@ def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_loaded_builtin_is_the_vectorised_object() -> None:
     assert vector_form(load_policy("mrv2-prefix")) == ("prefix", "pow2")
+
+
+class Unrepresentable:
+    """An engine-like policy whose release cannot represent a kernel block smaller than the block."""
+
+    def __init__(self, policy, batched: bool = False) -> None:  # type: ignore[no-untyped-def]
+        self.policy = policy
+        if batched:
+            self.widths_many = lambda configs: [self._answer(c) for c in configs]
+
+    def _answer(self, config: RunnerConfig):  # type: ignore[no-untyped-def]
+        try:
+            return self(config)
+        except NotExpressible as exc:
+            return exc
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        if any(g.kbs < g.block_size for g in config.groups):
+            raise NotExpressible(f"no kernel block sizes in this release ({config.describe()})")
+        return self.policy(config)
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one-call", "widths_many"])
+def test_configs_an_engine_cannot_represent_are_counted_not_judged(batched: bool) -> None:
+    """They neither fail the row (the release cannot be asked) nor count as holding."""
+    domain = small_domain(block_sizes="4,8", dcp="1", max_model_len="1,40")
+    split = sum(1 for kbs, bs in zip(domain.groups.kernel_block_size, domain.groups.block_size, strict=True)
+                if kbs < bs) * domain.num_lengths  # fmt: skip
+    result = prove(domain, Unrepresentable(BUILTIN_POLICIES["mrv2"], batched))
+    assert 0 < result.not_judged == split < result.configs
+    assert result.holds and result.judged == result.configs - split
+    broken = prove(domain, Unrepresentable(BROKEN["floor_div"], batched))  # meta: still caught where judged
+    assert not broken.holds and broken.failures > 0 and broken.not_judged == split
+
+
+def test_a_domain_the_engine_cannot_represent_at_all_is_not_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    domain = small_domain(block_sizes="4", dcp="1", max_model_len="1,40")
+    nothing = prove(domain, Unrepresentable(lambda c: (_ for _ in ()).throw(NotExpressible("never"))))
+    assert nothing.judged == 0 and not nothing.holds and nothing.failures == 0
+    row = prove_property(Unrepresentable(BUILTIN_POLICIES["mrv2"]), "engine", [small_domain(
+        block_sizes="4", dcp="1", max_model_len="1,40")])  # fmt: skip
+    assert row.outcome == "holds" and "not judged" in row.reason and row.examples < domain.size
+    user_policy(tmp_path, monkeypatch, "my_unrepresentable", (
+        "from crossattn_sizing.errors import NotExpressible\n"
+        "def never(config):\n"
+        "    if len(config.groups) == 2:  # the two-group probe config answers; the domain's do not\n"
+        "        return widths(config, 'fixed', 'gcd')\n"
+        "    raise NotExpressible('this engine has no such config')\n"
+    ))  # fmt: skip
+    assert main(["prove", "--policy", "my_unrepresentable:never", "--block-sizes", "4", "--max-model-len",
+                 "5", *TINY_LENGTHS]) == 3  # fmt: skip
+    out = capsys.readouterr().out
+    assert "NOT RUN: no config of the domain could be judged" in out and "not judged: " in out

@@ -40,6 +40,16 @@ class PolicyCallError(PolicyLoadError):
     """
 
 
+class NotExpressible(HarnessError):
+    """A policy cannot be asked about this config: the engine behind it has no way to represent it.
+
+    An engine's own sizing (``vllm==X``) raises it for, say, a DCP-replicated
+    group before the release had the field. No verdict either way: the
+    properties discard such an example, ``prove`` counts the config as not
+    judged, and a single ``check`` of it is bad input (exit 2).
+    """
+
+
 class OptionError(HarnessError, ValueError):
     """A command-line option (or plugin option) whose value breaks a rule: ``option value: rule``."""
 

@@ -74,17 +74,25 @@ def prove_property(
             NAME, "fails", diagnosis=f"prove could not finish: the policy raised {type(exc).__name__}: {exc}",
             duration_s=time.perf_counter() - start,
         )  # fmt: skip
-    # ``examples`` counts the configs checked: a row with none would be no verdict at all.
-    out = PropertyResult(NAME, duration_s=result.seconds, examples=result.configs)
+    # ``examples`` counts the configs judged: a row with none is no verdict at all ("not run").
+    out = PropertyResult(NAME, duration_s=result.seconds, examples=result.judged)
+    skipped = (
+        f"{result.not_judged:,} of {size:,} configs of the edge domain are not judged: the policy's "
+        "engine cannot represent them"
+    )
+    if result.judged == 0:
+        out.reason = skipped if result.not_judged else "the edge domain is empty"
+        return out
     if result.holds:
-        if result.configs > 0:  # an empty domain checked nothing: it stays "not run"
-            out.outcome = "holds"
+        out.outcome = "holds"
+        out.reason = skipped if result.not_judged else ""
         return out
     c = result.counterexamples[0]
     first = counterexample_config(c)
     out.outcome = "fails"
+    judged = f"{result.judged:,} judged" if result.not_judged else f"{size:,}"
     out.diagnosis = (
-        f"coverage/allocation fail on {result.failures:,} of {size:,} configs of the edge domain; "
+        f"coverage/allocation fail on {result.failures:,} of {judged} configs of the edge domain; "
         f"first: {first.describe()}: {c.encoder_tokens} encoder tokens need {c.entries_needed} entries "
         f"({c.entries_allocated} allocated), the row has {c.entries_given}"
     )

@@ -42,7 +42,7 @@ import numpy as np
 
 from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError, PolicyCallError
+from crossattn_sizing.errors import HarnessError, NotExpressible, PolicyCallError
 from crossattn_sizing.policies import Alignment, Length, Policy, SizingPolicy, checked_widths, policy_name
 
 ABSENT = -1
@@ -443,10 +443,18 @@ class ProveResult:
     seconds: float
     batched: bool = False
     """Asked through the policy's ``widths_many`` (:data:`BatchWidths`), a tile per call."""
+    not_judged: int = 0
+    """Configs the policy could not be asked about (:class:`NotExpressible`): no verdict either way."""
+
+    @property
+    def judged(self) -> int:
+        """Configs with a verdict: the domain less those the policy could not be asked about."""
+        return self.configs - self.not_judged
 
     @property
     def holds(self) -> bool:
-        return self.failures == 0
+        """No failure on any judged config; a result that judged nothing does not hold (nor fail)."""
+        return self.failures == 0 and self.judged > 0
 
     @property
     def method(self) -> str:
@@ -461,6 +469,7 @@ class ProveResult:
             "vectorised": self.vectorised,
             "batched": self.batched,
             "configs_checked": self.configs,
+            "configs_not_judged": self.not_judged,
             "holds": self.holds,
             "counterexamples_total": self.failures,
             "counterexamples": [dataclasses.asdict(c) for c in self.counterexamples],
@@ -605,6 +614,7 @@ def prove(
         bpk=bpk,
     )
     collector = _Collector(examples)
+    not_judged = 0
     cached: tuple[int, _Lengths] | None = None  # (chunk start, its rows)
     chunk = min(domain.num_lengths, max(1, chunk_size))
     for g0, g1, j0, j1 in _tiles(t.block_size.size, domain.num_lengths, chunk_size):
@@ -618,7 +628,9 @@ def prove(
         tile = _Lengths(ln.neg_l[:, j0 - c0 : j1 - c0], ln.neg_e[:, j0 - c0 : j1 - c0])
         group_cols = _Groups(*(col[g0:g1, None] for col in cols))
         if form is None:
-            mask = _width_mask(_policy_widths(domain, policy, g0, g1, j0, j1), group_cols, tile.neg_e)
+            widths, unasked = _policy_widths(domain, policy, g0, g1, j0, j1)
+            mask = _width_mask(widths, group_cols, tile.neg_e) & ~unasked
+            not_judged += int(unasked.sum())
         else:
             mask = _vector_mask(group_cols, tile)
         collector.add(mask, g0, j0)
@@ -639,6 +651,7 @@ def prove(
         failures=collector.failures,
         counterexamples=found,
         seconds=time.perf_counter() - start,
+        not_judged=not_judged,
     )
 
 
@@ -676,6 +689,7 @@ def prove_all(
         failures=sum(r.failures for r in results),
         counterexamples=found,
         seconds=time.perf_counter() - start,
+        not_judged=sum(r.not_judged for r in results),
     )
 
 
@@ -722,24 +736,34 @@ def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
     for config in configs:
         try:
             yield policy(config)
+        except NotExpressible as exc:  # no answer for this config: its item, not a stop
+            yield exc
         except HarnessError:
             raise
         except Exception as exc:  # the policy's own failure on this config
             raise PolicyRaised(config, exc) from exc
 
 
-def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int) -> np.ndarray:
+def _policy_widths(
+    domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The policy's cross width for every config of a tile (:func:`_tile_configs`, :func:`_answers`).
 
     What it costs is the policy's own time. An answer that is not a 1-tuple
     of a non-negative int goes through :func:`checked_widths`, which accepts
-    any sequence and names a bad one.
+    any sequence and names a bad one. The second array marks the configs the
+    policy could not be asked about (:class:`NotExpressible`): not judged.
     """
     configs = _tile_configs(domain, g0, g1, j0, j1)
     out = np.empty(len(configs), dtype=np.int64)
+    unasked = np.zeros(len(configs), dtype=bool)
     done = 0
     answers = iter(_answers(policy, configs))
     for config, w in zip(configs, answers, strict=False):
+        if isinstance(w, NotExpressible):
+            out[done], unasked[done] = 0, True
+            done += 1
+            continue
         if isinstance(w, Exception):
             if isinstance(w, HarnessError):
                 raise w
@@ -754,7 +778,8 @@ def _policy_widths(domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1
             f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {len(configs)} "
             "configs exactly once (expected one answer per config, in order)"
         )
-    return out.reshape(g1 - g0, j1 - j0)
+    shape = (g1 - g0, j1 - j0)
+    return out.reshape(shape), unasked.reshape(shape)
 
 
 def _width_mask(widths: np.ndarray, g: _Groups, neg_e: np.ndarray) -> np.ndarray:

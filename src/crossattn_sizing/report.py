@@ -190,6 +190,9 @@ class VerifyReport:
             if v.error:
                 console.print(f"\n[red]{v.policy}: could not run: {v.error}[/]")
             for p in v.properties:
+                if p.outcome in ("holds", "not run") and p.reason:  # what a verdict leaves out
+                    console.print(f"\n{v.policy} / {p.name} {p.outcome}, but: {p.reason}", **PLAIN)
+            for p in v.properties:
                 if p.outcome != "fails":
                     continue
                 console.print(f"\n[bold]{v.policy} / {p.name}[/] fails:")

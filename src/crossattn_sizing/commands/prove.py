@@ -8,7 +8,9 @@ keep the grid defaults below).
 
 Exit status: 0 when the invariant holds on the whole domain, 1 when there are
 counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.errors.HarnessError`
-the CLI prints as one line), 130 on Ctrl-C. A domain larger than
+the CLI prints as one line), 3 when the policy could not be asked about any
+config of the domain (an engine that cannot represent it: nothing judged),
+130 on Ctrl-C. Configs an engine cannot represent are counted as not judged. A domain larger than
 :data:`MAX_DOMAIN_SIZE` is refused unless ``--force`` says it is meant.
 """
 
@@ -67,7 +69,7 @@ def register(subparsers: Any) -> None:
             "cross-attention group on every config of the product of the options below. "
             "LIST is comma-separated N, LO-HI or LO-HI:STEP items. B = max(M, E), the smallest "
             "max_num_batched_tokens the engine accepts that admits E, so e = E. "
-            "Exit 0: holds; 1: counterexamples; 2: bad arguments; 130: Ctrl-C."
+            "Exit 0: holds; 1: counterexamples; 2: bad arguments; 3: nothing could be judged; 130: Ctrl-C."
         ),
     )
     p.add_argument("--policy", required=True, metavar="P", help="built-in policy name or module:attr")
@@ -138,10 +140,17 @@ def _report(result: ProveResult, size: int) -> None:
     timing = f"{result.seconds:.2f} s, {rate:.3g} configs/s, {result.method}"
     share = 100 * result.configs / size
     print(f"covered: {result.configs:,} of the domain's {size:,} configs ({share:.0f}%)")
-    if result.holds:
-        print(f"{result.policy}: holds on the whole domain: {result.configs:,} configs checked ({timing})")
+    if result.not_judged:
+        print(f"not judged: {result.not_judged:,} configs the policy's engine cannot represent "
+              f"(no verdict either way); judged: {result.judged:,}")  # fmt: skip
+    if result.judged == 0:
+        print(f"{result.policy}: NOT RUN: no config of the domain could be judged ({timing})")
         return
-    print(f"{result.policy}: FAILS on {result.failures:,} of {result.configs:,} configs checked ({timing})")
+    if result.holds:
+        where = "the whole domain" if not result.not_judged else "every judged config"
+        print(f"{result.policy}: holds on {where}: {result.judged:,} configs checked ({timing})")
+        return
+    print(f"{result.policy}: FAILS on {result.failures:,} of {result.judged:,} configs checked ({timing})")
     if result.counterexamples:
         print(
             f"first {len(result.counterexamples)} counterexamples in (bs, kbs, C, I, M, E, S) order "
@@ -201,7 +210,7 @@ def run(args: argparse.Namespace) -> int:
     options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
     domain_info = {"options": options, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
-    holds = False
+    holds = nothing_judged = False
     try:
         result = _run_prove(domains, policy, examples, chunk_size, size, quiet)
     except PolicyRaised as exc:  # the policy (a worker crash included) failed on one config
@@ -214,10 +223,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         _report(result, size)
         payload, holds = result.to_dict(), result.holds
+        if result.judged == 0:
+            nothing_judged = True
     if json_path:
         write_text("--json", json_path, json.dumps(payload | {"domain": domain_info}, indent=2) + "\n")
         print(f"wrote {json_path}", file=sys.stderr)
-    return 0 if holds else 1
+    return 0 if holds else (3 if nothing_judged else 1)
 
 
 def _run_prove(

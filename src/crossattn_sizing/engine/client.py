@@ -31,9 +31,10 @@ from crossattn_sizing.engine.install import (
     record_shims,
     resolve_release,
 )
+from crossattn_sizing.errors import NotExpressible
 
 
-class Inexpressible(EngineError):
+class Inexpressible(EngineError, NotExpressible):
     """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
 
 
