@@ -333,10 +333,16 @@ def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], t
 
 def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Only the missing module's own distribution is ever installed; the engine and torch never are."""
-    from crossattn_sizing.engine.install import DISTRIBUTIONS, add_dependency, missing_module
+    from crossattn_sizing.engine.client import top_level
+    from crossattn_sizing.engine.install import DISTRIBUTIONS, add_dependency
+    from crossattn_sizing.engine.worker import failure
 
-    assert missing_module("ModuleNotFoundError: No module named 'zmq.asyncio'") == "zmq"
-    assert missing_module("ImportError: cannot import name 'x'") is None
+    assert failure(ModuleNotFoundError("No module named 'zmq.asyncio'", name="zmq.asyncio")) == {
+        "error": "ModuleNotFoundError: No module named 'zmq.asyncio'", "kind": "ModuleNotFoundError",
+        "missing_module": "zmq.asyncio",
+    }  # fmt: skip
+    assert top_level("zmq.asyncio") == "zmq" and top_level(None) is None
+    assert "missing_module" not in failure(ImportError("cannot import name 'x'"))
     assert DISTRIBUTIONS["zmq"] == "pyzmq" and DISTRIBUTIONS["attr"] == "attrs"
     release = Release("0.25.0", [str(tmp_path / "vllm-0.25.0"), str(tmp_path / "deps")])
     for module in ("vllm", "torch", "triton", "nvidia"):
@@ -447,3 +453,29 @@ def test_worker_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(WORKERS_ENV, "two")
     with pytest.raises(HarnessError, match=f"{WORKERS_ENV}='two': must be a positive integer"):
         parallel_workers()
+
+
+def test_a_module_the_release_lacks_is_installed_by_name_and_the_worker_restarts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker names the missing module (``ModuleNotFoundError.name``); the client installs its
+    top-level package and starts again. The install is simulated: the package appears on the path."""
+    from crossattn_sizing.engine import client
+
+    tree = build_tree(tmp_path / "0.25.0", "0.25.0")
+    utils = tree / "vllm" / "triton_utils.py"
+    utils.write_text(utils.read_text() + "import lacking_dep_xyz.sub\n")
+    installed: list[str] = []
+
+    def install(release: Release, module: str) -> None:
+        installed.append(module)
+        (tree / module).mkdir()
+        (tree / module / "__init__.py").write_text("")
+        (tree / module / "sub.py").write_text("")
+
+    monkeypatch.setattr(client, "add_dependency", install)
+    worker = Worker(Release("0.25.0", [str(tree)]))
+    try:
+        assert worker.start()["ready"] and installed == ["lacking_dep_xyz"]
+    finally:
+        worker.close()

@@ -27,11 +27,15 @@ from crossattn_sizing.engine.install import (
     EngineError,
     Release,
     add_dependency,
-    missing_module,
     record_shims,
     resolve_release,
 )
 from crossattn_sizing.errors import NotExpressible
+
+
+def top_level(module: object) -> str | None:
+    """The top-level package of a missing module's dotted name (what gets installed), if one was named."""
+    return module.split(".")[0] if isinstance(module, str) and module else None
 
 
 class Inexpressible(EngineError, NotExpressible):
@@ -128,10 +132,10 @@ class Worker:
                 return ready
             self.close()
             error = str(ready.get("error"))
-            module = missing_module(error)
-            if module == "vllm" and "No module named 'vllm." in error:
+            module = top_level(ready.get("missing_module"))
+            if module == "vllm":
                 raise EngineError(f"{self.release.label} lacks a module the adapter imports: {error}")
-            if error.startswith("SizingExecError"):
+            if ready.get("kind") == "SizingExecError":
                 raise EngineError(f"{self.release.label}: its sizing cannot be executed: {error}")
             if module is None:
                 raise EngineError(f"{self.release.label} does not import on this machine: {error}")
@@ -172,7 +176,7 @@ class Worker:
             try:
                 return self._request(op, payload)
             except EngineError as exc:
-                module = missing_module(str(exc)) if "ModuleNotFoundError" in str(exc) else None
+                module = top_level(getattr(exc, "missing_module", None))
                 if module is None or module == "vllm":
                     raise
                 add_dependency(self.release, module)
@@ -209,7 +213,9 @@ class Worker:
     def refusal(self, op: str, reply: dict[str, Any]) -> EngineError:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
         error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
-        return error(f"{self.release.label}: {op} failed: {reply.get('error')}")
+        refused = error(f"{self.release.label}: {op} failed: {reply.get('error')}")
+        refused.missing_module = reply.get("missing_module")  # type: ignore[attr-defined]
+        return refused
 
 
 _WORKERS: dict[tuple[str, str], Worker] = {}

@@ -18,7 +18,6 @@ import fcntl
 import importlib.metadata
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -121,12 +120,6 @@ def _pip_target(target: Path, what: str, cache: Path) -> None:
         lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.startswith("ERROR")]
         why = lines[0] if lines else f"pip exited {proc.returncode}"
         raise EngineError(f"could not install {what} into {target}: {why}")
-
-
-def missing_module(error: str) -> str | None:
-    """The top-level module a ``ModuleNotFoundError`` message names, if it is one."""
-    match = re.search(r"No module named '([^'.]+)", error)
-    return match.group(1) if match else None
 
 
 def resolve_release(spec: str, *, offline: bool | None = None, cache: Path | None = None) -> Release:

@@ -301,8 +301,8 @@ class Engine:
         results = []
         for data in req["configs"]:
             answer = _answer(lambda data=data: self.widths(RunnerConfig.from_dict(data)))
-            if "ModuleNotFoundError" in answer.get("error", ""):
-                raise ModuleNotFoundError(answer["error"])
+            if answer.get("missing_module"):
+                raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)
         return {"results": results}
 
@@ -382,12 +382,25 @@ def added_modules(paths: list[str]) -> list[str]:
     return sorted(found)
 
 
+def failure(exc: BaseException) -> dict[str, Any]:
+    """An error as the protocol sends it: its text, its kind and, for a missing module, that module.
+
+    ``missing_module`` is the dotted name Python's import system gives the
+    error (``ModuleNotFoundError.name``), so the client installs what is
+    missing without reading it out of the message.
+    """
+    out: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        out["missing_module"] = exc.name
+    return out
+
+
 def _answer(call: Callable[[], Any]) -> dict[str, Any]:
-    """``{"ok": true, "result": ...}``, or the error ``call`` raised with its kind (the protocol's answer)."""
+    """``{"ok": true, "result": ...}``, or what ``call`` raised (:func:`failure`): the protocol's answer."""
     try:
         return {"ok": True, "result": call()}
     except Exception as exc:  # one request's failure is its answer; the worker stays up
-        return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+        return {"ok": False, **failure(exc)}
 
 
 def _cumsum(values: list[int]) -> list[int]:
@@ -419,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         engine = Engine(args.device)
     except BaseException as exc:  # reported to the parent as one line, then exit
-        proto.write(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
         return 1
     ready = {
         "ready": True,
