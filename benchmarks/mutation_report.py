@@ -381,6 +381,7 @@ def render(
     seconds: float,
     rerun: tuple[int, float],
     examples: int,
+    timeouts_rerun: int | None = None,
 ) -> str:
     per_module: dict[str, Counter[str]] = {}
     for m in mutants:
@@ -452,7 +453,13 @@ def render(
         f"Over the {len(mutants) - len(equivalent)} non-equivalent mutants the score is "
         f"{killed(total)}/{len(mutants) - len(equivalent)} "
         f"({100 * killed(total) / max(1, len(mutants) - len(equivalent)):.1f}%); "
-        f"{total['timeout']} of the killed timed out.",
+        f"{total['timeout']} of the killed timed out"
+        + (
+            f" (after re-running the {timeouts_rerun} that timed out in the full run on their own, "
+            "`--rerun-timeouts`: a load spike must not count as a kill)."
+            if timeouts_rerun is not None
+            else "."
+        ),
         "",
     ]
     if unexplained:
@@ -484,18 +491,34 @@ def main() -> None:
         action="store_true",
         help="re-run only the last run's surviving mutants against the current tests",
     )
+    parser.add_argument(
+        "--rerun-timeouts",
+        action="store_true",
+        help="re-run only the last run's timed-out mutants (a load spike, not the mutant, can time a test "
+        "out; a kill should not rest on that)",
+    )
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args()
 
     record = SCRATCH / "run.json"
-    if args.rerun_survivors:
+    if args.rerun_survivors or args.rerun_timeouts:
+        flag = "--rerun-timeouts" if args.rerun_timeouts else "--rerun-survivors"
         if not record.exists():
-            raise SystemExit(f"no previous run in {SCRATCH}: run without --rerun-survivors first")
+            raise SystemExit(f"no previous run in {SCRATCH}: run without {flag} first")
         run = json.loads(record.read_text())
         refresh_tests(run["tests"])
-        names = [m.name for m in load_mutants(run["modules"]) if m.status not in KILLED]
-        print(f"re-running {len(names)} surviving mutants in {SCRATCH}", flush=True)
-        if names:
+        mutants = load_mutants(run["modules"])
+        if args.rerun_timeouts:
+            names = [m.name for m in mutants if m.status == "timeout"]
+            run["timeouts_rerun"] = len(names)
+        else:
+            names = [m.name for m in mutants if m.status not in KILLED]
+        what = "timed-out" if args.rerun_timeouts else "surviving"
+        print(f"re-running {len(names)} {what} mutants in {SCRATCH}", flush=True)
+        if names and args.rerun_timeouts:
+            log = "mutmut-rerun.log"
+            run["timeouts_seconds"] = run_mutmut(args.max_children, run["examples"], names, log)
+        elif names:
             run["rerun_seconds"] = run_mutmut(args.max_children, run["examples"], names, "mutmut-rerun.log")
             run["reruns"] = run.get("reruns", 0) + 1
         record.write_text(json.dumps(run))
@@ -518,7 +541,7 @@ def main() -> None:
     if not mutants:
         raise SystemExit(f"no mutmut results under {SCRATCH / 'mutants'}")
     attach_diffs(mutants)
-    text = render(mutants, modules, tests, seconds, rerun, examples)
+    text = render(mutants, modules, tests, seconds, rerun, examples, run.get("timeouts_rerun"))
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(text)
     print("\n".join(line for line in text.splitlines() if line.startswith(("| ", "Survivors:"))))
