@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from crossattn_sizing import interrupts
 from crossattn_sizing.cli import main
 from tests.bad_input_cases import NEMOTRON
 from tests.processes import cli, running
@@ -125,3 +126,4 @@ def test_every_command_exits_130_on_ctrl_c_at_any_moment(
         data = json.loads((tmp_path / "out.json").read_text())
         assert data["exit_status"] == 130 and data["interrupted"] is True
     assert signal.getsignal(signal.SIGINT) is before  # the CLI put the old handler back
+    assert not interrupts.requested()  # and the press does not stop the next run in this process

@@ -46,7 +46,9 @@ def handling(restore: bool = True) -> Iterator[None]:
     Counts start at zero. Only the main thread can own signal handlers; elsewhere
     (a command run from a worker thread) Python's default applies. With
     ``restore=False`` (the console script, about to exit) a press after the block
-    is ignored instead: the process is leaving with its status anyway.
+    is ignored instead: the process is leaving with its status anyway. With
+    ``restore=True`` the count goes back to zero after the block, so a press that
+    ended one in-process run never stops the next one.
     """
     global _count
     _count = 0
@@ -58,6 +60,8 @@ def handling(restore: bool = True) -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous if restore else signal.SIG_IGN)
+        if restore:  # the run is over: a later run in this process (a test, a library caller) starts clean
+            _count = 0
 
 
 def leave(status: int) -> NoReturn:
