@@ -81,7 +81,7 @@ def observing(callback: Callable[[Any], None]) -> Iterator[None]:
     Observability also traces line coverage of every example unless told not
     to; the harness reads no coverage, and tracing would slow every example, so
     it is switched off for the block (a module attribute Hypothesis reads at
-    each test, documented as the place to change it).
+    each test; its source says patching it is supported).
     """
     from hypothesis.internal import observability
 
