@@ -9,7 +9,13 @@ import pytest
 
 from crossattn_sizing import suite
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.results import PropertyFailure, PropertyResult, event_counts, first_failure
+from crossattn_sizing.results import (
+    PropertyFailure,
+    PropertyResult,
+    could_not_judge,
+    event_counts,
+    first_failure,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -109,3 +115,21 @@ def test_a_run_reads_failures_and_statistics_as_values() -> None:
     assert coverage.reproduce.startswith("crossattn-sizing check --policy mrv2-prefix --config ")
     assert "encoder_lens=(3329,)" in coverage.falsifying_example  # the pinned Nemotron-Parse page
     assert coverage.examples >= 1
+
+
+def test_a_test_hypothesis_could_not_feed_is_not_run_never_a_failure() -> None:
+    """A filtering health check (an engine discarding what its release cannot represent) judged nothing."""
+    from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+
+    assert could_not_judge(FailedHealthCheck("It looks like this test is filtering out a lot of inputs."))
+    assert could_not_judge(Unsatisfiable("Unable to satisfy assumptions")).startswith(
+        "Hypothesis could not generate enough accepted examples (Unsatisfiable: "
+    )
+    assert could_not_judge(PropertyFailure("coverage fails")) == "" and could_not_judge(None) == ""
+    result = PropertyResult("p", outcome="holds")  # another parametrization held
+    result.unjudged = could_not_judge(FailedHealthCheck("filtering"))
+    result.finish()
+    assert result.outcome == "not run" and "FailedHealthCheck: filtering" in result.reason
+    failed = PropertyResult("q", outcome="fails", unjudged="x")
+    failed.finish()
+    assert failed.outcome == "fails"  # a failure elsewhere in the property still decides

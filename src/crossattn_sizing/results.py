@@ -48,6 +48,26 @@ def first_failure(exc: BaseException) -> BaseException:
         exc = inner[0]
 
 
+def could_not_judge(exc: BaseException | None) -> str:
+    """Why a test that raised ``exc`` judged nothing, or "" when ``exc`` is a failure of the property.
+
+    Hypothesis gives up, rather than finding a counterexample, when it cannot
+    generate enough examples the test accepts: a health check about filtering
+    (an engine policy discarding the configs its release cannot represent) or
+    an unsatisfiable search. Nothing was shown wrong, and not enough was
+    checked to call it holding.
+    """
+    leaf = first_failure(exc) if exc is not None else None
+    if leaf is None:
+        return ""
+    from hypothesis.errors import FailedHealthCheck, Unsatisfiable
+
+    if isinstance(leaf, (FailedHealthCheck, Unsatisfiable)):
+        first = str(leaf).strip().splitlines()[0] if str(leaf).strip() else type(leaf).__name__
+        return f"Hypothesis could not generate enough accepted examples ({type(leaf).__name__}: {first})"
+    return ""
+
+
 def property_name(nodeid: str) -> str:
     """``properties/test_capacity.py::test_coverage[x]`` -> ``test_capacity::test_coverage``."""
     path, _, rest = nodeid.partition("::")
@@ -103,6 +123,14 @@ class PropertyResult:
     # Failures Hypothesis replayed from the example database (its reuse phase): found
     # earlier, by this machine or by another fuzzing worker sharing the database.
     replayed: int = 0
+    # Why some test of it could not judge enough examples (see :func:`could_not_judge`); a
+    # property with such a test reads "not run" unless another test of it failed.
+    unjudged: str = ""
+
+    def finish(self) -> None:
+        """The verdict once every test of the property has reported."""
+        if self.unjudged and self.outcome != "fails":
+            self.outcome, self.reason = "not run", self.unjudged
 
     def observe(self, status: str, how_generated: str, phase: str | None, features: dict[str, Any]) -> None:
         """Fold one test-case observation in: an example that ran, its events and target scores."""

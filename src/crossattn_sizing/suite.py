@@ -24,7 +24,7 @@ import pytest
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
-from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, property_name
+from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, could_not_judge, property_name
 
 PROPERTIES_ENV = "CROSSATTN_PROPERTIES"
 
@@ -190,7 +190,10 @@ class _Collector:
         result.duration_s += report.duration
         if report.when == "setup":
             self._examples_before[report.nodeid] = result.examples
-        if report.failed and result.outcome != "fails":
+        unjudged = could_not_judge(self._exceptions.get(report.nodeid)) if report.failed else ""
+        if unjudged:
+            result.unjudged = result.unjudged or unjudged
+        elif report.failed and result.outcome != "fails":
             crash = getattr(report.longrepr, "reprcrash", None)
             message = crash.message if crash is not None else (report.longreprtext.splitlines() or [""])[-1]
             example, blob = self._failing_case.get(report.nodeid, ("", ""))
@@ -313,4 +316,6 @@ def run_suite(
         raise HarnessError(
             f"pytest could not run the property suite for policy {policy_spec} (exit {int(code)})"
         )
+    for result in collector.results.values():
+        result.finish()
     return sorted(collector.results.values(), key=lambda r: r.name), int(code)
