@@ -191,7 +191,8 @@ class VerifyReport:
                 console.print(f"\n[red]{v.policy}: could not run: {v.error}[/]")
             for p in v.properties:
                 if p.outcome in ("holds", "not run") and p.reason:  # what a verdict leaves out
-                    console.print(f"\n{v.policy} / {p.name} {p.outcome}, but: {p.reason}", **PLAIN)
+                    but = ", but" if p.outcome == "holds" else ""
+                    console.print(f"\n{v.policy} / {p.name} {p.outcome}{but}: {p.reason}", **PLAIN)
             for p in v.properties:
                 if p.outcome != "fails":
                     continue
