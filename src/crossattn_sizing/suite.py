@@ -278,6 +278,9 @@ def run_suite(
         # The ini addopts carry terminal flags (-ra) that mean nothing without the terminal plugin.
         "-o",
         "addopts=--import-mode=importlib",
+        # Capture by swapping sys.stdout/err only (restored below whatever happens), never by
+        # redirecting file descriptors the caller's report is then written to.
+        "--capture=sys",
         "--sizing-policy",
         policy_spec,
         "--impl",
@@ -298,8 +301,14 @@ def run_suite(
 
     pytest_plugin.last_usage_error = ""
     collector = _Collector(on_progress, stop_at)
-    with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
-        code = pytest.main(args, plugins=[collector])
+    streams = sys.stdout, sys.stderr
+    try:
+        with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
+            code = pytest.main(args, plugins=[collector])
+    finally:
+        # A Ctrl-C that lands while pytest is starting can leave its output capture in place;
+        # the caller's report must still reach the caller's streams.
+        sys.stdout, sys.stderr = streams
     if collector.policy_error:
         raise PolicyCallError(collector.policy_error)
     if collector.input_error:
