@@ -783,10 +783,5 @@ def _policy_widths(
 
 
 def _width_mask(widths: np.ndarray, g: _Groups, neg_e: np.ndarray) -> np.ndarray:
-    """Failing configs given the widths: ``needed > W`` or ``allocated > W`` (negated form, as above)."""
-    ng = -widths
-    fail = (neg_e // g.kbs_c) < ng
-    na = neg_e // g.bs_c
-    na *= g.bpk
-    fail |= na < ng
-    return fail
+    """Failing configs given the widths: ``needed > W`` or ``allocated > W`` (capacity's negated form)."""
+    return capacity.overflows_negated(-widths, neg_e, g.kbs_c, g.bs_c, g.bpk)
