@@ -110,7 +110,6 @@ class _Collector:
         self.policy_error = ""  # a user policy that raised or answered nonsense: bad input, not a failure
         self.input_error = ""  # any other HarnessError met while collecting or running
         self.hypothesis_tests: set[str] = set()
-        self._items: dict[str, pytest.Item] = {}
         self._examples_before: dict[str, int] = {}
         self._exceptions: dict[str, BaseException] = {}
         self._failing_case: dict[str, tuple[str, str]] = {}  # nodeid -> (shrunk example, @reproduce_failure)
@@ -124,7 +123,6 @@ class _Collector:
         for item in session.items:
             name = property_name(item.nodeid)
             self.results.setdefault(name, PropertyResult(name)).nodeids.append(item.nodeid)
-            self._items[item.nodeid] = item
             if is_hypothesis_test(getattr(item, "obj", None)):
                 self.hypothesis_tests.add(item.nodeid)
 
