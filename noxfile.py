@@ -10,8 +10,10 @@ here; nothing is expected on the machine but Python and pip.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
+import tempfile
 
 import nox
 
@@ -33,11 +35,26 @@ def install(session: nox.Session, torch_spec: str = CPU_TORCH, extras: str = "te
     session.install("-e", f".[{extras}]")
 
 
+def fresh_home(session: nox.Session) -> dict[str, str]:
+    """``HOME`` and ``XDG_CACHE_HOME`` at new empty folders (removed when the session ends).
+
+    Tests are hermetic: one that leans on a warm cache (a wheel or release
+    under ``~/.cache``) fails here, in CI, not on a user's fresh machine.
+    """
+    home = tempfile.mkdtemp(prefix="crossattn-home-")
+    session.log(f"HOME and XDG_CACHE_HOME: empty folders under {home}")
+    cache = os.path.join(home, "xdg-cache")
+    os.mkdir(cache)
+    atexit.register(shutil.rmtree, home, ignore_errors=True)
+    return {"HOME": home, "XDG_CACHE_HOME": cache}
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite: unit tests, the reference's tests and the property suite (ci profile)."""
+    """The whole test suite: unit tests, the reference's tests and the property suite (ci profile),
+    with an empty home folder and cache."""
     install(session)
-    session.run("pytest", *session.posargs, env=CPU_ENV)
+    session.run("pytest", *session.posargs, env=dict(CPU_ENV, **fresh_home(session)))
 
 
 @nox.session

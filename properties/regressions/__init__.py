@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
-from crossattn_sizing import known_configs
+from crossattn_sizing import admission, known_configs, settings
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
 from properties.capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent
-DIR_ENV = "CROSSATTN_REGRESSIONS_DIR"  # where regression files are read and written
-RECORD_ENV = "CROSSATTN_RECORD_REGRESSIONS"  # set by `crossattn-sizing fuzz`
+DIR_ENV = settings.REGRESSIONS_DIR  # where regression files are read and written
+RECORD_ENV = settings.RECORD_REGRESSIONS  # set by `crossattn-sizing fuzz`
 
 
 def regressions_dir() -> Path:
-    return Path(os.environ.get(DIR_ENV, str(HERE)))
+    return settings.regressions_dir(HERE)
 
 
 def nemotron_parse(max_model_len: int) -> CapacityCase:
@@ -55,7 +54,13 @@ def load_case(path: Path) -> CapacityCase:
             raise ConfigError("encoder_lens", lens, "must be a non-empty list of positive integers")
         if "config" not in data:
             raise ConfigError("config", None, "is required")
-        return CapacityCase(RunnerConfig.from_dict(data["config"]), tuple(lens))
+        config = RunnerConfig.from_dict(data["config"])
+        for e in lens:  # a request the scheduler never admits is no case: replaying it would blame the policy
+            if not admission.admits(config, e):
+                bound = admission.encoder_bound(config)
+                rule = f"is not admitted by its config (1 <= e <= min(E, B) = {bound})"
+                raise ConfigError("encoder_lens", e, rule)
+        return CapacityCase(config, tuple(lens))
     except ConfigError as exc:
         if exc.field.startswith(where):
             raise
@@ -89,7 +94,7 @@ def record_failure(case: CapacityCase, prop: str, policy: str) -> Path | None:
     """
     from hypothesis.control import current_build_context
 
-    if os.environ.get(RECORD_ENV) != "1" or not current_build_context().is_final:
+    if not settings.record_regressions() or not current_build_context().is_final:
         return None
     if case in hand_pinned_cases():  # these already replay on every run
         return None

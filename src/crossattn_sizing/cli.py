@@ -17,8 +17,8 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from crossattn_sizing import commands, interrupts
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing import commands, interrupts, settings
+from crossattn_sizing.errors import HarnessError, bounded
 
 PROG = "crossattn-sizing"
 
@@ -28,7 +28,7 @@ class OneLineParser(argparse.ArgumentParser):
     bad input; ``--help`` still shows the full usage."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {bounded(message)} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,9 +64,10 @@ def console_main() -> NoReturn:
 def _run(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        settings.check_environment()  # a bad CROSSATTN_* variable is bad input, like a bad option
         status = int(args.func(args))
     except HarnessError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {bounded(str(exc))}", file=sys.stderr)
         return interrupts.EXIT_STATUS if interrupts.requested() else 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

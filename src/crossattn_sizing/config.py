@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_NUM_REQS
 
 
 class GroupKind(str, enum.Enum):
@@ -32,12 +33,14 @@ class GroupKind(str, enum.Enum):
         return self is not GroupKind.MAMBA
 
 
-def _require_int(name: str, value: object, minimum: int) -> None:
+def _require_int(name: str, value: object, minimum: int, maximum: int | None = None) -> None:
     # bool is an int subclass; True as a block size is a typo, not a size.
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(name, value, "must be an integer")
     if value < minimum:
         raise ConfigError(name, value, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:  # a bound where the value becomes memory (see limits)
+        raise ConfigError(name, value, f"must be <= {maximum}")
 
 
 def _require_bool(name: str, value: object) -> None:
@@ -67,11 +70,11 @@ class KVCacheGroup:
         except ValueError:
             allowed = ", ".join(k.value for k in GroupKind)
             raise ConfigError("kind", self.kind, f"must be one of {allowed}") from None
-        _require_int("block_size", self.block_size, 1)
+        _require_int("block_size", self.block_size, 1, MAX_BLOCK_SIZE)
         _require_bool("dcp_sharded", self.dcp_sharded)
         if self.kernel_block_size is None:
             object.__setattr__(self, "kernel_block_size", self.block_size)
-        _require_int("kernel_block_size", self.kernel_block_size, 1)
+        _require_int("kernel_block_size", self.kernel_block_size, 1, MAX_BLOCK_SIZE)
         if self.block_size % self.kernel_block_size:
             raise ConfigError(
                 "kernel_block_size",
@@ -133,7 +136,7 @@ class RunnerConfig:
             _require_int("max_source_positions", self.max_source_positions, 0)
         _require_int("dcp_size", self.dcp_size, 1)
         _require_int("dcp_interleave", self.dcp_interleave, 1)
-        _require_int("max_num_reqs", self.max_num_reqs, 1)
+        _require_int("max_num_reqs", self.max_num_reqs, 1, MAX_NUM_REQS)
         _require_int("num_speculative_blocks", self.num_speculative_blocks, 0)
         _require_bool("is_encoder_decoder", self.is_encoder_decoder)
         _require_bool("prefix_caching", self.prefix_caching)

@@ -7,6 +7,46 @@ clear line and exit non-zero instead of a traceback from deep inside.
 
 from __future__ import annotations
 
+MAX_SHOWN = 80
+"""Characters of a value an error line shows: a 50 MB string a user passed is not echoed whole."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text)} characters)"
+
+
+def _int_text(value: int) -> str:
+    try:
+        return str(value)
+    except ValueError:  # an int past sys.get_int_max_str_digits(): Python refuses to print it
+        return f"<an integer of about {int(value.bit_length() * 0.30103) + 1} digits>"
+
+
+def shown(value: object, limit: int = MAX_SHOWN) -> str:
+    """``repr(value)`` cut to ``limit`` characters (the full length said), for one-line errors."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _cut(_int_text(value), limit)
+    try:
+        return _cut(repr(value), limit)
+    except ValueError:  # a container holding an int too long to print
+        return f"<a {type(value).__name__} too large to show>"
+
+
+def shown_plain(value: object, limit: int = MAX_SHOWN) -> str:
+    """Like :func:`shown`, but as ``str`` shows it: option values read as typed, paths without quotes."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _cut(_int_text(value), limit)
+    return _cut(str(value), limit)
+
+
+MAX_LINE = 1000
+"""Characters of one error line: whatever a message quotes, the line stays readable."""
+
+
+def bounded(message: str) -> str:
+    """An error message cut to :data:`MAX_LINE` characters (the last safeguard; values are cut first)."""
+    return _cut(message, MAX_LINE)
+
 
 class HarnessError(Exception):
     """Base class of errors the CLI reports as one line with a non-zero exit."""
@@ -23,7 +63,7 @@ class ConfigError(HarnessError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        super().__init__(f"invalid config: {field}={value!r}: {rule}")
+        super().__init__(f"invalid config: {shown_plain(field)}={shown(value)}: {rule}")
 
 
 class PolicyLoadError(HarnessError, ValueError):
@@ -57,7 +97,7 @@ class OptionError(HarnessError, ValueError):
         self.option = option
         self.value = value
         self.rule = rule
-        super().__init__(f"{option} {value}: {rule}")
+        super().__init__(f"{option} {shown_plain(value)}: {rule}")
 
 
 class DeviceError(HarnessError, RuntimeError):

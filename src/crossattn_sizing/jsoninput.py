@@ -3,8 +3,11 @@
 Every way such input can be wrong becomes one :class:`ConfigError` naming the
 option (or file) and the rule: a missing or unreadable file, bytes that are
 not UTF-8, text that is not JSON, JSON nested past what the parser takes (a
-``RecursionError`` deep inside the decoder otherwise), or a value that is not
-an object.
+``RecursionError`` deep inside the decoder otherwise), a key given twice in one
+object (the parser would keep the last silently: which one the user meant is
+not known), an integer with thousands of digits (Python refuses to convert it,
+with a ``ValueError`` from inside the decoder), or a value that is not an
+object.
 """
 
 from __future__ import annotations
@@ -15,16 +18,43 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 
 
 def _shown(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class _Refused(Exception):
+    """Raised inside the decoder's hooks; turned into a ConfigError naming the option or file."""
+
+    def __init__(self, field: str, value: object, rule: str) -> None:
+        super().__init__(rule)
+        self.field, self.value, self.rule = field, value, rule
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _Refused("key", key, "appears twice in one JSON object; give each key once")
+        out[key] = value
+    return out
+
+
+def _integer(text: str) -> int:
+    if too_long(text):
+        rule = f"JSON integers may have at most {MAX_INT_DIGITS} digits"
+        raise _Refused("integer", f"<{len(text)} digits>", rule)
+    return int(text)
+
+
 def parse_json_object(field: str, source: str) -> Mapping[str, Any]:
     """JSON text as an object; ``field`` names where it came from in the error."""
     try:
-        data = json.loads(source)
+        data = json.loads(source, object_pairs_hook=_object, parse_int=_integer)
+    except _Refused as exc:
+        raise ConfigError(f"{field}: {exc.field}", exc.value, exc.rule) from None
     except json.JSONDecodeError as exc:
         reason = f"is not valid JSON ({exc.msg} at line {exc.lineno})"
         raise ConfigError(field, _shown(source), reason) from None

@@ -17,7 +17,6 @@ every example found by any worker is saved to both and replayed by all.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from hypothesis import HealthCheck, Phase, settings
@@ -28,10 +27,12 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
-PROFILE_ENV = "CROSSATTN_PROFILE"
-DB_ENV = "CROSSATTN_DB"
-SHARED_DB_ENV = "CROSSATTN_SHARED_DB"
-PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
+from crossattn_sizing import settings as env
+
+PROFILE_ENV = env.PROFILE
+DB_ENV = env.DB
+SHARED_DB_ENV = env.SHARED_DB
+PROFILES = env.PROFILES
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
 
@@ -39,13 +40,13 @@ def example_database() -> ExampleDatabase:
     """The local directory database, with the fleet's Redis and the shared read-only copy beneath it."""
     from crossattn_sizing.fleet.database import redis_database, redis_url
 
-    layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(os.environ.get(DB_ENV, str(DEFAULT_DB)))]
+    layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(str(env.database_dir(DEFAULT_DB)))]
     url = redis_url()
     if url:
         layers.append(redis_database(url))
-    shared = os.environ.get(SHARED_DB_ENV)
-    if shared:
-        layers.append(ReadOnlyDatabase(DirectoryBasedExampleDatabase(shared)))
+    shared = env.shared_database_dir()
+    if shared is not None:
+        layers.append(ReadOnlyDatabase(DirectoryBasedExampleDatabase(str(shared))))
     return layers[0] if len(layers) == 1 else MultiplexedDatabase(*layers)
 
 
@@ -93,9 +94,10 @@ def register_profiles() -> None:
 
 def selected_profile(explicit: str | None = None) -> str:
     """The profile to load: an explicit choice, else the environment, else ``dev``."""
-    name = explicit or os.environ.get(PROFILE_ENV, "dev")
-    if name not in PROFILES:
-        from crossattn_sizing.errors import HarnessError
+    if explicit is None:
+        return env.profile()
+    if explicit not in PROFILES:
+        from crossattn_sizing.errors import HarnessError, shown
 
-        raise HarnessError(f"unknown Hypothesis profile {name!r} ({PROFILE_ENV}): use one of {PROFILES}")
-    return name
+        raise HarnessError(f"unknown Hypothesis profile {shown(explicit)}: use one of {', '.join(PROFILES)}")
+    return explicit

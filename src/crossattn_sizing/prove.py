@@ -43,13 +43,13 @@ import numpy as np
 from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, NotExpressible, PolicyCallError
+from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
 from crossattn_sizing.policies import Alignment, Length, Policy, SizingPolicy, checked_widths, policy_name
 
 ABSENT = -1
 """``max_source_positions`` absent from the model config (sorts before 0)."""
 
 MAX_LENGTH = 2**31 - 1
-MAX_BLOCK_SIZE = 2**16
 MAX_DCP = 2**10
 MAX_AXIS_VALUES = 2**24
 MAX_GROUP_ROWS = 2**24
@@ -112,6 +112,8 @@ def parse_values(
             parts.append(np.array([ABSENT], dtype=np.int64))
             continue
         match = _ITEM.fullmatch(item)
+        if match is not None and any(too_long(n) for n in match.groups() if n):
+            raise DomainError(f"{option} {item[:40]!r}...: numbers may have at most {MAX_INT_DIGITS} digits")
         if match is None:
             raise DomainError(
                 f"{option} {text!r}: item {item!r} is not N, LO-HI or LO-HI:STEP "

@@ -9,24 +9,24 @@ not a failure inside every test.
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 
 from crossattn_sizing import profiles
+from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.errors import HarnessError, OptionError
+from crossattn_sizing.errors import HarnessError, OptionError, bounded
 from crossattn_sizing.policies import Policy, load_checked_policy
 
-DEVICES = ("cpu", "cuda")
-DCP_BACKENDS = ("inprocess", "gloo", "nccl")
+DEVICES = env.DEVICES
+DCP_BACKENDS = env.DCP_BACKENDS
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
 try:
     profiles.register_profiles()
     _PROFILE_ERROR: HarnessError | None = None
-except HarnessError as exc:  # e.g. a malformed CROSSATTN_REDIS_URL: reported as a usage error below
+except HarnessError as exc:  # e.g. CROSSATTN_DB naming a file: reported as a usage error below
     _PROFILE_ERROR = exc
 
 last_usage_error = ""
@@ -38,6 +38,7 @@ they do not capture."""
 def usage_error(message: str) -> pytest.UsageError:
     """A usage error (pytest exit 4, one ``ERROR:`` line), remembered for in-process callers."""
     global last_usage_error
+    message = bounded(message)
     last_usage_error = message
     return pytest.UsageError(message)
 
@@ -46,24 +47,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("crossattn-sizing")
     group.addoption(
         "--sizing-policy",
-        default=os.environ.get("CROSSATTN_SIZING_POLICY", "mrv2"),
+        default=None,  # CROSSATTN_SIZING_POLICY, else mrv2: read (and checked) in pytest_configure
         help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
     )
     group.addoption(
         "--impl",
-        default=os.environ.get("CROSSATTN_IMPL", "torch"),
+        default=None,  # CROSSATTN_IMPL, else torch
         help="implementation under test: torch, triton, or module:attr (default: torch)",
     )
     group.addoption(
         "--device",
-        default=os.environ.get("CROSSATTN_DEVICE", "cpu"),
+        default=None,  # CROSSATTN_DEVICE, else cpu
         # Checked in pytest_configure, not by choices=: pytest prints its full usage text for an
         # argparse error, where every other bad input gets one line.
         help="device the implementation runs on: cpu or cuda (default: cpu)",
     )
     group.addoption(
         "--dcp-backend",
-        default=os.environ.get("CROSSATTN_DCP_BACKEND", "inprocess"),
+        default=None,  # CROSSATTN_DCP_BACKEND, else inprocess
         # Checked in pytest_configure, like --device: one line instead of pytest's usage text.
         help="DCP ranks of the attention properties: one process (inprocess, default), or one "
         "torch.distributed worker per rank (gloo on CPU, nccl on CUDA)",
@@ -71,7 +72,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--dcp-timeout",
         type=float,
-        default=float(os.environ.get("CROSSATTN_DCP_TIMEOUT", "120")),
+        default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: a bad value is a usage error, not INTERNALERROR
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
     )
 
@@ -79,8 +80,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     try:
+        env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
         if _PROFILE_ERROR is not None:
             raise _PROFILE_ERROR
+        _option_defaults(config)
         from crossattn_sizing.fleet.database import check_reachable, redis_url, scope_current_profile
 
         if redis_url():
@@ -110,6 +113,20 @@ def pytest_configure(config: pytest.Config) -> None:
             raise OptionError("--dcp-timeout", timeout, "must be a finite number of seconds > 0")
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
+
+
+def _option_defaults(config: pytest.Config) -> None:
+    """Options not given on the command line take their environment variable, else the default."""
+    readers = {
+        "sizing_policy": env.sizing_policy,
+        "impl": env.impl,
+        "device": env.device,
+        "dcp_backend": env.dcp_backend,
+        "dcp_timeout": env.dcp_timeout,
+    }
+    for name, read in readers.items():
+        if config.getoption(name) is None:
+            setattr(config.option, name, read())
 
 
 def check_impl_spec(spec: str) -> None:

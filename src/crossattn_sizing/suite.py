@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.metadata
 import json
-import os
 import sys
 import time
 import urllib.parse
@@ -22,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from crossattn_sizing import interrupts
+from crossattn_sizing import interrupts, settings
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
 from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, could_not_judge, property_name
 
-PROPERTIES_ENV = "CROSSATTN_PROPERTIES"
+PROPERTIES_ENV = settings.PROPERTIES
 
 
 DISTRIBUTION = "crossattn-sizing"
@@ -55,7 +54,7 @@ def installed_from() -> Path | None:
 
 def properties_dir() -> Path:
     """The property suite's folder: ``$CROSSATTN_PROPERTIES``, else ``properties/`` of the installed tree."""
-    explicit = os.environ.get(PROPERTIES_ENV)
+    explicit = settings.properties_dir()
     source = installed_from()
     if explicit:
         candidate: Path | None = Path(explicit)

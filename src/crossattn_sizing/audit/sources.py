@@ -126,8 +126,9 @@ def release_version(tree: SourceTree) -> str | None:
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/crossattn-sizing/wheels``, else ``~/.cache/crossattn-sizing/wheels``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "crossattn-sizing" / "wheels"
+    from crossattn_sizing import settings
+
+    return settings.wheel_cache()
 
 
 def check_version(version: str) -> str:

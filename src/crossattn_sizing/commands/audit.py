@@ -110,7 +110,7 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
 
     print(f"crossattn-sizing: running vllm {tree.label}'s own V2 sizing (a worker process per release)",
           file=sys.stderr)  # fmt: skip
-    return {"v2": executed_v2(tree.label, offline=args.offline)}
+    return {"v2": executed_v2(tree.label, offline=args.offline, cache_dir=args.cache_dir)}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from crossattn_sizing.capacity import violations
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_option
+from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.policies import checked_widths, load_checked_policy
 
 
@@ -42,8 +43,19 @@ def parse_config(text: str) -> RunnerConfig:
 
 
 def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
+    """The encoder lengths, each admitted by the config; a config with no cross group takes none.
+
+    Without a cross-attention group no encoder token is stored in any row, so
+    "OK" would be a verdict on tokens nobody checked.
+    """
+    if not config.cross_groups():
+        kinds = ", ".join(g.kind.value for g in config.groups)
+        raise ConfigError("--encoder-lens", text, f"the config has no cross-attention group "
+                          f"(groups: {kinds}): there are no encoder tokens to judge")
     out = []
     for part in text.split(","):
+        if too_long(part):
+            raise ConfigError("--encoder-lens", part, f"integers may have at most {MAX_INT_DIGITS} digits")
         try:
             value = int(part)
         except ValueError:

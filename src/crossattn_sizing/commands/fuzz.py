@@ -33,6 +33,7 @@ from rich.table import Table
 from crossattn_sizing import interrupts, profiles
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
+from crossattn_sizing.limits import check_seed, float_arg, int_arg
 from crossattn_sizing.outputs import output_dir, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.report import PLAIN
@@ -50,11 +51,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit status: 0 every property ran and held; 1 a property fails; 2 bad input; "
         "3 nothing failed but some property never ran; 130 Ctrl-C",
     )
-    p.add_argument("--minutes", type=float, default=10.0,
+    p.add_argument("--minutes", type=float_arg, default=10.0,
                    help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
-    p.add_argument("--max-rounds", type=int,
+    p.add_argument("--max-rounds", type=int_arg,
                    help="stop after this many rounds (default: only the time budget)")  # fmt: skip
-    p.add_argument("--seed", type=int,
+    p.add_argument("--seed", type=int_arg,
                    help="Hypothesis seed of round 1 (round n uses seed+n-1), for a run that repeats "
                         "exactly; Hypothesis then leaves the example database alone "
                         "(default: random, database used)")  # fmt: skip
@@ -62,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--impl", default="torch")
     p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     p.add_argument(
-        "--examples-per-round", type=int, default=500, help="examples per property per round (default 500)"
+        "--examples-per-round", type=int_arg, default=500,
+        help="examples per property per round (default 500)",
     )
     p.add_argument("--db", type=Path, help=f"example database directory (default ${profiles.DB_ENV})")
     p.add_argument(
@@ -72,7 +74,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
     )
     p.add_argument("--json", type=Path, help="write the summary as JSON")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=int_arg, default=1,
                    help="fuzzing processes sharing the example database (default 1; see --redis-url)")
     p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
     p.set_defaults(func=run, parser=p)
@@ -129,8 +131,7 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
     if args.workers < 1:
         raise OptionError("--workers", args.workers, "must be >= 1")
-    if args.seed is not None and args.seed < 0:
-        raise OptionError("--seed", args.seed, "must be >= 0")
+    check_seed("--seed", args.seed)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,7 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from crossattn_sizing import edges
 from crossattn_sizing.edges import edge_coverage, edge_domain
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.errors import OptionError, shown
+from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outputs import output_file, write_text
 from crossattn_sizing.policies import load_checked_policy, policy_name
 from crossattn_sizing.proof import check_command
@@ -102,13 +103,24 @@ def register(subparsers: Any) -> None:
     p.set_defaults(func=run)
 
 
-def _int_option(text: str, option: str, minimum: int) -> int:
+MAX_EXAMPLES = 10_000
+"""Counterexamples kept and shown: each is a row of the table and of ``--json``."""
+MAX_CHUNK_SIZE = 2**24
+"""(M, E, S) combinations decoded at once: about 150 bytes each, so 2.5 GB at the bound."""
+
+
+def _int_option(text: str, option: str, minimum: int, maximum: int) -> int:
+    rule = f"must be an integer >= {minimum}"
+    if too_long(text):
+        raise DomainError(f"{option} {shown(text)}: must be an integer of at most {MAX_INT_DIGITS} digits")
     try:
         value = int(text)
     except ValueError:
-        raise DomainError(f"{option} {text!r}: must be an integer >= {minimum}") from None
+        raise DomainError(f"{option} {shown(text)}: {rule}") from None
     if value < minimum:
-        raise DomainError(f"{option} {text!r}: must be an integer >= {minimum}")
+        raise DomainError(f"{option} {text!r}: {rule}")
+    if value > maximum:
+        raise DomainError(f"{option} {text!r}: must be an integer <= {maximum}")
     return value
 
 
@@ -177,8 +189,8 @@ def describe_edges(domains: list[Domain]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the domain, run :func:`prove`, print the report; the exit status says whether it holds."""
-    examples = _int_option(args.examples, "--examples", 0)
-    chunk_size = _int_option(args.chunk_size, "--chunk-size", 1)
+    examples = _int_option(args.examples, "--examples", 0, MAX_EXAMPLES)
+    chunk_size = _int_option(args.chunk_size, "--chunk-size", 1, MAX_CHUNK_SIZE)
     given = {key: getattr(args, key) for key in DEFAULTS if getattr(args, key) is not None}
     if given:
         grid = Domain.parse(**(DEFAULTS | given))

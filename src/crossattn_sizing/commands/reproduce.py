@@ -22,6 +22,7 @@ from typing import Any
 
 from crossattn_sizing import known_configs
 from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
@@ -70,15 +71,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _int_option(name: str, text: str | None, minimum: int = 1) -> int | None:
+def _int_option(name: str, text: str | None, minimum: int = 1, maximum: int | None = None) -> int | None:
     if text is None:
         return None
+    if too_long(text):
+        raise ConfigError(name, text, f"must be an integer of at most {MAX_INT_DIGITS} digits")
     try:
         value = int(text)
     except ValueError:
         raise ConfigError(name, text, "must be an integer") from None
     if value < minimum:
         raise ConfigError(name, value, f"must be >= {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(name, value, f"must be <= {maximum}")
     return value
 
 
@@ -87,7 +92,7 @@ def build(args: argparse.Namespace) -> ModelScenario:
     if (args.model is None) == (args.config is None):
         raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
     max_model_len = _int_option("--max-model-len", args.max_model_len)
-    block_size = _int_option("--block-size", args.block_size)
+    block_size = _int_option("--block-size", args.block_size, maximum=MAX_BLOCK_SIZE)
     dcp = _int_option("--dcp", args.dcp)
     tokens = _int_option("--encoder-tokens", args.encoder_tokens)
     batched = _int_option("--max-num-batched-tokens", args.max_num_batched_tokens)
@@ -210,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine:
         args.policy = args.impl = args.engine
     policy = load_checked_policy(args.policy)
-    seed = _int_option("--seed", args.seed, minimum=0)
+    seed = _int_option("--seed", args.seed, minimum=0, maximum=MAX_SEED)
     assert seed is not None  # has a default
     scenario = build(args)
     impl, why_not = load_drift_impl(args.impl)

@@ -20,6 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from crossattn_sizing import interrupts
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
+from crossattn_sizing.limits import check_seed, int_arg
 from crossattn_sizing.outputs import output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
@@ -46,8 +47,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--profile", default="ci", choices=PROFILES, help="Hypothesis settings profile (default ci)"
     )
-    p.add_argument("--max-examples", type=int, help="override the profile's examples per property")
-    p.add_argument("--seed", type=int, help="Hypothesis seed (profiles other than ci are random without it)")
+    p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
+    p.add_argument("--seed", type=int_arg,
+                   help="Hypothesis seed, 0..2**64-1 (profiles other than ci are random without it)")
     p.add_argument(
         "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
     )
@@ -98,6 +100,7 @@ def check_impl(spec: str, device: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specs = args.policy or list(BUILTIN_POLICIES)
+    check_seed("--seed", args.seed)
     # Everything the user typed is checked before any suite runs.
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
     json_path = output_file("--json", args.json)

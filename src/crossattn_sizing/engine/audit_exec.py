@@ -9,6 +9,7 @@ cannot run here, ``None`` and the reason, so the audit falls back to reading.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
@@ -46,21 +47,29 @@ class ExecutedPolicy:
             raise ReadError(f"{self.where}: {exc}") from None
 
 
-def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy | None, str]:
-    """The executed V2 policy of ``version``, or None and why it could not run on this machine."""
+def executed_v2(
+    version: str, *, offline: bool = False, cache_dir: Path | None = None
+) -> tuple[ExecutedPolicy | None, str]:
+    """The executed V2 policy of ``version``, or None and why it could not run on this machine.
+
+    ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
+    default cache under the home folder), and the release is unpacked inside it.
+    """
     import os
 
     before = os.environ.get("CROSSATTN_OFFLINE")
     if offline:
         os.environ["CROSSATTN_OFFLINE"] = "1"
     try:
+        from crossattn_sizing.engine.client import worker_for
         from crossattn_sizing.engine.vllm import VllmPolicy
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
     try:
         from crossattn_sizing.audit.verdicts import NEMOTRON
 
-        policy = VllmPolicy(f"vllm=={version}")
+        spec = f"vllm=={version}"
+        policy = VllmPolicy(spec, worker=worker_for(spec, "cpu", wheel_cache=cache_dir))
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
     except EngineError as exc:

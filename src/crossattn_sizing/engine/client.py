@@ -20,8 +20,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+from pathlib import Path
 from typing import Any
 
+from crossattn_sizing import settings
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     EngineError,
@@ -60,7 +62,7 @@ def _signal_name(returncode: int | None) -> str:
     return f"exit status {returncode}"
 
 
-WORKERS_ENV = "CROSSATTN_ENGINE_WORKERS"
+WORKERS_ENV = settings.ENGINE_WORKERS
 MAX_PARALLEL = 4
 """Default ceiling on processes per release for one long batch (each holds about 0.5 GB)."""
 
@@ -71,13 +73,11 @@ def parallel_workers() -> int:
     :data:`WORKERS_ENV` when set, else the CPUs this process may use, at most
     :data:`MAX_PARALLEL`. A value that is not a positive integer is refused.
     """
-    text = os.environ.get(WORKERS_ENV, "").strip()
-    if not text:
+    count = settings.engine_workers()
+    if count is None:
         usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         return max(1, min(MAX_PARALLEL, len(usable)))
-    if not text.isdigit() or int(text) < 1:
-        raise EngineError(f"{WORKERS_ENV}={text!r}: must be a positive integer (processes per release)")
-    return int(text)
+    return count
 
 
 class Worker:
@@ -222,12 +222,13 @@ _WORKERS: dict[tuple[str, str], Worker] = {}
 _SIBLINGS: list[Worker] = []
 
 
-def worker_for(spec: str, device: str = "cpu") -> Worker:
-    """The (shared, started) worker of the release ``spec`` names."""
+def worker_for(spec: str, device: str = "cpu", wheel_cache: Path | None = None) -> Worker:
+    """The (shared, started) worker of the release ``spec`` names; ``wheel_cache`` is where its wheel
+    is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default."""
     key = (spec, device)
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = Worker(resolve_release(spec), device)
+        worker = Worker(resolve_release(spec, wheel_cache=wheel_cache), device)
         worker.start()
         _WORKERS[key] = worker
     return worker

@@ -17,13 +17,13 @@ import contextlib
 import fcntl
 import importlib.metadata
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from crossattn_sizing import settings
 from crossattn_sizing.audit.sources import check_version, fetch_wheel
 from crossattn_sizing.errors import HarnessError
 
@@ -67,12 +67,10 @@ class Release:
         return "vllm (installed)" if self.version is None else f"vllm=={self.version}"
 
 
-def default_engine_cache() -> Path:
-    """``$CROSSATTN_ENGINE_CACHE``, else ``~/.cache/crossattn-sizing/engine`` (beside the wheel cache)."""
-    if os.environ.get("CROSSATTN_ENGINE_CACHE"):
-        return Path(os.environ["CROSSATTN_ENGINE_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "crossattn-sizing" / "engine"
+def default_engine_cache(wheel_cache: Path | None = None) -> Path:
+    """``$CROSSATTN_ENGINE_CACHE``, else ``engine/`` in a wheel cache the user named, else
+    ``~/.cache/crossattn-sizing/engine`` beside the default wheel cache (see settings.engine_cache)."""
+    return settings.engine_cache(wheel_cache)
 
 
 def installed_version() -> str | None:
@@ -84,7 +82,7 @@ def installed_version() -> str | None:
 
 
 def offline_default() -> bool:
-    return os.environ.get("CROSSATTN_OFFLINE", "").strip().lower() in ("1", "true", "yes")
+    return settings.offline()
 
 
 @contextlib.contextmanager
@@ -122,7 +120,9 @@ def _pip_target(target: Path, what: str, cache: Path) -> None:
         raise EngineError(f"could not install {what} into {target}: {why}")
 
 
-def resolve_release(spec: str, *, offline: bool | None = None, cache: Path | None = None) -> Release:
+def resolve_release(
+    spec: str, *, offline: bool | None = None, cache: Path | None = None, wheel_cache: Path | None = None
+) -> Release:
     """The release a ``vllm`` or ``vllm==X`` spec names, installed into the cache if needed.
 
     ``vllm`` is the installed package (an error if there is none). ``vllm==X``
@@ -142,11 +142,11 @@ def resolve_release(spec: str, *, offline: bool | None = None, cache: Path | Non
     if installed_version() == version:
         return Release(version, installed=True)
     offline = offline_default() if offline is None else offline
-    cache = cache or default_engine_cache()
+    cache = cache or default_engine_cache(wheel_cache)
     target = cache / f"vllm-{version}"
     with _locked(cache):
         if not (target / "vllm" / "__init__.py").is_file():
-            wheel = fetch_wheel(version, offline=offline)
+            wheel = fetch_wheel(version, wheel_cache, offline=offline)
             _pip_target(target, str(wheel), cache)
         manifest = read_manifest(target)
     return Release(version, [str(target), str(cache / "deps")], manifest.get("packages", []))

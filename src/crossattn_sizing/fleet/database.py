@@ -11,20 +11,19 @@ this under the local directory database: writes go to both, reads see both.
 
 from __future__ import annotations
 
-import os
-
 from hypothesis.database import ExampleDatabase
 
+from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError
 
-REDIS_URL_ENV = "CROSSATTN_REDIS_URL"
+REDIS_URL_ENV = settings.REDIS_URL
 KEY_PREFIX = b"crossattn-sizing:"
 """Keys of this harness in a shared server, apart from other projects' Hypothesis databases."""
 
 
 def redis_url() -> str | None:
     """The fleet's database URL (``redis://host:port/db`` or ``unix:///path.sock``), if set."""
-    return os.environ.get(REDIS_URL_ENV) or None
+    return settings.redis_url()
 
 
 def _client(url: str):  # type: ignore[no-untyped-def]

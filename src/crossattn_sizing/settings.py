@@ -1,0 +1,257 @@
+"""Every environment variable the harness reads, read and checked here and nowhere else.
+
+An environment variable is an option the user typed earlier: a bad one is bad
+input, one line naming the variable, its value and the rule, like the option
+it stands for (exit 2 from the console script, pytest's usage error from the
+plugin), never a traceback or a verdict on something that was not checked.
+:func:`check_environment` checks every variable that is set; the commands and
+the plugin call it before any work, and each reader below checks its own
+variable again, so a module used on its own is never fed a bad value either.
+
+Values are read when asked for, not at import: ``fuzz`` points the property
+suite at its folders by setting the variables for the run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from crossattn_sizing.errors import HarnessError, shown
+from crossattn_sizing.limits import MAX_INT_DIGITS
+
+# The variables, by what they stand for. ---------------------------------------
+SIZING_POLICY = "CROSSATTN_SIZING_POLICY"  # --sizing-policy of the pytest plugin
+IMPL = "CROSSATTN_IMPL"  # --impl of the pytest plugin
+DEVICE = "CROSSATTN_DEVICE"  # --device of the pytest plugin
+DCP_BACKEND = "CROSSATTN_DCP_BACKEND"  # --dcp-backend of the pytest plugin
+DCP_TIMEOUT = "CROSSATTN_DCP_TIMEOUT"  # --dcp-timeout of the pytest plugin
+PROFILE = "CROSSATTN_PROFILE"  # --hypothesis-profile
+DB = "CROSSATTN_DB"  # fuzz --db: the local example database folder
+SHARED_DB = "CROSSATTN_SHARED_DB"  # a read-only example database folder layered under it
+REDIS_URL = "CROSSATTN_REDIS_URL"  # fuzz --redis-url: the fleet's shared database
+PROPERTIES = "CROSSATTN_PROPERTIES"  # the property suite's folder
+REGRESSIONS_DIR = "CROSSATTN_REGRESSIONS_DIR"  # fuzz --regressions: regression files, read and written
+RECORD_REGRESSIONS = "CROSSATTN_RECORD_REGRESSIONS"  # set by fuzz: write a file per new failure
+ENGINE_CACHE = "CROSSATTN_ENGINE_CACHE"  # where vLLM releases are unpacked to run
+OFFLINE = "CROSSATTN_OFFLINE"  # audit --offline: never download
+ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long batch
+FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --workers: this process's worker number
+
+PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
+DEVICES = ("cpu", "cuda")
+DCP_BACKENDS = ("inprocess", "gloo", "nccl")
+TRUE = ("1", "true", "yes", "on")
+FALSE = ("0", "false", "no", "off", "")
+MAX_DCP_TIMEOUT = 7 * 24 * 3600.0
+"""A week: a longer wait for a rank is a typo, and the timer needs a finite one."""
+MAX_ENGINE_WORKERS = 256
+"""Each worker holds about 0.5 GB; more than this is a typo, not a machine."""
+
+
+class SettingError(HarnessError, ValueError):
+    """An environment variable whose value breaks its rule: ``NAME='value': rule``."""
+
+    def __init__(self, name: str, value: str, rule: str) -> None:
+        self.name = name
+        self.value = value
+        self.rule = rule
+        super().__init__(f"{name}={shown(value)}: {rule}")
+
+
+def raw(name: str) -> str | None:
+    """The variable's text, stripped; None when unset or blank (blank reads as unset, as in a shell)."""
+    value = os.environ.get(name)
+    if value is None or not value.strip():
+        return None
+    return value.strip()
+
+
+def _choice(name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = raw(name)
+    if value is None:
+        return default
+    if value not in allowed:
+        raise SettingError(name, value, f"use one of {', '.join(allowed)}")
+    return value
+
+
+def _flag(name: str) -> bool:
+    value = raw(name)
+    if value is None:
+        return False
+    if value.lower() in TRUE:
+        return True
+    if value.lower() in FALSE:
+        return False
+    raise SettingError(name, value, "must be 1 or 0 (true/false, yes/no)")
+
+
+def _count(name: str, minimum: int, maximum: int) -> int | None:
+    value = raw(name)
+    if value is None:
+        return None
+    if len(value) > MAX_INT_DIGITS or not value.isdigit() or not minimum <= int(value) <= maximum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        raise SettingError(name, value, f"must be {what}, at most {maximum}")
+    return int(value)
+
+
+def folder(name: str, value: str) -> Path:
+    """A folder a variable names: it may not exist yet, but it is not a file or a device, nor under one.
+
+    ``/dev/null`` as an example database would swallow every example found;
+    a plain file would fail on the first save, deep inside Hypothesis.
+    """
+    path = Path(value).expanduser()
+    if path.exists() and not path.is_dir():
+        raise SettingError(name, value, "is not a folder (a file or device); name a folder")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise SettingError(name, value, f"{parent} is a file, not a folder")
+            break
+    return path
+
+
+def _optional_folder(name: str) -> Path | None:
+    value = raw(name)
+    return None if value is None else folder(name, value)
+
+
+# Readers, one per variable. ------------------------------------------------------
+def sizing_policy() -> str:
+    """The plugin's default ``--sizing-policy`` (checked when the policy loads)."""
+    return raw(SIZING_POLICY) or "mrv2"
+
+
+def impl() -> str:
+    """The plugin's default ``--impl`` (checked when the implementation loads)."""
+    return raw(IMPL) or "torch"
+
+
+def device() -> str:
+    return _choice(DEVICE, DEVICES, "cpu")
+
+
+def dcp_backend() -> str:
+    return _choice(DCP_BACKEND, DCP_BACKENDS, "inprocess")
+
+
+def dcp_timeout() -> float:
+    """Seconds a distributed DCP rank may take (default 120)."""
+    value = raw(DCP_TIMEOUT)
+    if value is None:
+        return 120.0
+    rule = f"must be a number of seconds in (0, {MAX_DCP_TIMEOUT:g}]"
+    try:
+        seconds = float(value) if len(value) <= MAX_INT_DIGITS else math.nan
+    except ValueError:
+        raise SettingError(DCP_TIMEOUT, value, rule) from None
+    if not math.isfinite(seconds) or not 0 < seconds <= MAX_DCP_TIMEOUT:
+        raise SettingError(DCP_TIMEOUT, value, rule)
+    return seconds
+
+
+def profile() -> str:
+    """The Hypothesis profile: ``CROSSATTN_PROFILE``, else ``dev``."""
+    value = raw(PROFILE)
+    if value is not None and value not in PROFILES:
+        raise SettingError(PROFILE, value, f"unknown Hypothesis profile; use one of {', '.join(PROFILES)}")
+    return value or "dev"
+
+
+def database_dir(default: Path) -> Path:
+    """The local example database folder: ``CROSSATTN_DB``, else ``default``."""
+    return _optional_folder(DB) or default
+
+
+def shared_database_dir() -> Path | None:
+    """A read-only example database layered under the local one, if ``CROSSATTN_SHARED_DB`` is set."""
+    return _optional_folder(SHARED_DB)
+
+
+def redis_url() -> str | None:
+    """The fleet's database URL (its form is checked where the client is made)."""
+    return raw(REDIS_URL)
+
+
+def properties_dir() -> Path | None:
+    """``CROSSATTN_PROPERTIES``, if set (the suite checks that it holds the properties)."""
+    return _optional_folder(PROPERTIES)
+
+
+def regressions_dir(default: Path) -> Path:
+    """Where regression files are read and written: ``CROSSATTN_REGRESSIONS_DIR``, else ``default``."""
+    return _optional_folder(REGRESSIONS_DIR) or default
+
+
+def record_regressions() -> bool:
+    return _flag(RECORD_REGRESSIONS)
+
+
+def cache_home() -> Path:
+    """``$XDG_CACHE_HOME``, else ``~/.cache``: the base of every cache the harness keeps."""
+    value = raw("XDG_CACHE_HOME")
+    return folder("XDG_CACHE_HOME", value) if value else Path.home() / ".cache"
+
+
+def wheel_cache() -> Path:
+    """The default wheel cache of ``audit`` and the engine adapter (``--cache-dir`` overrides it)."""
+    return cache_home() / "crossattn-sizing" / "wheels"
+
+
+def engine_cache(wheel_cache_dir: Path | None = None) -> Path:
+    """Where releases are unpacked to run: ``CROSSATTN_ENGINE_CACHE``; else ``engine/`` inside a wheel
+    cache the user named (so ``--cache-dir`` keeps everything in one place); else beside the default
+    wheel cache."""
+    explicit = _optional_folder(ENGINE_CACHE)
+    if explicit is not None:
+        return explicit
+    if wheel_cache_dir is not None:
+        return Path(wheel_cache_dir) / "engine"
+    return cache_home() / "crossattn-sizing" / "engine"
+
+
+def offline() -> bool:
+    return _flag(OFFLINE)
+
+
+def engine_workers() -> int | None:
+    """Processes per release for a long batch, if ``CROSSATTN_ENGINE_WORKERS`` says."""
+    return _count(ENGINE_WORKERS, 1, MAX_ENGINE_WORKERS)
+
+
+def fuzz_worker() -> int | None:
+    """This fuzzing worker's number under ``fuzz --workers``, if it is one."""
+    return _count(FUZZ_WORKER, 0, 1 << 16)
+
+
+READERS: dict[str, Callable[[], object]] = {
+    SIZING_POLICY: sizing_policy,
+    IMPL: impl,
+    DEVICE: device,
+    DCP_BACKEND: dcp_backend,
+    DCP_TIMEOUT: dcp_timeout,
+    PROFILE: profile,
+    DB: lambda: _optional_folder(DB),
+    SHARED_DB: shared_database_dir,
+    REDIS_URL: redis_url,
+    PROPERTIES: properties_dir,
+    REGRESSIONS_DIR: lambda: _optional_folder(REGRESSIONS_DIR),
+    RECORD_REGRESSIONS: record_regressions,
+    ENGINE_CACHE: lambda: _optional_folder(ENGINE_CACHE),
+    OFFLINE: offline,
+    ENGINE_WORKERS: engine_workers,
+    FUZZ_WORKER: fuzz_worker,
+    "XDG_CACHE_HOME": cache_home,
+}
+"""Every variable and the reader that checks it."""
+
+
+def check_environment() -> None:
+    """Check every variable that is set; the first bad one is a :class:`SettingError`."""
+    for read in READERS.values():
+        read()
