@@ -92,7 +92,23 @@ def make_fixtures(d: Path) -> Path:
     garbled = d / "garbled-regressions"
     garbled.mkdir(exist_ok=True)
     (garbled / "test_coverage-garbled.json").write_text("{ not json")
+    make_input_fixtures(d)
     return d
+
+
+def make_input_fixtures(d: Path) -> None:
+    """Files of issue 20's parsing, output and environment rows (s3-inputs)."""
+    (d / "dup-key.json").write_text(NEMOTRON[:-1] + ', "max_model_len": 4096}')
+    (d / "long-int.json").write_text('{"max_model_len": ' + "9" * 5000 + "}")
+    (d / "long-value.json").write_text(runner_config(notes="x" * 5_000_000))
+    (d / "huge-reqs.json").write_text(runner_config(max_num_reqs=10**9))
+    unadmitted = d / "unadmitted-regressions"  # E = 4096: a request of 5000 encoder tokens is never admitted
+    unadmitted.mkdir(exist_ok=True)
+    (unadmitted / "test_coverage-unadmitted.json").write_text(json.dumps({"config": json.loads(NEMOTRON), "encoder_lens": [5000]}))
+    (d / "out-regressions").mkdir(exist_ok=True)
+    runner = d / "syntax-tree" / "vllm" / "v1" / "worker" / "gpu"
+    runner.mkdir(parents=True, exist_ok=True)
+    (runner / "model_runner.py").write_text("class GPUModelRunner(:\n    pass\n")
 
 
 BAD_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/bad-regressions"}
@@ -239,9 +255,73 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--impl", "nope", status=4, says="unknown implementation 'nope'", isolated=True),
     C("pytest", CAPACITY, "--impl", "nowhere:x", status=4, says="does not import", isolated=True),
     C("pytest", CAPACITY, "--device", "tpu", status=4, says="--device 'tpu': use one of cpu, cuda", isolated=True),
-    C("pytest", CAPACITY, status=4, says="unknown Hypothesis profile 'nope'", isolated=True,
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_PROFILE='nope': unknown Hypothesis profile", isolated=True,
       env={"CROSSATTN_PROFILE": "nope"}),
     C("pytest", CAPACITY, status=4, says="regression file", isolated=True, env=BAD_REGRESSIONS),
+    # --- issue 20: parsing, outputs, environment, messages (s3-inputs) ---
+    # duplicate keys, integers with thousands of digits, bounds where a value becomes memory
+    C("check", "--config", NEMOTRON[:-1] + ', "max_model_len": 4096}', "--encoder-lens", "1", says="key='max_model_len': appears twice"),
+    C("check", "--config", with_group(kind="cross")[:-3] + ', "kind": "full"}]}', "--encoder-lens", "1", says="key='kind': appears twice"),
+    C("check", "--config", "{d}/dup-key.json", "--encoder-lens", "1", says="key='max_model_len': appears twice"),
+    C("reproduce", "--config", "{d}/dup-key.json", says="key='max_model_len': appears twice"),
+    C("check", "--config", "{d}/long-int.json", "--encoder-lens", "1", says="JSON integers may have at most 30 digits"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "9" * 5000, says="--encoder-lens='9999"),
+    C("check", "--config", "{d}/long-value.json", "--encoder-lens", "1", says="(5000002 characters): unknown field"),
+    C("check", "--config", runner_config(max_num_reqs=10**9), "--encoder-lens", "1", says="max_num_reqs=1000000000: must be <= 65536"),
+    C("check", "--config", with_group(block_size=10**12), "--encoder-lens", "1", says="block_size=1000000000000: must be <= 65536"),
+    C("check", "--config", with_group(kernel_block_size=2**20), "--encoder-lens", "1", says="kernel_block_size=1048576: must be <= 65536"),
+    C("reproduce", "--config", "{d}/huge-reqs.json", says="max_num_reqs=1000000000: must be <= 65536"),
+    C("reproduce", "nemotron-parse", "--block-size", str(10**9), says="--block-size=1000000000: must be <= 65536"),
+    C("reproduce", "whisper", "--seed", str(2**64), says="--seed=18446744073709551616: must be <= 18446744073709551615"),
+    C("reproduce", "whisper", "--seed", "9" * 5000, says="--seed='9999"),
+    C("reproduce", "nemotron-parse", "--max-model-len", "9" * 5000, says="must be an integer of at most 30 digits"),
+    C("verify", "--seed", str(2**64), says="--seed 18446744073709551616: must be <= 18446744073709551615"),
+    C("verify", "--seed", "9" * 5000, says="argument --seed: invalid int value: '9999"),
+    C("verify", "--max-examples", "9" * 5000, says="at most 30 digits"),
+    C("fuzz", "--seed", str(2**64), says="--seed 18446744073709551616: must be <= 18446744073709551615"),
+    C("fuzz", "--max-rounds", "9" * 5000, says="argument --max-rounds: invalid int value"),
+    C("fuzz", "--minutes", "9" * 5000, says="too long for a number"),
+    C("prove", "--policy", "mrv2", "--chunk-size", str(10**12), *SMALL_DOMAIN, says="--chunk-size '1000000000000': must be an integer <= 16777216"),
+    C("prove", "--policy", "mrv2", "--examples", str(10**12), *SMALL_DOMAIN, says="--examples '1000000000000': must be an integer <="),
+    C("prove", "--policy", "mrv2", "--block-sizes", "9" * 5000, says="numbers may have at most 30 digits"),
+    C("verify", "--policy", "p" * 100_000, says="unknown sizing policy 'ppp"),
+    # check with no cross-attention group: no encoder tokens to judge
+    C("check", "--config", runner_config(is_encoder_decoder=False, groups=[{"kind": "full", "block_size": 16}]), "--encoder-lens", "1",
+      says="the config has no cross-attention group"),
+    C("check", "--config", runner_config(is_encoder_decoder=False, groups=[{"kind": "sliding_window", "block_size": 16}, {"kind": "mamba", "block_size": 64}]),
+      "--encoder-lens", "1,2", says="there are no encoder tokens to judge"),
+    # two outputs naming one file; an output inside the regressions folder
+    C("verify", "--json", "{d}/report.out", "--junit-xml", "{d}/report.out", says="report.out: names the same file as --json"),
+    C("verify", "--json", "{d}/report.out", "--junit-xml", "{d}/out-regressions/../report.out", says="names the same file as --json"),
+    C("audit", "--vllm-path", "{d}/syntax-tree", "--json", "{d}/audit.out", "--markdown", "{d}/audit.out", says="audit.out: names the same file as --json"),
+    C("verify", "--json", "{d}/out-regressions/report.json", says="lies in the regressions folder", env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
+    C("fuzz", "--regressions", "{d}/out-regressions", "--json", "{d}/out-regressions/summary.json", says="lies in the regressions folder"),
+    C("prove", "--policy", "mrv2", "--json", "{d}/out-regressions/p.json", *SMALL_DOMAIN, says="lies in the regressions folder",
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
+    C("audit", "--vllm-path", "{d}/syntax-tree", "--json", "{d}/out-regressions/a.json", says="lies in the regressions folder",
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
+    # environment variables are options too
+    C("check", "--config", NEMOTRON, "--encoder-lens", "1", says="CROSSATTN_DCP_TIMEOUT='abc': must be a number of seconds", env={"CROSSATTN_DCP_TIMEOUT": "abc"}),
+    C("verify", says="CROSSATTN_DB='/dev/null': is not a folder", env={"CROSSATTN_DB": "/dev/null"}),
+    C("fuzz", says="CROSSATTN_PROFILE='nope': unknown Hypothesis profile", env={"CROSSATTN_PROFILE": "nope"}),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "1", says="CROSSATTN_OFFLINE='maybe': must be 1 or 0", env={"CROSSATTN_OFFLINE": "maybe"}),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "1", says="CROSSATTN_ENGINE_WORKERS='0': must be a positive integer", env={"CROSSATTN_ENGINE_WORKERS": "0"}),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "1", says="a-file': is not a folder (a file or device)", env={"CROSSATTN_REGRESSIONS_DIR": "{d}/a-file"}),
+    C("verify", "--policy", "mrv2", "-k", "test_capacity", says="encoder_lens=5000: is not admitted by its config", isolated=True,
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/unadmitted-regressions"}),
+    C("pytest", CAPACITY, status=4, says="encoder_lens=5000: is not admitted by its config", isolated=True,
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/unadmitted-regressions"}),
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_DCP_TIMEOUT='abc': must be a number of seconds", isolated=True, env={"CROSSATTN_DCP_TIMEOUT": "abc"}),
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_DCP_TIMEOUT='inf': must be a number of seconds", isolated=True, env={"CROSSATTN_DCP_TIMEOUT": "inf"}),
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_DB='/dev/null': is not a folder", isolated=True, env={"CROSSATTN_DB": "/dev/null"}),
+    C("pytest", CAPACITY, status=4, says="a-file': is not a folder (a file or device)", isolated=True, env={"CROSSATTN_SHARED_DB": "{d}/a-file"}),
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_DEVICE='tpu': use one of cpu, cuda", isolated=True, env={"CROSSATTN_DEVICE": "tpu"}),
+    C("pytest", CAPACITY, status=4, says="CROSSATTN_DCP_BACKEND='mpi': use one of", isolated=True, env={"CROSSATTN_DCP_BACKEND": "mpi"}),
+    C("pytest", CAPACITY, "--hypothesis-profile", "nope", status=4, says="--hypothesis-profile 'nope': unknown Hypothesis profile", isolated=True),
+    # messages name what the user typed
+    C("reproduce", "whisper", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
+    C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm or vllm==X.Y.Z"),
+    C("audit", "--vllm-path", "{d}/syntax-tree", status=3, says="sizing of vLLM releases"),
 ]
 """Every row; the report and the test read the same list."""
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.cli import main
+from crossattn_sizing.errors import MAX_LINE
 from tests.bad_input_cases import CASES, Case, answer_lines, first_line, make_fixtures, run_isolated
 
 
@@ -55,6 +56,7 @@ def test_bad_input_gets_its_status_and_one_clear_line(
     assert code == case.status, shown[-3000:]
     assert "Traceback" not in shown, shown[-3000:]
     assert case.says in first_line(out, err), (first_line(out, err), shown[-2000:])
+    assert len(first_line(out, err)) <= MAX_LINE + 100, "an error line echoes a value whole"
     if case.status == 2:
         said = answer_lines(err)
         assert len(said) == 1, said

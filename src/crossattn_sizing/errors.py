@@ -12,7 +12,10 @@ MAX_SHOWN = 80
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[: limit - 3]}... ({len(text)} characters)"
+    if len(text) <= limit:
+        return text
+    suffix = f"... ({len(text)} characters)"
+    return text[: max(1, limit - len(suffix))] + suffix
 
 
 def _int_text(value: int) -> str:
@@ -63,7 +66,7 @@ class ConfigError(HarnessError, ValueError):
         self.field = field
         self.value = value
         self.rule = rule
-        super().__init__(f"invalid config: {shown_plain(field)}={shown(value)}: {rule}")
+        super().__init__(f"invalid config: {shown_plain(field, 400)}={shown(value)}: {rule}")
 
 
 class PolicyLoadError(HarnessError, ValueError):

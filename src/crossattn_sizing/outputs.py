@@ -10,6 +10,11 @@ then lost to a typo in a path. One rule for every command:
 - a folder output (regression files, example database) is created if missing,
   must not be a file, and must accept a new file.
 
+Two outputs of one run never name the same file (the second would overwrite
+the first at the end of the run), and no output file lies in the regressions
+folder, whose every JSON file later runs replay as a regression case: a report
+written there would stop every later run (:func:`check_outputs`).
+
 Writing goes through :func:`write_text`, which turns an ``OSError`` that still
 happens (disk full, the folder removed mid-run) into the same one-line error.
 """
@@ -20,7 +25,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing import settings
+from crossattn_sizing.errors import HarnessError, OptionError
 
 
 def _reason(exc: OSError) -> str:
@@ -34,6 +40,40 @@ def _check_folders(option: str, target: Path) -> None:
             if not parent.is_dir():
                 raise OptionError(option, target, f"{parent} is a file, not a folder")
             return
+
+
+def regressions_folder() -> Path | None:
+    """The folder whose JSON files the property suite replays (``CROSSATTN_REGRESSIONS_DIR``, else the
+    suite's own), or None when no suite is installed here."""
+    try:
+        from crossattn_sizing.suite import properties_dir
+
+        default: Path | None = properties_dir() / "regressions"
+    except HarnessError:  # no property suite here: only the variable can name one
+        default = None
+    return settings.regressions_dir(default)
+
+
+def check_outputs(files: dict[str, str | os.PathLike[str] | None], regressions: Path | None = None) -> None:
+    """The output files of one run (option to path; None when not given) name distinct files, none of
+    them inside the regressions folder (``regressions``, else :func:`regressions_folder`)."""
+    given = {option: Path(path).resolve() for option, path in files.items() if path not in (None, "")}
+    if not given:
+        return
+    seen: dict[Path, str] = {}
+    for option, real in given.items():
+        if real in seen:
+            rule = f"names the same file as {seen[real]}; give each output its own"
+            raise OptionError(option, files[option], rule)
+        seen[real] = option
+    folder = regressions if regressions is not None else regressions_folder()
+    if folder is None:
+        return
+    folder = folder.resolve()
+    for option, real in given.items():
+        if real.is_relative_to(folder):
+            rule = f"lies in the regressions folder {folder}, whose JSON files every run replays"
+            raise OptionError(option, files[option], rule)
 
 
 def output_file(option: str, path: str | os.PathLike[str] | None) -> Path | None:

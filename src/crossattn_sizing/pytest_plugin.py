@@ -15,7 +15,7 @@ import pytest
 from crossattn_sizing import profiles
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.errors import HarnessError, OptionError, bounded
+from crossattn_sizing.errors import HarnessError, OptionError, bounded, shown
 from crossattn_sizing.policies import Policy, load_checked_policy
 
 DEVICES = env.DEVICES
@@ -75,6 +75,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: a bad value is a usage error, not INTERNALERROR
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
     )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``--hypothesis-profile`` names a registered profile, or the run stops with one usage error.
+
+    Checked before any plugin is configured: Hypothesis's own plugin loads the profile in its
+    ``pytest_configure``, where an unknown name is an INTERNALERROR.
+    """
+    name = config.getoption("hypothesis_profile", None)
+    if name is None:
+        return
+    from hypothesis import settings
+    from hypothesis.errors import InvalidArgument
+
+    try:
+        settings.get_profile(name)
+    except InvalidArgument:
+        known = ", ".join(profiles.PROFILES)
+        rule = f"unknown Hypothesis profile; use one of {known}"
+        raise usage_error(f"--hypothesis-profile {shown(name)}: {rule}") from None
 
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
@@ -140,7 +161,7 @@ def check_impl_spec(spec: str) -> None:
         if name != "vllm":
             from crossattn_sizing.audit.sources import check_version
 
-            check_version(name.split("==", 1)[1])
+            check_version(name.split("==", 1)[1], "--impl")
         return
     load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
 

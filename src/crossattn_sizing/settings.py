@@ -183,7 +183,7 @@ def properties_dir() -> Path | None:
     return _optional_folder(PROPERTIES)
 
 
-def regressions_dir(default: Path) -> Path:
+def regressions_dir(default: Path | None) -> Path | None:
     """Where regression files are read and written: ``CROSSATTN_REGRESSIONS_DIR``, else ``default``."""
     return _optional_folder(REGRESSIONS_DIR) or default
 

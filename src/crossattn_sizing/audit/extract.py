@@ -59,7 +59,10 @@ def locate(index: ModuleIndex, spec: RunnerSpec) -> tuple[ClassRef, FuncRef]:
     A class found by searching counts only when its ``initialize_kv_cache``
     is defined in the runner's own folder: a subclass of another runner (an
     encoder-only variant of V2 kept next to where V1 used to be) is not V1.
+    A runner file that is there but is not valid Python says so.
     """
+    if index.module_for_path(spec.path) is None and spec.path in index.syntax_errors:
+        raise ReadError(f"{spec.path} is not valid Python ({index.syntax_errors[spec.path]}): cannot be read")
     if index.module_for_path(spec.path) is not None:
         found = _pick(index.classes_defining(spec.path, METHOD), spec, index)
         if found is not None:

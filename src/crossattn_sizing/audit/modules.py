@@ -47,6 +47,8 @@ class ModuleIndex:
     def __init__(self, tree: SourceTree) -> None:
         self.tree = tree
         self._modules: dict[str, Module | None] = {}
+        self.syntax_errors: dict[str, str] = {}
+        """Tree paths that exist but do not parse, and why: "does not parse" is not "not found"."""
 
     def module(self, name: str) -> Module | None:
         """The parsed module ``name`` (dotted), or None when the tree lacks it or it does not parse."""
@@ -60,7 +62,8 @@ class ModuleIndex:
                 continue
             try:
                 parsed = ast.parse(text, filename=path)
-            except SyntaxError:
+            except SyntaxError as exc:
+                self.syntax_errors[path] = f"{exc.msg}, line {exc.lineno}"
                 break
             result = Module(name, path, parsed, is_package)
             _index_bindings(result)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.errors import HarnessError, shown
 
 PACKAGE = "vllm"
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|post|dev)[0-9]*)*$")
@@ -131,14 +131,32 @@ def default_cache_dir() -> Path:
     return settings.wheel_cache()
 
 
-def check_version(version: str) -> str:
-    """Reject what cannot be a release number before pip sees it (one clear line, no pip noise)."""
+def check_version(version: str, option: str | None = "--vllm") -> str:
+    """Reject what cannot be a release number before pip sees it (one clear line, no pip noise).
+
+    ``option`` names what the user typed (``--vllm``, ``--engine``, ``--policy``); None where it is
+    not known, and the message then shows the spec as ``vllm==X``.
+    """
     version = version.strip()
     if version.startswith("v") and version[1:2].isdigit():
         version = version[1:]
     if not _VERSION_RE.match(version):
-        raise FetchError(f"--vllm {version!r}: not a release version (expected e.g. 0.24.0)")
+        what = f"{option} {shown(version)}" if option else shown(f"vllm=={version}")
+        raise FetchError(f"{what}: not a release version (expected e.g. 0.24.0)")
     return version
+
+
+def check_engine_spec(option: str, spec: str) -> str:
+    """An engine named on the command line: ``vllm`` (the installed one) or ``vllm==X.Y.Z``."""
+    spec = spec.strip()
+    if spec == "vllm":
+        return spec
+    if not spec.startswith("vllm=="):
+        raise FetchError(f"{option} {shown(spec)}: expected vllm or vllm==X.Y.Z")
+    try:
+        return "vllm==" + check_version(spec.removeprefix("vllm=="))
+    except FetchError:
+        raise FetchError(f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)") from None
 
 
 def _release_key(version: str) -> tuple[str, ...]:
@@ -188,10 +206,12 @@ def fetch_wheel(
     *,
     offline: bool = False,
     downloader: Downloader | None = None,
+    offline_by: str = "--offline",
 ) -> Path:
     """The wheel of release ``version``, from the cache or downloaded into it once.
 
-    ``offline`` only looks in the cache, so CI and tests never reach a network.
+    ``offline`` only looks in the cache, so CI and tests never reach a network; ``offline_by``
+    names what asked for it in the error (the option, or the environment variable).
     """
     version = check_version(version)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
@@ -199,7 +219,7 @@ def fetch_wheel(
     if wheel is not None:
         return wheel
     if offline:
-        raise FetchError(f"{PACKAGE}=={version} is not in the wheel cache {cache} (--offline)")
+        raise FetchError(f"{PACKAGE}=={version} is not in the wheel cache {cache} ({offline_by})")
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

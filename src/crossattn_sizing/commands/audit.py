@@ -29,7 +29,7 @@ from crossattn_sizing.audit.sources import (
 )
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.outputs import output_file
+from crossattn_sizing.outputs import check_outputs, output_file
 
 EPILOG = """\
 exit status:
@@ -115,6 +115,7 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
 
 def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
+    check_outputs({"--json": args.json, "--markdown": args.markdown})
     json_path = output_file("--json", args.json)  # before any download
     markdown_path = output_file("--markdown", args.markdown)
     trees = _sources(args)

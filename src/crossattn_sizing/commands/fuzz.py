@@ -31,10 +31,11 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from crossattn_sizing import interrupts, profiles
+from crossattn_sizing import settings as env
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import check_seed, float_arg, int_arg
-from crossattn_sizing.outputs import output_dir, output_file, write_text
+from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.report import PLAIN
 from crossattn_sizing.results import PropertyResult
@@ -143,16 +144,18 @@ def run(args: argparse.Namespace) -> int:
         os.environ[REDIS_URL_ENV] = args.redis_url
     if redis_url():
         check_reachable(redis_url())  # type: ignore[arg-type]
+    default_regressions = properties_dir() / "regressions"
+    check_outputs({"--json": args.json}, args.regressions or default_regressions)
     json_path = output_file("--json", args.json)
-    regressions = output_dir("--regressions", args.regressions or properties_dir() / "regressions")
+    regressions = output_dir("--regressions", args.regressions or default_regressions)
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
     if args.workers > 1:
         from crossattn_sizing.fleet.workers import run_workers
 
         return run_workers(args.parser, args)
-    os.environ["CROSSATTN_REGRESSIONS_DIR"] = str(regressions)
-    os.environ["CROSSATTN_RECORD_REGRESSIONS"] = "1"
+    os.environ[env.REGRESSIONS_DIR] = str(regressions)  # read by the property suite
+    os.environ[env.RECORD_REGRESSIONS] = "1"
     if db:
         os.environ[profiles.DB_ENV] = str(db)
     profiles.register_profiles()  # re-read the database location

@@ -28,7 +28,7 @@ from crossattn_sizing import edges
 from crossattn_sizing.edges import edge_coverage, edge_domain
 from crossattn_sizing.errors import OptionError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outputs import output_file, write_text
+from crossattn_sizing.outputs import check_outputs, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy, policy_name
 from crossattn_sizing.proof import check_command
 from crossattn_sizing.prove import (
@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         domains = edge_domain()
         described = describe_edges(domains)
     policy = load_checked_policy(args.policy)
+    check_outputs({"--json": args.json})
     json_path = output_file("--json", args.json)
     size = sum(d.size for d in domains)
     print(f"domain: {size:,} configs" + ("" if given else f" (edge domain, {len(domains)} parts)"))

@@ -21,6 +21,7 @@ import shlex
 from typing import Any
 
 from crossattn_sizing import known_configs
+from crossattn_sizing.audit.sources import check_engine_spec
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
 from crossattn_sizing.models import adapters, loading, nemotron_parse
@@ -213,7 +214,7 @@ def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     if args.engine:
-        args.policy = args.impl = args.engine
+        args.policy = args.impl = check_engine_spec("--engine", args.engine)
     policy = load_checked_policy(args.policy)
     seed = _int_option("--seed", args.seed, minimum=0, maximum=MAX_SEED)
     assert seed is not None  # has a default

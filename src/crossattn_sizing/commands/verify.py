@@ -21,7 +21,7 @@ from crossattn_sizing import interrupts
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.limits import check_seed, int_arg
-from crossattn_sizing.outputs import output_file
+from crossattn_sizing.outputs import check_outputs, output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
 from crossattn_sizing.profiles import PROFILES
 from crossattn_sizing.proof import NAME as PROVE_ROW
@@ -103,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     check_seed("--seed", args.seed)
     # Everything the user typed is checked before any suite runs.
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
+    check_outputs({"--json": args.json, "--junit-xml": args.junit_xml})
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
     profile = _profile(args.profile, args.max_examples)

@@ -57,9 +57,11 @@ def executed_v2(
     """
     import os
 
-    before = os.environ.get("CROSSATTN_OFFLINE")
+    from crossattn_sizing import settings
+
+    before = os.environ.get(settings.OFFLINE)
     if offline:
-        os.environ["CROSSATTN_OFFLINE"] = "1"
+        os.environ[settings.OFFLINE] = "1"
     try:
         from crossattn_sizing.engine.client import worker_for
         from crossattn_sizing.engine.vllm import VllmPolicy
@@ -69,7 +71,8 @@ def executed_v2(
         from crossattn_sizing.audit.verdicts import NEMOTRON
 
         spec = f"vllm=={version}"
-        policy = VllmPolicy(spec, worker=worker_for(spec, "cpu", wheel_cache=cache_dir))
+        worker = worker_for(spec, "cpu", wheel_cache=cache_dir, offline=offline or None)
+        policy = VllmPolicy(spec, worker=worker)
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
     except EngineError as exc:
@@ -77,6 +80,6 @@ def executed_v2(
     finally:
         if offline:
             if before is None:
-                os.environ.pop("CROSSATTN_OFFLINE", None)
+                os.environ.pop(settings.OFFLINE, None)
             else:
-                os.environ["CROSSATTN_OFFLINE"] = before
+                os.environ[settings.OFFLINE] = before

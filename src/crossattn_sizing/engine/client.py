@@ -222,13 +222,15 @@ _WORKERS: dict[tuple[str, str], Worker] = {}
 _SIBLINGS: list[Worker] = []
 
 
-def worker_for(spec: str, device: str = "cpu", wheel_cache: Path | None = None) -> Worker:
+def worker_for(
+    spec: str, device: str = "cpu", wheel_cache: Path | None = None, offline: bool | None = None
+) -> Worker:
     """The (shared, started) worker of the release ``spec`` names; ``wheel_cache`` is where its wheel
     is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default."""
     key = (spec, device)
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = Worker(resolve_release(spec, wheel_cache=wheel_cache), device)
+        worker = Worker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)
         worker.start()
         _WORKERS[key] = worker
     return worker

@@ -138,15 +138,16 @@ def resolve_release(
         return Release(None, installed=True)
     if not spec.startswith("vllm=="):
         raise EngineError(f"{spec!r}: expected vllm or vllm==X.Y.Z")
-    version = check_version(spec.removeprefix("vllm=="))
+    version = check_version(spec.removeprefix("vllm=="), option=None)
     if installed_version() == version:
         return Release(version, installed=True)
+    offline_by = "--offline" if offline is not None else f"{settings.OFFLINE}=1"
     offline = offline_default() if offline is None else offline
     cache = cache or default_engine_cache(wheel_cache)
     target = cache / f"vllm-{version}"
     with _locked(cache):
         if not (target / "vllm" / "__init__.py").is_file():
-            wheel = fetch_wheel(version, wheel_cache, offline=offline)
+            wheel = fetch_wheel(version, wheel_cache, offline=offline, offline_by=offline_by)
             _pip_target(target, str(wheel), cache)
         manifest = read_manifest(target)
     return Release(version, [str(target), str(cache / "deps")], manifest.get("packages", []))
