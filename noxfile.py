@@ -51,8 +51,7 @@ def fresh_home(session: nox.Session) -> dict[str, str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite: unit tests, the reference's tests and the property suite (ci profile),
-    with an empty home folder and cache."""
+    """The whole test suite (unit, reference and property tests; ci profile), HOME and cache empty."""
     install(session)
     session.run("pytest", *session.posargs, env=dict(CPU_ENV, **fresh_home(session)))
 

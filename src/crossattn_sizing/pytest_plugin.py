@@ -8,8 +8,6 @@ not a failure inside every test.
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from crossattn_sizing import profiles
@@ -71,8 +69,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--dcp-timeout",
-        type=float,
-        default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: a bad value is a usage error, not INTERNALERROR
+        default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: checked in pytest_configure, like the variable
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
     )
 
@@ -130,8 +127,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if backend == "nccl" and device != "cuda":
             raise OptionError("--dcp-backend", "'nccl'", "needs --device cuda (gloo is the CPU backend)")
         timeout = config.getoption("dcp_timeout")
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise OptionError("--dcp-timeout", timeout, "must be a finite number of seconds > 0")
+        if isinstance(timeout, str):  # typed on the command line
+            parsed = env.seconds(timeout)
+            if parsed is None:
+                raise OptionError("--dcp-timeout", repr(timeout), env.SECONDS_RULE)
+            config.option.dcp_timeout = parsed
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
 

@@ -140,19 +140,27 @@ def dcp_backend() -> str:
     return _choice(DCP_BACKEND, DCP_BACKENDS, "inprocess")
 
 
+def seconds(text: str) -> float | None:
+    """A number of seconds in ``(0, MAX_DCP_TIMEOUT]``, or None when the text is not one."""
+    try:
+        value = float(text) if len(text) <= MAX_INT_DIGITS else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) and 0 < value <= MAX_DCP_TIMEOUT else None
+
+
+SECONDS_RULE = f"must be a number of seconds in (0, {MAX_DCP_TIMEOUT:g}]"
+
+
 def dcp_timeout() -> float:
     """Seconds a distributed DCP rank may take (default 120)."""
     value = raw(DCP_TIMEOUT)
     if value is None:
         return 120.0
-    rule = f"must be a number of seconds in (0, {MAX_DCP_TIMEOUT:g}]"
-    try:
-        seconds = float(value) if len(value) <= MAX_INT_DIGITS else math.nan
-    except ValueError:
-        raise SettingError(DCP_TIMEOUT, value, rule) from None
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_DCP_TIMEOUT:
-        raise SettingError(DCP_TIMEOUT, value, rule)
-    return seconds
+    parsed = seconds(value)
+    if parsed is None:
+        raise SettingError(DCP_TIMEOUT, value, SECONDS_RULE)
+    return parsed
 
 
 def profile() -> str:
