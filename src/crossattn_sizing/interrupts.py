@@ -28,11 +28,14 @@ FORCE_AFTER = 3
 """The Ctrl-C that ends the process without a report."""
 
 _count = 0
+_presses = 0
+"""Every SIGINT the handler has seen in this process, never reset (see :func:`pressed_since`)."""
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _count
+    global _count, _presses
     _count += 1
+    _presses += 1
     if _count >= FORCE_AFTER:
         os.write(2, b"\ncrossattn-sizing: interrupted again; leaving without a report\n")
         os._exit(EXIT_STATUS)
@@ -62,6 +65,37 @@ def handling(restore: bool = True) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous if restore else signal.SIG_IGN)
         if restore:  # the run is over: a later run in this process (a test, a library caller) starts clean
             _count = 0
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    """:func:`handling` for the block, unless the recording handler is already in place.
+
+    The pytest plugin runs inside a command (``verify``, ``fuzz``: the handler
+    is theirs, with its count) or on its own (plain ``pytest``: Python's
+    default handler, which records nothing); either way presses are recorded,
+    so user code faking a Ctrl-C is told from the user pressing one.
+    """
+    if signal.getsignal(signal.SIGINT) is _handler:
+        yield
+        return
+    with handling():
+        yield
+
+
+def presses() -> int:
+    """How many SIGINTs this process has recorded so far (for :func:`pressed_since`)."""
+    return _presses
+
+
+def pressed_since(before: int) -> bool:
+    """Whether a ``KeyboardInterrupt`` seen now may be the user's Ctrl-C (a SIGINT since ``before``).
+
+    Where nothing records SIGINT (the handler is not this module's: a library
+    caller, a worker thread), every ``KeyboardInterrupt`` is taken to be the
+    user's, never blamed on their code.
+    """
+    return _presses > before or signal.getsignal(signal.SIGINT) is not _handler
 
 
 def leave(status: int) -> NoReturn:

@@ -8,14 +8,16 @@ not a failure inside every test.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sys
 
 import pytest
 
-from crossattn_sizing import profiles
+from crossattn_sizing import interrupts, profiles
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.errors import HarnessError, OptionError
+from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
 from crossattn_sizing.policies import Policy, load_checked_policy
 
 DEVICES = ("cpu", "cuda")
@@ -78,6 +80,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGINT is recorded, so a policy raising KeyboardInterrupt is told from the user's Ctrl-C.
+    stack = contextlib.ExitStack()
+    stack.enter_context(interrupts.recording())
+    config._crossattn_sigint = stack  # type: ignore[attr-defined]
     try:
         if _PROFILE_ERROR is not None:
             raise _PROFILE_ERROR
@@ -110,6 +116,35 @@ def pytest_configure(config: pytest.Config) -> None:
             raise OptionError("--dcp-timeout", timeout, "must be a finite number of seconds > 0")
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = getattr(config, "_crossattn_sigint", None)
+    if stack is not None:
+        stack.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """A policy or implementation that misbehaved inside a test stops the session as a usage error.
+
+    It raised, left the process, faked a Ctrl-C or changed its config
+    (:class:`PolicyCallError`, :mod:`crossattn_sizing.usercode`): that is the
+    user's code being unusable, found late, not a property failing; every
+    later test would say the same, so the session ends with one line, exit 4.
+    """
+    uses = getattr(item, "fixturenames", ())
+    if "sizing_policy" not in uses and "impl" not in uses:  # not a test of the user's code: as it is
+        return (yield)
+    try:
+        return (yield)
+    except PolicyCallError as exc:
+        message = usage_error(str(exc)).args[0]  # remembered: an in-process caller says it once
+        # Said as a start-up usage error is, on the real stderr (pytest's capture is on here).
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            sys.stderr.write(f"ERROR: {message}\n")
+        raise pytest.exit.Exception(message, returncode=pytest.ExitCode.USAGE_ERROR) from None
 
 
 def check_impl_spec(spec: str) -> None:
