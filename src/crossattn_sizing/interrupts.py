@@ -24,6 +24,10 @@ from typing import NoReturn
 EXIT_STATUS = 130
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Both stop a run the same way: SIGTERM (a supervisor, ``timeout``, ``kill``) is a Ctrl-C that
+came from elsewhere, so the partial report is written and the status is 130 either way."""
+
 FORCE_AFTER = 3
 """The Ctrl-C that ends the process without a report."""
 
@@ -44,7 +48,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def handling(restore: bool = True) -> Iterator[None]:
-    """Route SIGINT through the recording handler for the block, then put the old one back.
+    """Route SIGINT (and SIGTERM) through the recording handler for the block, then put the old ones back.
 
     Counts start at zero. Only the main thread can own signal handlers; elsewhere
     (a command run from a worker thread) Python's default applies. With
@@ -58,11 +62,12 @@ def handling(restore: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, _handler)
+    previous = {sig: signal.signal(sig, _handler) for sig in SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if restore else signal.SIG_IGN)
+        for sig, old in previous.items():
+            signal.signal(sig, old if restore else signal.SIG_IGN)
         if restore:  # the run is over: a later run in this process (a test, a library caller) starts clean
             _count = 0
 

@@ -211,8 +211,16 @@ def run(args: argparse.Namespace) -> int:
     options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
     domain_info = {"options": options, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
+    checked = [0]  # configs done so far, for a partial result
     try:
-        result = _run_prove(domains, policy, examples, chunk_size, size, quiet)
+        result = _run_prove(domains, policy, examples, chunk_size, size, quiet, checked)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial result says what was checked, as interrupted
+        if json_path:
+            payload = {"policy": policy_name(policy), "holds": False, "verdict": "interrupted",
+                       "interrupted": True, "exit_status": 130, "configs_checked": checked[0],
+                       "domain": domain_info}  # fmt: skip
+            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        raise
     except (PolicyRaised, PolicyCallError) as exc:  # the policy could not answer one config: bad input
         error = stopped_on(args.policy, exc) if isinstance(exc, PolicyRaised) else exc
         if json_path:  # what stopped it, with the config, for a caller reading the file
@@ -233,9 +241,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_prove(
-    domains: list[Domain], policy: Any, examples: int, chunk_size: int, size: int, quiet: bool
-) -> ProveResult:
-    """:func:`prove_all` under a progress bar on stderr (none when ``quiet``)."""
+    domains: list[Domain], policy: Any, examples: int, chunk_size: int, size: int, quiet: bool,
+    checked: list[int],
+) -> ProveResult:  # fmt: skip
+    """:func:`prove_all` under a progress bar on stderr (none when ``quiet``); ``checked[0]`` counts."""
     with Progress(
         TextColumn("prove"),
         BarColumn(),
@@ -251,5 +260,5 @@ def _run_prove(
             policy,
             examples=examples,
             chunk_size=chunk_size,
-            progress=lambda n: bar.advance(task, n),
+            progress=lambda n: (bar.advance(task, n), checked.__setitem__(0, checked[0] + n)),
         )
