@@ -263,9 +263,10 @@ def test_widths_many_must_answer_each_config_once() -> None:
         prove(domain, Short(BUILTIN_POLICIES["mrv2"]))
 
 
-def test_cli_prove_reports_a_policy_that_raises_as_a_failure_on_that_config(
+def test_cli_prove_reports_a_policy_that_raises_as_bad_input_naming_the_config(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A tile the policy cannot answer is exit 2 with the config and its replay, never a verdict."""
     user_policy(tmp_path, monkeypatch, "my_raising", (
         "def breaks(config):\n"
         "    if config.encoder_budget == 13:  # not the probe config: a load-time check passes\n"
@@ -274,13 +275,15 @@ def test_cli_prove_reports_a_policy_that_raises_as_a_failure_on_that_config(
     ))  # fmt: skip
     out_json = tmp_path / "prove.json"
     assert main(["prove", "--policy", "my_raising:breaks", "--block-sizes", "4", "--max-model-len", "4",
-                 *TINY_LENGTHS, "--json", str(out_json)]) == 1  # fmt: skip
-    out = capsys.readouterr().out
-    assert "FAILS: it raised ValueError: too long for me on " in out and "E=13" in out
-    assert "not all of the domain's" in out
-    assert "reproduce: crossattn-sizing check --policy my_raising:breaks" in out
+                 *TINY_LENGTHS, "--json", str(out_json)]) == 2  # fmt: skip
+    out, err = capsys.readouterr()
+    said = [line for line in err.splitlines() if "error:" in line]
+    assert len(said) == 1 and "raised ValueError: too long for me" in said[0] and "E=13" in said[0], err
+    assert "replay: crossattn-sizing check --policy my_raising:breaks" in said[0]
+    assert "holds" not in out and "Traceback" not in out + err
     data = json.loads(out_json.read_text())
-    assert data["holds"] is False and data["raised_on"]["max_num_encoder_input_tokens"] == 13
+    assert data["holds"] is False and data["verdict"] == "bad input"
+    assert data["raised_on"]["max_num_encoder_input_tokens"] == 13
 
 
 @pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_PROVE))

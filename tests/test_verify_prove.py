@@ -17,6 +17,7 @@ import pytest
 from crossattn_sizing.cli import main
 from crossattn_sizing.commands.verify import wants_prove
 from crossattn_sizing.edges import edge_domain
+from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.proof import NAME, prove_property
 from tests.broken_policies import BROKEN
@@ -42,15 +43,17 @@ def test_a_boundary_slip_fails_with_a_reproduce_command_that_check_confirms(
     assert "FAIL" in capsys.readouterr().out
 
 
-def test_a_policy_that_raises_somewhere_does_not_hold() -> None:
+def test_a_policy_that_raises_somewhere_is_bad_input_naming_the_config() -> None:
+    """Neither holds nor a verdict: the row could not be judged, as inside the property suite."""
+
     def breaks_on_long_contexts(config: RunnerConfig) -> tuple[int, ...]:
         if config.max_model_len > 1 << 20:
             raise ValueError("too long")
         return BUILTIN_POLICIES["mrv2"](config)
 
-    row = prove_property(breaks_on_long_contexts, "user:breaks")
-    assert row.outcome == "fails"
-    assert "ValueError: too long" in row.diagnosis
+    said = r"ValueError: too long .*M=1048577.*replay: crossattn-sizing check"
+    with pytest.raises(PolicyCallError, match=said):
+        prove_property(breaks_on_long_contexts, "user:breaks")
 
 
 def test_verify_never_shows_a_policy_as_holding_when_prove_finds_a_counterexample(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crossattn_sizing.errors import PolicyLoadError
+from crossattn_sizing import usercode
+from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
 
 
 def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable[..., Any]:
@@ -20,8 +21,9 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
 
     ``what`` names the kind of thing in the error ("sizing policy",
     "implementation"). Raises :class:`PolicyLoadError` when the name is
-    unknown, the module does not import, the attribute is missing or is not
-    callable.
+    unknown, the module does not import (whatever its import raised, ``sys.exit``
+    and ``KeyboardInterrupt`` included: :mod:`crossattn_sizing.usercode`), the
+    attribute is missing or is not callable.
     """
     if spec in builtins:
         return builtins[spec]  # type: ignore[no-any-return]
@@ -32,16 +34,16 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
     if not module_name or not attr:
         raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
     try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # any import failure is the user's path, reported as such
-        raise PolicyLoadError(
-            f"{what} {spec!r}: module {module_name!r} does not import ({type(exc).__name__}: {exc})"
-        ) from exc
+        module = usercode.call(importlib.import_module, module_name, what="import")
+    except PolicyCallError as exc:  # any import failure is the user's path, reported as such
+        did = str(exc).removeprefix("import ")
+        raise PolicyLoadError(f"{what} {spec!r}: module {module_name!r} does not import (it {did})") from None
     obj: Any = module
     for part in attr.split("."):
-        if not hasattr(obj, part):
+        missing = object()
+        obj = usercode.call(getattr, obj, part, missing, what=f"{what} {spec!r}: reading {part!r}")
+        if obj is missing:
             raise PolicyLoadError(f"{what} {spec!r}: {module_name!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
     if not callable(obj):
         raise PolicyLoadError(f"{what} {spec!r}: {attr!r} is not callable")
     return obj  # type: ignore[no-any-return]

@@ -19,6 +19,7 @@ A user's own is named ``module:attr``, where ``attr`` is a callable taking the
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import os
 import typing
@@ -28,6 +29,7 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
+from crossattn_sizing import usercode
 from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.devices import require_device
@@ -233,14 +235,10 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
         factory = lambda d: load_engine_impl(spec, d)  # noqa: E731
     else:
         factory = load_callable(spec, BUILTIN_IMPLS, "implementation")
-    try:
-        impl = factory(dev)
-    except HarnessError:
-        raise
-    except Exception as exc:  # a user's factory failing is their spec's problem, said once
-        raise PolicyLoadError(
-            f"implementation {spec!r}: creating it for device {dev} raised {type(exc).__name__}: {exc}"
-        ) from exc
+    # A user's factory failing (sys.exit and a KeyboardInterrupt no Ctrl-C caused included) is
+    # their spec's problem, said once.
+    impl = usercode.call(factory, dev, what=f"implementation {spec!r}: creating it for device {dev}",
+                         passthrough=(HarnessError,))  # fmt: skip
     missing = [m for m in REQUIRED_METHODS if not callable(getattr(impl, m, None))]
     if missing:
         raise PolicyLoadError(
@@ -252,6 +250,10 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
         raise PolicyLoadError(
             f"implementation {spec!r}: {'; '.join(problems)} (see docs/implementation-interface.md)"
         )
+    for method in REQUIRED_METHODS:  # its kernels may not leave the process or fake a Ctrl-C either
+        with contextlib.suppress(AttributeError, TypeError):  # __slots__: called unguarded
+            guarded = usercode.guard_method(getattr(impl, method), f"implementation {spec!r}: {method}")
+            setattr(impl, method, guarded)
     if not hasattr(impl, "device"):
         impl.device = dev  # type: ignore[attr-defined]
     if not isinstance(getattr(impl, "name", None), str):

@@ -24,15 +24,22 @@ from typing import NoReturn
 EXIT_STATUS = 130
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Both stop a run the same way: SIGTERM (a supervisor, ``timeout``, ``kill``) is a Ctrl-C that
+came from elsewhere, so the partial report is written and the status is 130 either way."""
+
 FORCE_AFTER = 3
 """The Ctrl-C that ends the process without a report."""
 
 _count = 0
+_presses = 0
+"""Every SIGINT the handler has seen in this process, never reset (see :func:`pressed_since`)."""
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _count
+    global _count, _presses
     _count += 1
+    _presses += 1
     if _count >= FORCE_AFTER:
         os.write(2, b"\ncrossattn-sizing: interrupted again; leaving without a report\n")
         os._exit(EXIT_STATUS)
@@ -41,7 +48,7 @@ def _handler(signum: int, frame: FrameType | None) -> None:
 
 @contextlib.contextmanager
 def handling(restore: bool = True) -> Iterator[None]:
-    """Route SIGINT through the recording handler for the block, then put the old one back.
+    """Route SIGINT (and SIGTERM) through the recording handler for the block, then put the old ones back.
 
     Counts start at zero. Only the main thread can own signal handlers; elsewhere
     (a command run from a worker thread) Python's default applies. With
@@ -55,13 +62,45 @@ def handling(restore: bool = True) -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, _handler)
+    previous = {sig: signal.signal(sig, _handler) for sig in SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous if restore else signal.SIG_IGN)
+        for sig, old in previous.items():
+            signal.signal(sig, old if restore else signal.SIG_IGN)
         if restore:  # the run is over: a later run in this process (a test, a library caller) starts clean
             _count = 0
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[None]:
+    """:func:`handling` for the block, unless the recording handler is already in place.
+
+    The pytest plugin runs inside a command (``verify``, ``fuzz``: the handler
+    is theirs, with its count) or on its own (plain ``pytest``: Python's
+    default handler, which records nothing); either way presses are recorded,
+    so user code faking a Ctrl-C is told from the user pressing one.
+    """
+    if signal.getsignal(signal.SIGINT) is _handler:
+        yield
+        return
+    with handling():
+        yield
+
+
+def presses() -> int:
+    """How many SIGINTs this process has recorded so far (for :func:`pressed_since`)."""
+    return _presses
+
+
+def pressed_since(before: int) -> bool:
+    """Whether a ``KeyboardInterrupt`` seen now may be the user's Ctrl-C (a SIGINT since ``before``).
+
+    Where nothing records SIGINT (the handler is not this module's: a library
+    caller, a worker thread), every ``KeyboardInterrupt`` is taken to be the
+    user's, never blamed on their code.
+    """
+    return _presses > before or signal.getsignal(signal.SIGINT) is not _handler
 
 
 def leave(status: int) -> NoReturn:

@@ -16,6 +16,7 @@ from typing import Literal
 
 from hypothesis.errors import UnsatisfiedAssumption
 
+from crossattn_sizing import usercode
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, PolicyCallError
@@ -122,36 +123,92 @@ def policy_name(policy: Policy) -> str:
     return f"{getattr(policy, '__module__', '?')}:{getattr(policy, '__qualname__', repr(policy))}"
 
 
-def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
-    """Call a policy and check its answer has the promised shape.
+MAX_WIDTH = 2**40
+"""The widest row a policy may answer, in entries: 2**40 int32 ids is 4 TiB per row, past any
+machine, and it keeps every product the checks form (``width * kbs * C``) inside int64."""
 
-    A user policy that raises (or takes no config argument), returns the wrong
-    number of widths, or non-integers, is a :class:`PolicyCallError`: bad
-    input reported as one line, never a traceback or a "failing property".
+
+def private_copy(config: RunnerConfig) -> RunnerConfig:
+    """A copy of ``config`` (its groups copied too) that a policy may scribble on without effect.
+
+    Built without ``__post_init__``: the fields are already valid, and this runs
+    once per policy call (millions in ``prove``).
     """
+    groups = []
+    for group in config.groups:
+        twin = object.__new__(KVCacheGroup)
+        twin.__dict__.update(group.__dict__)
+        groups.append(twin)
+    copy = object.__new__(RunnerConfig)
+    copy.__dict__.update(config.__dict__)
+    copy.__dict__["groups"] = tuple(groups)
+    return copy
+
+
+def changed_fields(given: RunnerConfig, config: RunnerConfig) -> str:
+    """Empty when the copy a policy was given still equals ``config``, else what it changed."""
     try:
-        result = policy(config)
-    except (HarnessError, UnsatisfiedAssumption):
-        # The harness's own errors say what they mean; a discarded example (an engine policy
-        # asked about a config its release cannot represent) is no answer, not a broken policy.
-        raise
-    except Exception as exc:  # the user's code: whatever it raises, it is their policy that broke
+        if type(given) is RunnerConfig and given == config:
+            return ""
+        seen = given.__dict__
+        pairs = [(name, before, seen.get(name, "<deleted>")) for name, before in config.__dict__.items()]
+        for i, (group, twin) in enumerate(zip(config.groups, given.groups, strict=False)):
+            pairs += [(f"groups[{i}].{name}", before, twin.__dict__.get(name, "<deleted>"))
+                      for name, before in group.__dict__.items()]  # fmt: skip
+        changed = [f"{name}={before!r} -> {after!r}" for name, before, after in pairs
+                   if name != "groups" and after != before]  # fmt: skip
+        if not changed and given.groups != config.groups:
+            changed = [f"groups: {len(config.groups)} -> {len(given.groups)} groups"]
+    except BaseException:  # a planted value whose __eq__ raises: changed all the same
+        changed = []
+    said = usercode.shown("; ".join(changed))
+    return said or "its fields"
+
+
+def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
+    """Call a policy at the user-code boundary and check its answer has the promised shape.
+
+    A user policy that raises anything (``sys.exit`` and a ``KeyboardInterrupt``
+    no Ctrl-C caused included: :mod:`crossattn_sizing.usercode`) or takes no
+    config argument, changes the config it is given (it gets a private copy,
+    compared after the call), returns the wrong number of widths, non-integers
+    or widths past :data:`MAX_WIDTH`, is a :class:`PolicyCallError`: bad input
+    reported as one line, never a traceback or a "failing property".
+    """
+    name = policy_name(policy)
+    given = private_copy(config)
+    # The harness's own errors say what they mean; a discarded example (an engine policy
+    # asked about a config its release cannot represent) is no answer, not a broken policy.
+    try:
+        result = usercode.call(
+            policy, given, what=f"sizing policy {name}", passthrough=(HarnessError, UnsatisfiedAssumption)
+        )
+    except PolicyCallError as exc:
+        raise PolicyCallError(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
+    changed = changed_fields(given, config)
+    if changed:
         raise PolicyCallError(
-            f"sizing policy {policy_name(policy)} raised {type(exc).__name__}: {exc} "
-            f"(called with one RunnerConfig: {config.describe()})"
-        ) from None
+            f"sizing policy {name} changed the RunnerConfig it was given ({changed}); "
+            f"a policy must not modify its config (called with {config.describe()})"
+        )
     try:
-        values = tuple(result)
+        values = usercode.call(tuple, result, what=f"sizing policy {name}: reading its answer",
+                               passthrough=(TypeError,))  # fmt: skip
     except TypeError:
+        said = usercode.shown(result, "answer", as_repr=True)
+        raise PolicyCallError(f"sizing policy {name} returned {said}, not a tuple of ints") from None
+    if len(values) != len(config.groups) or not all(type(v) is int and v >= 0 for v in values):
+        said = usercode.shown(values, "answer", as_repr=True)
         raise PolicyCallError(
-            f"sizing policy {policy_name(policy)} returned {result!r}, not a tuple of ints"
-        ) from None
-    if len(values) != len(config.groups) or not all(
-        isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values
-    ):
-        raise PolicyCallError(
-            f"sizing policy {policy_name(policy)} returned {values!r}: expected "
+            f"sizing policy {name} returned {said}: expected "
             f"{len(config.groups)} non-negative ints, one per KV-cache group"
+        )
+    too_wide = [i for i, v in enumerate(values) if v > MAX_WIDTH]
+    if too_wide:
+        raise PolicyCallError(
+            f"sizing policy {name} returned a width of {values[too_wide[0]].bit_length()} bits for group "
+            f"{too_wide[0]}: "
+            f"a width is at most 2**40 entries (MAX_WIDTH; called with {config.describe()})"
         )
     return values
 

@@ -4,19 +4,21 @@ Why in verify: the properties sample; ``prove`` checks every config of the
 bounded edge domain (:mod:`crossattn_sizing.edges`). A policy that fails
 anywhere there must never be shown as holding because 200 samples missed it,
 so verify runs both and a failure of either fails the policy. A policy that
-raises, or answers in the wrong shape, on some config of the domain fails
-this row too: it did not hold.
+raises, or answers in the wrong shape, on some config of the domain is bad
+input (:class:`PolicyCallError`, exit 2), as it is inside the property suite:
+the row cannot be judged, and it never reads as holding.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
-import time
 from collections.abc import Callable
 
+from crossattn_sizing import usercode
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.edges import edge_domain
+from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.policies import Policy
 from crossattn_sizing.prove import Counterexample, Domain, PolicyRaised, prove_all
 from crossattn_sizing.results import PropertyResult
@@ -46,6 +48,21 @@ def check_command(spec: str, config: RunnerConfig, encoder_tokens: int) -> str:
     )
 
 
+def stopped_on(spec: str, exc: PolicyRaised) -> PolicyCallError:
+    """The one-line error for a policy that could not answer a config of the domain (prove stops there).
+
+    Not a verdict: nothing says whether that config, or the rest of the domain,
+    holds. It names the config and the ``check`` command that replays it.
+    """
+    config = exc.config
+    if isinstance(exc.error, PolicyCallError):  # the user-code boundary's own line, config included
+        what = str(exc.error)
+    else:
+        what = f"sizing policy {spec} {usercode.describe(exc.error)} on {config.describe()}"
+    replay = check_command(spec, config, config.encoder_budget)
+    return PolicyCallError(f"{what}; prove stopped there, nothing judged; replay: {replay}")
+
+
 def prove_property(
     policy: Policy,
     spec: str,
@@ -56,24 +73,12 @@ def prove_property(
 
     ``progress`` receives the number of configs just checked (verify shows a bar).
     """
-    start = time.perf_counter()
     parts = edge_domain() if parts is None else parts
     size = sum(p.size for p in parts)
     try:
         result = prove_all(parts, policy, examples=1, progress=progress)
-    except PolicyRaised as exc:  # the policy (or its worker) failed on one config: that config fails
-        return PropertyResult(
-            NAME, "fails",
-            diagnosis=f"the policy raised {exc} on {exc.config.describe()} (prove stopped there; "
-            f"{size:,} configs in the edge domain)",
-            reproduce=check_command(spec, exc.config, exc.config.encoder_budget),
-            duration_s=time.perf_counter() - start,
-        )  # fmt: skip
-    except Exception as exc:  # a user's policy raising is its failure on this domain, not ours
-        return PropertyResult(
-            NAME, "fails", diagnosis=f"prove could not finish: the policy raised {type(exc).__name__}: {exc}",
-            duration_s=time.perf_counter() - start,
-        )  # fmt: skip
+    except PolicyRaised as exc:  # the policy (or its worker) could not answer one config: bad input
+        raise stopped_on(spec, exc) from None
     # ``examples`` counts the configs judged: a row with none is no verdict at all ("not run").
     out = PropertyResult(NAME, duration_s=result.seconds, examples=result.judged)
     skipped = (

@@ -40,7 +40,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from crossattn_sizing import admission, capacity
+from crossattn_sizing import admission, capacity, usercode
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, NotExpressible, PolicyCallError
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
@@ -729,21 +729,24 @@ def _tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> list[Ru
 def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
     """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
 
-    A single call that raises stops here; a batch's exception is its item.
+    A single call that raises (or answers nonsense) stops here with a
+    :class:`PolicyRaised` holding the :class:`PolicyCallError`; a batch's
+    exception is its item.
     """
     many = batch_method(policy)
     if many is not None:
-        yield from many(configs)
+        yield from usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
+                                 "widths_many", passthrough=(HarnessError,))  # fmt: skip
         return
     for config in configs:
         try:
-            yield policy(config)
+            # The user-code boundary: whatever the policy raises or does to its config is a
+            # PolicyCallError naming the config (bad input), which stops prove.
+            yield checked_widths(policy, config)
         except NotExpressible as exc:  # no answer for this config: its item, not a stop
             yield exc
-        except HarnessError:
-            raise
-        except Exception as exc:  # the policy's own failure on this config
-            raise PolicyRaised(config, exc) from exc
+        except PolicyCallError as exc:  # prove stops at this config, and says which
+            raise PolicyRaised(config, exc) from None
 
 
 def _policy_widths(

@@ -8,12 +8,15 @@ not a failure inside every test.
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import pytest
 
-from crossattn_sizing import profiles
+from crossattn_sizing import interrupts, profiles
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.errors import HarnessError, OptionError, bounded, shown
+from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
 from crossattn_sizing.policies import Policy, load_checked_policy
 
 DEVICES = env.DEVICES
@@ -97,6 +100,10 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    # SIGINT is recorded, so a policy raising KeyboardInterrupt is told from the user's Ctrl-C.
+    stack = contextlib.ExitStack()
+    stack.enter_context(interrupts.recording())
+    config._crossattn_sigint = stack  # type: ignore[attr-defined]
     try:
         env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
         if _PROFILE_ERROR is not None:
@@ -148,6 +155,35 @@ def _option_defaults(config: pytest.Config) -> None:
     for name, read in readers.items():
         if config.getoption(name) is None:
             setattr(config.option, name, read())
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stack = getattr(config, "_crossattn_sigint", None)
+    if stack is not None:
+        stack.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+    """A policy or implementation that misbehaved inside a test stops the session as a usage error.
+
+    It raised, left the process, faked a Ctrl-C or changed its config
+    (:class:`PolicyCallError`, :mod:`crossattn_sizing.usercode`): that is the
+    user's code being unusable, found late, not a property failing; every
+    later test would say the same, so the session ends with one line, exit 4.
+    """
+    uses = getattr(item, "fixturenames", ())
+    if "sizing_policy" not in uses and "impl" not in uses:  # not a test of the user's code: as it is
+        return (yield)
+    try:
+        return (yield)
+    except PolicyCallError as exc:
+        message = usage_error(str(exc)).args[0]  # remembered: an in-process caller says it once
+        # Said as a start-up usage error is, on the real stderr (pytest's capture is on here).
+        capman = item.config.pluginmanager.getplugin("capturemanager")
+        with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
+            sys.stderr.write(f"ERROR: {message}\n")
+        raise pytest.exit.Exception(message, returncode=pytest.ExitCode.USAGE_ERROR) from None
 
 
 def check_impl_spec(spec: str) -> None:

@@ -319,6 +319,9 @@ def run_suite(
         raise HarnessError(pytest_plugin.last_usage_error)
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and not deselect:  # nothing to check is never "holds"
+        raise HarnessError(f"the property suite at {root} holds no test: set {PROPERTIES_ENV} to the "
+                           "repository's properties/ folder (or unset it)")  # fmt: skip
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         raise HarnessError(
             f"pytest could not run the property suite for policy {policy_spec} (exit {int(code)})"

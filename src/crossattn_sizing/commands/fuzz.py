@@ -132,10 +132,18 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
     if args.workers < 1:
         raise OptionError("--workers", args.workers, "must be >= 1")
+    from crossattn_sizing.fleet.workers import WORKERS_PER_CORE, max_workers
+
+    if args.workers > max_workers():
+        raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
+                          f"({WORKERS_PER_CORE} per CPU core it may use)")  # fmt: skip
     check_seed("--seed", args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
+    from crossattn_sizing.fleet.workers import die_with_parent
+
+    die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
     check_options(args)
     specs = args.policy or ["mrv2"]
     for spec in specs:
@@ -153,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.workers > 1:
         from crossattn_sizing.fleet.workers import run_workers
 
+        check_impl(args)  # found here, not as N workers that died
         return run_workers(args.parser, args)
     os.environ[env.REGRESSIONS_DIR] = str(regressions)  # read by the property suite
     os.environ[env.RECORD_REGRESSIONS] = "1"
@@ -174,9 +183,7 @@ def run(args: argparse.Namespace) -> int:
     previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
     timer: threading.Timer | None = None
     try:
-        from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
-
-        load_impl(args.impl, args.device)  # a bad --impl or a missing GPU: one line, before any round
+        check_impl(args)
         deadline = time.monotonic() + args.minutes * 60  # the budget is for fuzzing, not start-up
         timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
         run_rounds(args, specs, totals, deadline)
@@ -195,6 +202,13 @@ def run(args: argparse.Namespace) -> int:
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
+
+
+def check_impl(args: argparse.Namespace) -> None:
+    """A bad ``--impl`` or a missing GPU: one line, exit 2, before any round or worker starts."""
+    from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
+
+    load_impl(args.impl, args.device)
 
 
 def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadline: float) -> None:

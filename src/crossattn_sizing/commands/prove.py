@@ -8,7 +8,8 @@ keep the grid defaults below).
 
 Exit status: 0 when the invariant holds on the whole domain, 1 when there are
 counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.errors.HarnessError`
-the CLI prints as one line), 3 when the policy could not be asked about any
+the CLI prints as one line; a policy that cannot answer some config of the
+domain is one too, naming the config), 3 when the policy could not be asked about any
 config of the domain (an engine that cannot represent it: nothing judged),
 130 on Ctrl-C. Configs an engine cannot represent are counted as not judged. A domain larger than
 :data:`MAX_DOMAIN_SIZE` is refused unless ``--force`` says it is meant.
@@ -26,11 +27,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from crossattn_sizing import edges
 from crossattn_sizing.edges import edge_coverage, edge_domain
-from crossattn_sizing.errors import OptionError, shown
+from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outputs import check_outputs, output_file, write_text
 from crossattn_sizing.policies import load_checked_policy, policy_name
-from crossattn_sizing.proof import check_command
+from crossattn_sizing.proof import stopped_on
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -223,31 +224,40 @@ def run(args: argparse.Namespace) -> int:
     options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
     domain_info = {"options": options, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
-    holds = nothing_judged = False
+    checked = [0]  # configs done so far, for a partial result
     try:
-        result = _run_prove(domains, policy, examples, chunk_size, size, quiet)
-    except PolicyRaised as exc:  # the policy (a worker crash included) failed on one config
-        config = exc.config
-        print(f"{policy_name(policy)}: FAILS: it raised {exc} on {config.describe()}")
-        print(f"prove stopped at that config: not all of the domain's {size:,} configs were checked")
-        print(f"reproduce: {check_command(args.policy, config, config.encoder_budget)}")
-        payload = {"policy": policy_name(policy), "holds": False, "raised": str(exc),
-                   "raised_on": config.to_dict()}  # fmt: skip
-    else:
-        _report(result, size)
-        payload, holds = result.to_dict(), result.holds
-        if result.judged == 0:
-            nothing_judged = True
+        result = _run_prove(domains, policy, examples, chunk_size, size, quiet, checked)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial result says what was checked, as interrupted
+        if json_path:
+            payload = {"policy": policy_name(policy), "holds": False, "verdict": "interrupted",
+                       "interrupted": True, "exit_status": 130, "configs_checked": checked[0],
+                       "domain": domain_info}  # fmt: skip
+            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        raise
+    except (PolicyRaised, PolicyCallError) as exc:  # the policy could not answer one config: bad input
+        error = stopped_on(args.policy, exc) if isinstance(exc, PolicyRaised) else exc
+        if json_path:  # what stopped it, with the config, for a caller reading the file
+            payload = {"policy": policy_name(policy), "holds": False, "verdict": "bad input",
+                       "error": str(error), "domain": domain_info}  # fmt: skip
+            if isinstance(exc, PolicyRaised):
+                payload["raised_on"] = exc.config.to_dict()
+            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        raise error from None
+    _report(result, size)
     if json_path:
-        write_text("--json", json_path, json.dumps(payload | {"domain": domain_info}, indent=2) + "\n")
+        payload = result.to_dict() | {"domain": domain_info}
+        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
         print(f"wrote {json_path}", file=sys.stderr)
-    return 0 if holds else (3 if nothing_judged else 1)
+    if result.holds:
+        return 0
+    return 3 if result.judged == 0 else 1
 
 
 def _run_prove(
-    domains: list[Domain], policy: Any, examples: int, chunk_size: int, size: int, quiet: bool
-) -> ProveResult:
-    """:func:`prove_all` under a progress bar on stderr (none when ``quiet``)."""
+    domains: list[Domain], policy: Any, examples: int, chunk_size: int, size: int, quiet: bool,
+    checked: list[int],
+) -> ProveResult:  # fmt: skip
+    """:func:`prove_all` under a progress bar on stderr (none when ``quiet``); ``checked[0]`` counts."""
     with Progress(
         TextColumn("prove"),
         BarColumn(),
@@ -263,5 +273,5 @@ def _run_prove(
             policy,
             examples=examples,
             chunk_size=chunk_size,
-            progress=lambda n: bar.advance(task, n),
+            progress=lambda n: (bar.advance(task, n), checked.__setitem__(0, checked[0] + n)),
         )

@@ -10,19 +10,25 @@ by anyone pointing at the same server). The parent waits, forwards Ctrl-C,
 and prints one summary of all workers; a worker that died is named, with its
 exit status and log, and the run counts as incomplete (exit status 3) unless a
 failure was found (1). No worker outlives the parent: they are killed with
-their process groups on the way out, and by an ``atexit`` hook.
+their process groups on the way out, and by an ``atexit`` hook; a parent that
+is killed outright (SIGKILL runs no hook) is noticed by the workers themselves
+(:func:`die_with_parent`). SIGTERM to the parent is a Ctrl-C: forwarded, and
+the merged summary is written.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import contextlib
+import ctypes
 import json
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +41,58 @@ from crossattn_sizing.processes import describe_exit, end_group, signal_group
 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
+
+PARENT_ENV = "CROSSATTN_FLEET_PARENT"
+"""The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
+
+WORKERS_PER_CORE = 2
+"""``--workers`` is at most this many per CPU core this process may run on: each worker is a
+whole fuzzing process (Python, torch, Hypothesis), and more than that only shares the cores."""
+
+PARENT_POLL_S = 0.5
+"""How often a worker checks that its parent is alive, where the kernel cannot tell it (not Linux)."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def max_workers() -> int:
+    """The largest ``--workers`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return WORKERS_PER_CORE * max(1, cores)
+
+
+def _kill_self() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def die_with_parent() -> None:
+    """In a worker: end when the fleet parent is gone, however it went (SIGKILL included).
+
+    On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
+    everywhere a daemon thread also watches the parent pid. A parent that died
+    before this ran is caught by the first check. Nothing without
+    :data:`PARENT_ENV` (a plain ``fuzz``) is touched.
+    """
+    expected = os.environ.get(PARENT_ENV)
+    if not expected or not expected.isdigit():
+        return
+    parent = int(expected)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:  # gone already (we were re-parented before the line above)
+        _kill_self()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        _kill_self()
+
+    threading.Thread(target=watch, name="fleet-parent-watch", daemon=True).start()
 
 
 @dataclass
@@ -86,7 +144,8 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, CROSSATTN_FUZZ_WORKER=str(i)), start_new_session=True,
+            env=dict(os.environ, CROSSATTN_FUZZ_WORKER=str(i), **{PARENT_ENV: str(os.getpid())}),
+            start_new_session=True,
         )
         worker = Worker(i, proc, summary, log, log_file)
         workers.append(worker)

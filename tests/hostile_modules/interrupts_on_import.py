@@ -1,0 +1,3 @@
+"""A ``KeyboardInterrupt`` at import that no Ctrl-C caused: the module's, not the user's."""
+
+raise KeyboardInterrupt

@@ -1,0 +1,162 @@
+"""Signals from outside: SIGTERM is a Ctrl-C (partial report, status 130), a killed fleet leaves no
+worker, and Ctrl-C pressed twice while a policy hangs still ends cleanly.
+
+Every test waits for an event (a line on stderr, a worker's log line) before
+signalling, never a guessed number of seconds; timeouts only stop a hung child.
+Fleet workers run in their own sessions, so each test also kills any worker it
+saw, however it ends: nothing is left behind even when an assertion fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crossattn_sizing.processes import alive
+from tests.bad_input_cases import NEMOTRON
+from tests.processes import Running, cli, running
+from tests.test_interrupt import uncaught
+from tests.unusable_policies import HANGING
+
+pytestmark = pytest.mark.slow
+
+GONE_WITHIN_S = 120.0
+"""How long a worker may take to notice its parent died (normally well under a second)."""
+
+
+def wait_until(condition, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    """Poll ``condition`` until it holds; fail naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} within {timeout:.0f} s")
+        time.sleep(0.1)
+
+
+def fleet_cmd(tmp: Path) -> list[str]:
+    # mrv2 holds: the workers fuzz 100000 examples per round, far longer than the test takes.
+    return cli("fuzz", "--workers", "2", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
+               "--examples-per-round", "100000", "--db", str(tmp / "db"),
+               "--regressions", str(tmp / "regressions"), "--json", str(tmp / "fleet.json"))  # fmt: skip
+
+
+@contextlib.contextmanager
+def fleet(tmp: Path) -> Iterator[tuple[Running, list[int]]]:
+    """A running ``fuzz --workers 2`` whose workers are both fuzzing; its workers are killed on exit."""
+    pids: list[int] = []
+    try:
+        with running(fleet_cmd(tmp)) as child:
+            line = child.wait_for(lambda line: line.startswith("fuzz: 2 workers"))
+            pids += [int(p) for p in re.findall(r"\d+", line.split("pids", 1)[1].split(")")[0])]
+            folder = Path(line.split("logs in", 1)[1].strip())
+            for i in range(2):  # each worker is past start-up (and its parent watch) and in a round
+                log = folder / f"worker-{i}.log"
+                started = lambda log=log: log.is_file() and "fuzz: round 1" in log.read_text(errors="replace")  # noqa: E731
+                wait_until(started, 600, f"worker {i} did not start fuzzing")
+            yield child, pids
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+def test_killing_the_fleet_parent_outright_leaves_no_worker(tmp_path: Path) -> None:
+    """SIGKILL runs no handler and no atexit hook: the workers notice by themselves."""
+    with fleet(tmp_path) as (child, pids):
+        child.proc.send_signal(signal.SIGKILL)
+        child.proc.wait(timeout=60)
+        wait_until(lambda: not any(alive(p) for p in pids), GONE_WITHIN_S, f"workers {pids} still running")
+
+
+def test_sigterm_to_the_fleet_writes_the_partial_summary_and_leaves_no_worker(tmp_path: Path) -> None:
+    with fleet(tmp_path) as (child, pids):
+        child.proc.send_signal(signal.SIGTERM)
+        assert child.proc.stdout is not None
+        out = child.proc.stdout.read()
+        code = child.proc.wait(timeout=600)
+        assert code == 130, out + "".join(child.err)
+        assert "fuzz summary" in out and "interrupted" in out
+        data = json.loads((tmp_path / "fleet.json").read_text())
+        assert data["interrupted"] is True
+        assert all(p["outcome"] != "holds" for p in data["properties"])
+        assert not any(alive(p) for p in pids)
+
+
+def test_sigterm_to_verify_writes_the_partial_report(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
+                  "--json", str(report))  # fmt: skip
+    with running(command) as child:
+        child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
+        child.proc.send_signal(signal.SIGTERM)
+        result = child.interrupt()  # the SIGINT that follows finds the run already ending
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "Traceback" not in uncaught(result.stderr)
+    data = json.loads(report.read_text())
+    assert data["interrupted"] is True and data["exit_status"] == 130 and data["verdict"] == "interrupted"
+
+
+def test_sigterm_to_fuzz_writes_the_partial_summary(tmp_path: Path) -> None:
+    summary = tmp_path / "summary.json"
+    command = cli("fuzz", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
+                  "--examples-per-round", "100000", "--db", str(tmp_path / "db"),
+                  "--regressions", str(tmp_path / "regressions"), "--json", str(summary))  # fmt: skip
+    with running(command) as child:
+        child.wait_for(lambda line: line.strip() == "fuzz: round 1: policy mrv2")
+        child.proc.send_signal(signal.SIGTERM)
+        assert child.proc.stdout is not None
+        out = child.proc.stdout.read()
+        code = child.proc.wait(timeout=600)
+    assert code == 130, out + "".join(child.err)
+    data = json.loads(summary.read_text())
+    assert data["interrupted"] is True and data["exit_status"] == 130
+    assert all(p["outcome"] != "holds" for p in data["properties"])
+
+
+def test_sigterm_to_prove_writes_the_partial_result(tmp_path: Path) -> None:
+    out_json = tmp_path / "prove.json"
+    command = cli("prove", "--policy", HUNG_LATER, "--block-sizes", "16",
+                  "--no-progress", "--json", str(out_json))  # fmt: skip
+    with running(command) as child:
+        child.wait_for(lambda line: HANGING in line)
+        child.proc.send_signal(signal.SIGTERM)
+        assert child.proc.stdout is not None
+        out = child.proc.stdout.read()
+        code = child.proc.wait(timeout=600)
+    assert code == 130, out + "".join(child.err)
+    assert "holds" not in out and "Traceback" not in uncaught("".join(child.err))
+    data = json.loads(out_json.read_text())
+    assert data["interrupted"] is True and data["exit_status"] == 130 and data["holds"] is False
+
+
+HUNG_POLICY = "tests.unusable_policies:hangs"
+HUNG_LATER = "tests.unusable_policies:hangs_after_probe"
+TWICE = [
+    ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", HUNG_POLICY),
+    ("verify", "--policy", HUNG_POLICY, "-k", "test_capacity"),
+    ("prove", "--policy", HUNG_LATER, "--block-sizes", "16", "--no-progress"),
+    ("verify", "--policy", HUNG_LATER, "-k", "test_capacity"),
+]
+
+
+TWICE_IDS = [f"{a[0]}-{a[a.index('--policy') + 1].split(':')[1]}" for a in TWICE]
+
+
+@pytest.mark.parametrize("argv", TWICE, ids=TWICE_IDS)
+def test_two_quick_ctrl_c_while_a_policy_hangs_exit_130_without_a_traceback(argv: tuple[str, ...]) -> None:
+    with running(cli(*argv)) as child:
+        child.wait_for(lambda line: HANGING in line)
+        child.proc.send_signal(signal.SIGINT)
+        result = child.interrupt()  # the second press, right after the first
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    said = [line for line in result.stdout.splitlines() if "holds" in line and "expected" not in line]
+    assert not said, result.stdout  # the table's "expected: holds" row is no verdict
