@@ -317,6 +317,7 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, status=4, says="a-file': is not a folder (a file or device)", isolated=True, env={"CROSSATTN_SHARED_DB": "{d}/a-file"}),
     C("pytest", CAPACITY, status=4, says="CROSSATTN_DEVICE='tpu': use one of cpu, cuda", isolated=True, env={"CROSSATTN_DEVICE": "tpu"}),
     C("pytest", CAPACITY, status=4, says="CROSSATTN_DCP_BACKEND='mpi': use one of", isolated=True, env={"CROSSATTN_DCP_BACKEND": "mpi"}),
+    C("pytest", CAPACITY, "--hypothesis-profile", "ci", status=4, says="CROSSATTN_DB='/dev/null': is not a folder", isolated=True, env={"CROSSATTN_DB": "/dev/null"}),
     C("pytest", CAPACITY, "--dcp-timeout", "abc", status=4, says="--dcp-timeout 'abc': must be a number of seconds", isolated=True),
     C("pytest", CAPACITY, "--hypothesis-profile", "nope", status=4, says="--hypothesis-profile 'nope': unknown Hypothesis profile", isolated=True),
     # messages name what the user typed

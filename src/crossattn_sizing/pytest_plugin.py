@@ -84,6 +84,12 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
     Checked before any plugin is configured: Hypothesis's own plugin loads the profile in its
     ``pytest_configure``, where an unknown name is an INTERNALERROR.
     """
+    try:  # a bad variable first: the profiles are not registered when CROSSATTN_DB names a file
+        env.check_environment()
+        if _PROFILE_ERROR is not None:
+            raise _PROFILE_ERROR
+    except HarnessError as exc:
+        raise usage_error(str(exc)) from None
     name = config.getoption("hypothesis_profile", None)
     if name is None:
         return
