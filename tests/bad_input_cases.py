@@ -270,8 +270,8 @@ CASES: list[Case] = [
     C("verify", "--policy", f"{UNUSABLE}:raises_system_exit_130", says="called sys.exit(130)"),
     # ... at import, and implementations at creation
     C("verify", "--policy", "tests.hostile_modules.exits_on_import:widths", says="does not import (it called sys.exit(0))"),
-    C("verify", "--policy", "tests.hostile_modules.interrupts_on_import:widths", says="does not import (it raised KeyboardInterrupt though no Ctrl-C"),
-    C("prove", "--policy", "tests.hostile_modules.recurses_on_import:widths", *SMALL_DOMAIN, says="does not import (it raised RecursionError"),
+    C("verify", "--policy", "tests.hostile_modules.interrupts_on_import:widths", says="does not import (KeyboardInterrupt though no Ctrl-C"),
+    C("prove", "--policy", "tests.hostile_modules.recurses_on_import:widths", *SMALL_DOMAIN, says="does not import (RecursionError"),
     C("verify", "--impl", "tests.unusable_impls:exits_on_creation", says="creating it for device cpu called sys.exit(0)"),
     C("fuzz", "--impl", "tests.unusable_impls:interrupts_on_creation", says="creating it for device cpu raised KeyboardInterrupt"),
     # ... right on the probe, misbehaving later: in a prove tile (exit 2 with the config, never a verdict)
