@@ -93,6 +93,7 @@ def make_fixtures(d: Path) -> Path:
     garbled.mkdir(exist_ok=True)
     (garbled / "test_coverage-garbled.json").write_text("{ not json")
     make_input_fixtures(d)
+    make_hostile_fixtures(d)
     return d
 
 
@@ -109,6 +110,14 @@ def make_input_fixtures(d: Path) -> None:
     runner = d / "syntax-tree" / "vllm" / "v1" / "worker" / "gpu"
     runner.mkdir(parents=True, exist_ok=True)
     (runner / "model_runner.py").write_text("class GPUModelRunner(:\n    pass\n")
+
+
+def make_hostile_fixtures(d: Path) -> None:
+    """A property suite that holds no test: a folder laid out like ``properties/``, nothing in it."""
+    suite = d / "empty-suite" / "properties"
+    suite.mkdir(parents=True, exist_ok=True)
+    (suite / "test_capacity.py").write_text('"""No property here."""\n')
+    (suite.parent / "pyproject.toml").write_text("")
 
 
 BAD_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/bad-regressions"}
@@ -324,12 +333,67 @@ CASES: list[Case] = [
     C("reproduce", "whisper", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
     C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm or vllm==X.Y.Z"),
     C("audit", "--vllm-path", "{d}/syntax-tree", status=3, says="sizing of vLLM releases"),
+    # --- issue 20: hostile user code, signals, fleet (s3-hostile) ---
+    # A policy at the start-up probe: it leaves, fakes a Ctrl-C, runs out of memory or stack, changes its config.
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:exits_zero", says="exits_zero called sys.exit(0)"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:exits_three", says="called sys.exit(3)"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:exits_with_text", says="called sys.exit('policy gave up')"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises_system_exit_130", says="called sys.exit(130)"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises_keyboard_interrupt", says="raised KeyboardInterrupt though no Ctrl-C was pressed"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises_memory_error", says="raised MemoryError"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:recurses", says="raised RecursionError"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises_unprintable", says="<message that cannot be printed>"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:mutates_config", says="changed the RunnerConfig it was given (max_num_encoder_input_tokens=None -> 1)"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:mutates_group", says="(groups[1].block_size=16 -> 1)"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:huge", says="a width of 81 bits for group 0: a width is at most 2**40 entries"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:digits", says="a width of 16610 bits"),
+    C("reproduce", "whisper", "--policy", f"{UNUSABLE}:exits_zero", says="called sys.exit(0)"),
+    C("fuzz", "--policy", f"{UNUSABLE}:raises_keyboard_interrupt", says="raised KeyboardInterrupt though no Ctrl-C"),
+    C("verify", "--policy", f"{UNUSABLE}:raises_system_exit_130", says="called sys.exit(130)"),
+    # ... at import, and implementations at creation
+    C("verify", "--policy", "tests.hostile_modules.exits_on_import:widths", says="does not import (it called sys.exit(0))"),
+    C("verify", "--policy", "tests.hostile_modules.interrupts_on_import:widths", says="does not import (KeyboardInterrupt though no Ctrl-C"),
+    C("prove", "--policy", "tests.hostile_modules.recurses_on_import:widths", *SMALL_DOMAIN, says="does not import (RecursionError"),
+    C("verify", "--impl", "tests.unusable_impls:exits_on_creation", says="creating it for device cpu called sys.exit(0)"),
+    C("fuzz", "--impl", "tests.unusable_impls:interrupts_on_creation", says="creating it for device cpu raised KeyboardInterrupt"),
+    # ... right on the probe, misbehaving later: in a prove tile (exit 2 with the config, never a verdict)
+    C("prove", "--policy", f"{UNUSABLE}:exits_zero_later", *SMALL_DOMAIN, says="called sys.exit(0) (called with one RunnerConfig: M=1"),
+    C("prove", "--policy", f"{UNUSABLE}:interrupts_later", *SMALL_DOMAIN, says="raised KeyboardInterrupt though no Ctrl-C"),
+    C("prove", "--policy", f"{UNUSABLE}:mutates_later", *SMALL_DOMAIN, says="changed the RunnerConfig it was given (max_model_len="),
+    C("prove", "--policy", f"{UNUSABLE}:huge_later", *SMALL_DOMAIN, says="a width is at most 2**40 entries"),
+    C("prove", "--policy", f"{UNUSABLE}:recurses_later", *SMALL_DOMAIN, says="replay: crossattn-sizing check"),
+    C("prove", "--policy", f"{UNUSABLE}:memory_error_later", "--json", "{d}/prove-partial.json", *SMALL_DOMAIN, says="raised MemoryError"),
+    C("prove", "--policy", f"{UNUSABLE}:too_small_later", *SMALL_DOMAIN, status=1, says="domain:"),
+    # ... inside the property suite (verify, fuzz, the plugin)
+    C("verify", "--policy", f"{UNUSABLE}:exits_zero_later", "-k", "test_capacity", says="called sys.exit(0)", isolated=True),
+    C("verify", "--policy", f"{UNUSABLE}:interrupts_later", "-k", "test_capacity", says="raised KeyboardInterrupt though no Ctrl-C", isolated=True),
+    C("verify", "--policy", f"{UNUSABLE}:mutates_later", "-k", "test_capacity", says="changed the RunnerConfig it was given", isolated=True),
+    C("verify", "--policy", f"{UNUSABLE}:huge_later", "-k", "test_capacity", says="a width is at most 2**40 entries", isolated=True),
+    C("fuzz", "--policy", f"{UNUSABLE}:exits_zero_later", "--max-rounds", "1", "-k", "test_capacity", "--db", "{d}/fuzz-db",
+      "--regressions", "{d}/fuzz-regressions", says="called sys.exit(0)", isolated=True),
+    C("verify", "--impl", "tests.unusable_impls:ExitsInSlotMapping", "-k", "test_slot_mapping", says="slot_mapping called sys.exit(0)", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:exits_zero", status=4, says="called sys.exit(0)", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:interrupts_later", status=4, says="raised KeyboardInterrupt though no Ctrl-C", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:mutates_later", status=4, says="changed the RunnerConfig", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", "tests.hostile_modules.exits_on_import:widths", status=4, says="does not import (it called sys.exit(0))", isolated=True),
+    C("pytest", "properties/test_slot_mapping.py", "--impl", "tests.unusable_impls:ExitsInSlotMapping", status=4, says="slot_mapping called sys.exit(0)", isolated=True),
+    # A property suite that holds no test is never "holds"
+    C("verify", "--policy", "mrv2", says="holds no test", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
+    C("fuzz", "--max-rounds", "1", "--db", "{d}/fuzz-db", "--regressions", "{d}/fuzz-regressions", says="holds no test", isolated=True,
+      env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
+    # The fleet: checked before any worker starts
+    C("fuzz", "--workers", "100000", says="--workers 100000: must be <= "),
+    C("fuzz", "--workers", "2", "--impl", "nope", says="unknown implementation 'nope'"),
+    C("fuzz", "--workers", "2", "--device", "cuda", says="--device cuda: no CUDA device is available"),
+    C("fuzz", "--workers", "2", "--impl", "tests.unusable_impls:exits_on_creation", says="called sys.exit(0)"),
+    C("fuzz", "--workers", "2", "--policy", f"{UNUSABLE}:exits_zero", says="called sys.exit(0)"),
 ]
 """Every row; the report and the test read the same list."""
 
 
-PROGRESS_PREFIXES = ("verify: policy ", "fuzz: round ")
-"""Progress lines the commands print to a non-terminal stderr; not part of an answer."""
+PROGRESS_PREFIXES = ("verify: policy ", "fuzz: round ", "note: policy ")
+"""Progress lines the commands print to a non-terminal stderr (and prove's note on how it asks
+a policy); not part of an answer."""
 
 
 def answer_lines(stderr: str) -> list[str]:

@@ -174,10 +174,10 @@ def recurses_later(config: RunnerConfig) -> tuple[int, ...]:
 
 
 def too_small_later(config: RunnerConfig) -> tuple[int, ...]:
-    """Right on the probe config, one column short on the next: a real verdict (fails), not bad input."""
+    """Right on the probe config, one column per row on the next: a real verdict (fails), not bad input."""
     widths = mrv2(config)
     if _later(config):
-        return tuple(max(0, w - 1) for w in widths)
+        return tuple(1 for _ in widths)
     return widths
 
 

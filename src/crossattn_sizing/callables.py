@@ -37,7 +37,8 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
         module = usercode.call(importlib.import_module, module_name, what="import")
     except PolicyCallError as exc:  # any import failure is the user's path, reported as such
         did = str(exc).removeprefix("import ")
-        raise PolicyLoadError(f"{what} {spec!r}: module {module_name!r} does not import (it {did})") from None
+        did = did.removeprefix("raised ") if did.startswith("raised ") else f"it {did}"
+        raise PolicyLoadError(f"{what} {spec!r}: module {module_name!r} does not import ({did})") from None
     obj: Any = module
     for part in attr.split("."):
         missing = object()

@@ -148,7 +148,7 @@ def private_copy(config: RunnerConfig) -> RunnerConfig:
 def changed_fields(given: RunnerConfig, config: RunnerConfig) -> str:
     """Empty when the copy a policy was given still equals ``config``, else what it changed."""
     try:
-        if type(given) is RunnerConfig and given == config:
+        if type(given) is RunnerConfig and given.__dict__ == config.__dict__:  # the dicts: C speed
             return ""
         seen = given.__dict__
         pairs = [(name, before, seen.get(name, "<deleted>")) for name, before in config.__dict__.items()]
@@ -165,6 +165,20 @@ def changed_fields(given: RunnerConfig, config: RunnerConfig) -> str:
     return said or "its fields"
 
 
+class _Named:
+    """``sizing policy NAME``, worked out only when an error line is printed (not on every call)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def __str__(self) -> str:
+        try:
+            name = policy_name(self.policy)
+        except BaseException:  # a hostile __getattr__: the line is still printed
+            name = "<a policy without a printable name>"
+        return f"sizing policy {usercode.shown(name, 'name')}"
+
+
 def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """Call a policy at the user-code boundary and check its answer has the promised shape.
 
@@ -175,38 +189,41 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     or widths past :data:`MAX_WIDTH`, is a :class:`PolicyCallError`: bad input
     reported as one line, never a traceback or a "failing property".
     """
-    name = policy_name(policy)
     given = private_copy(config)
     # The harness's own errors say what they mean; a discarded example (an engine policy
     # asked about a config its release cannot represent) is no answer, not a broken policy.
     try:
         result = usercode.call(
-            policy, given, what=f"sizing policy {name}", passthrough=(HarnessError, UnsatisfiedAssumption)
+            policy, given, what=_Named(policy), passthrough=(HarnessError, UnsatisfiedAssumption)
         )
     except PolicyCallError as exc:
         raise PolicyCallError(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
+    name = _Named(policy)
     changed = changed_fields(given, config)
     if changed:
         raise PolicyCallError(
-            f"sizing policy {name} changed the RunnerConfig it was given ({changed}); "
+            f"{name} changed the RunnerConfig it was given ({changed}); "
             f"a policy must not modify its config (called with {config.describe()})"
         )
-    try:
-        values = usercode.call(tuple, result, what=f"sizing policy {name}: reading its answer",
-                               passthrough=(TypeError,))  # fmt: skip
-    except TypeError:
-        said = usercode.shown(result, "answer", as_repr=True)
-        raise PolicyCallError(f"sizing policy {name} returned {said}, not a tuple of ints") from None
+    if type(result) is tuple:  # the common answer: nothing of the user's runs to read it
+        values = result
+    else:
+        try:
+            reading = f"{name}: reading its answer"
+            values = usercode.call(tuple, result, what=reading, passthrough=(TypeError,))
+        except TypeError:
+            said = usercode.shown(result, "answer", as_repr=True)
+            raise PolicyCallError(f"{name} returned {said}, not a tuple of ints") from None
     if len(values) != len(config.groups) or not all(type(v) is int and v >= 0 for v in values):
         said = usercode.shown(values, "answer", as_repr=True)
         raise PolicyCallError(
-            f"sizing policy {name} returned {said}: expected "
+            f"{name} returned {said}: expected "
             f"{len(config.groups)} non-negative ints, one per KV-cache group"
         )
-    too_wide = [i for i, v in enumerate(values) if v > MAX_WIDTH]
-    if too_wide:
+    if max(values, default=0) > MAX_WIDTH:
+        too_wide = [i for i, v in enumerate(values) if v > MAX_WIDTH]
         raise PolicyCallError(
-            f"sizing policy {name} returned a width of {values[too_wide[0]].bit_length()} bits for group "
+            f"{name} returned a width of {values[too_wide[0]].bit_length()} bits for group "
             f"{too_wide[0]}: "
             f"a width is at most 2**40 entries (MAX_WIDTH; called with {config.describe()})"
         )

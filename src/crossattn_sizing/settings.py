@@ -39,6 +39,7 @@ ENGINE_CACHE = "CROSSATTN_ENGINE_CACHE"  # where vLLM releases are unpacked to r
 OFFLINE = "CROSSATTN_OFFLINE"  # audit --offline: never download
 ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long batch
 FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --workers: this process's worker number
+FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --workers: the pid a worker dies with
 
 PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
 DEVICES = ("cpu", "cuda")
@@ -237,6 +238,11 @@ def fuzz_worker() -> int | None:
     return _count(FUZZ_WORKER, 0, 1 << 16)
 
 
+def fleet_parent() -> int | None:
+    """The pid of the ``fuzz --workers`` parent this worker must not outlive, if it is one."""
+    return _count(FLEET_PARENT, 1, 1 << 31)
+
+
 READERS: dict[str, Callable[[], object]] = {
     SIZING_POLICY: sizing_policy,
     IMPL: impl,
@@ -254,6 +260,7 @@ READERS: dict[str, Callable[[], object]] = {
     OFFLINE: offline,
     ENGINE_WORKERS: engine_workers,
     FUZZ_WORKER: fuzz_worker,
+    FLEET_PARENT: fleet_parent,
     "XDG_CACHE_HOME": cache_home,
 }
 """Every variable and the reader that checks it."""

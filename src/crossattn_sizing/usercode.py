@@ -51,10 +51,12 @@ def describe(exc: BaseException) -> str:
     return f"raised {name}: {message}" if message else f"raised {name}"
 
 
-def call(fn: Callable[..., T], *args: Any, what: str, passthrough: tuple[type[BaseException], ...] = (),
+def call(fn: Callable[..., T], *args: Any, what: object, passthrough: tuple[type[BaseException], ...] = (),
          **kwargs: Any) -> T:  # fmt: skip
     """``fn(*args, **kwargs)``; anything it raises becomes a :class:`PolicyCallError` ``"{what} {did}"``.
 
+    ``what`` names the code; its ``str()`` is only taken for an error line,
+    so a caller on a hot path can pass an object that names it lazily.
     ``passthrough`` exceptions (the harness's own errors, Hypothesis's
     discarded example) and a Ctrl-C the user pressed during the call are
     re-raised as they are.

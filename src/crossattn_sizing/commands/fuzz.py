@@ -163,27 +163,14 @@ def run(args: argparse.Namespace) -> int:
 
         check_impl(args)  # found here, not as N workers that died
         return run_workers(args.parser, args)
-    os.environ[env.REGRESSIONS_DIR] = str(regressions)  # read by the property suite
-    os.environ[env.RECORD_REGRESSIONS] = "1"
-    if db:
-        os.environ[profiles.DB_ENV] = str(db)
-    profiles.register_profiles()  # re-read the database location
-    from hypothesis import Phase, settings
-
-    # No explicit phase: pinned cases replay in every plain run; the fuzzer looks for new ones.
-    settings.register_profile(
-        "fuzz-round",
-        settings.get_profile("nightly"),
-        max_examples=args.examples_per_round,
-        phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-    )
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
     totals = Totals()
     console = Console()
     previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
     timer: threading.Timer | None = None
     try:
-        check_impl(args)
+        check_impl(args)  # before the rounds' settings: bad input leaves the environment as it was
+        set_up_rounds(args, regressions, db)
         deadline = time.monotonic() + args.minutes * 60  # the budget is for fuzzing, not start-up
         timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
         run_rounds(args, specs, totals, deadline)
@@ -202,6 +189,24 @@ def run(args: argparse.Namespace) -> int:
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
+
+
+def set_up_rounds(args: argparse.Namespace, regressions: Path, db: Path | None) -> None:
+    """The environment and Hypothesis profile every round of this process runs under."""
+    os.environ[env.REGRESSIONS_DIR] = str(regressions)  # read by the property suite
+    os.environ[env.RECORD_REGRESSIONS] = "1"
+    if db:
+        os.environ[profiles.DB_ENV] = str(db)
+    profiles.register_profiles()  # re-read the database location
+    from hypothesis import Phase, settings
+
+    # No explicit phase: pinned cases replay in every plain run; the fuzzer looks for new ones.
+    settings.register_profile(
+        "fuzz-round",
+        settings.get_profile("nightly"),
+        max_examples=args.examples_per_round,
+        phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    )
 
 
 def check_impl(args: argparse.Namespace) -> None:

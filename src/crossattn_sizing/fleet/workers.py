@@ -37,12 +37,13 @@ from typing import IO
 
 from rich.status import Status
 
+from crossattn_sizing import settings as env
 from crossattn_sizing.processes import describe_exit, end_group, signal_group
 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
 
-PARENT_ENV = "CROSSATTN_FLEET_PARENT"
+PARENT_ENV = env.FLEET_PARENT
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
 WORKERS_PER_CORE = 2
@@ -76,10 +77,9 @@ def die_with_parent() -> None:
     before this ran is caught by the first check. Nothing without
     :data:`PARENT_ENV` (a plain ``fuzz``) is touched.
     """
-    expected = os.environ.get(PARENT_ENV)
-    if not expected or not expected.isdigit():
+    parent = env.fleet_parent()
+    if parent is None:
         return
-    parent = int(expected)
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             libc = ctypes.CDLL(None, use_errno=True)
@@ -144,7 +144,7 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, CROSSATTN_FUZZ_WORKER=str(i), **{PARENT_ENV: str(os.getpid())}),
+            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), PARENT_ENV: str(os.getpid())}),
             start_new_session=True,
         )
         worker = Worker(i, proc, summary, log, log_file)
