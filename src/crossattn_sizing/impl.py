@@ -213,6 +213,16 @@ def keyword_call_problems(impl: object) -> list[str]:
     return problems
 
 
+def provenance_lines(impl: object) -> list[str]:
+    """``step: function`` per kernel for an implementation that says whose code runs (``vllm==X``).
+
+    Printed in the pytest header and by ``verify`` so that a verdict says which
+    engine functions it is about; empty for an implementation that does not say.
+    """
+    lines = getattr(impl, "provenance_lines", None)
+    return list(lines()) if callable(lines) else []
+
+
 def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     """The implementation named by ``spec`` (``torch``, ``triton`` or ``module:attr``) on ``device``.
 

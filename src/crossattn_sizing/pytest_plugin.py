@@ -108,8 +108,37 @@ def pytest_configure(config: pytest.Config) -> None:
         timeout = config.getoption("dcp_timeout")
         if not math.isfinite(timeout) or timeout <= 0:
             raise OptionError("--dcp-timeout", timeout, "must be a finite number of seconds > 0")
+        if is_engine_impl(str(config.getoption("impl"))) and device == "cpu":
+            from crossattn_sizing.engine.budget import load_engine_budget
+
+            config._crossattn_engine_budget = load_engine_budget()  # type: ignore[attr-defined]
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """For the release's own kernels (``--impl vllm==X``): the function each step runs, one line each.
+
+    Loading it here starts the release's worker, which the first test would
+    do anyway; a release that does not load is left to that test to report.
+    """
+    spec = str(config.getoption("impl")).strip()
+    if not is_engine_impl(spec):
+        return []
+    from crossattn_sizing.impl import load_impl, provenance_lines
+
+    budget = getattr(config, "_crossattn_engine_budget", None)
+    lines = [budget] if budget else []
+    try:
+        impl = load_impl(spec, config.getoption("device"))
+    except HarnessError as exc:
+        return [*lines, f"impl {spec}: not loaded: {exc}"]
+    return [*lines, *(f"impl {spec}: {line}" for line in provenance_lines(impl))]
+
+
+def is_engine_impl(spec: str) -> bool:
+    """Whether ``--impl`` names a vLLM release's own kernels (``vllm`` or ``vllm==X``)."""
+    return spec.strip() == "vllm" or spec.strip().startswith("vllm==")
 
 
 def check_impl_spec(spec: str) -> None:
@@ -119,7 +148,7 @@ def check_impl_spec(spec: str) -> None:
     implementation needs torch and waits for the first test that uses it.
     """
     name = spec.strip()
-    if name == "vllm" or name.startswith("vllm=="):  # the release's own code, started by the first test
+    if is_engine_impl(name):  # the release's own code, started by the first test
         if name != "vllm":
             from crossattn_sizing.audit.sources import check_version
 

@@ -43,6 +43,9 @@ CPU_SHIMS = {
     "tensor that is its own view",
     "torch_utils.PIN_MEMORY=False": "host-to-device copies without pinned memory "
     "(no pinned allocator on CPU)",
+    "torch.cuda.get_device_capability=(9, 0)": "the KV-write launcher picks its tile size by GPU "
+    "generation; with no GPU it is told a Hopper's (the tile changes how the work is split, not what is "
+    "written)",
 }
 
 
@@ -97,6 +100,7 @@ class Engine:
         self._bound: Any = None  # the sizing with its module names resolved, on first use
         self._row_widths: dict[tuple[Any, ...], list[int]] = {}
         self._specs: dict[tuple[Any, ...], Any] = {}
+        self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
 
     def _apply_cpu_shims(self, buffer_utils: Any) -> None:
         torch = self.torch
@@ -260,7 +264,53 @@ class Engine:
             widths = self._row_widths[key] = [int(t.gpu.shape[1]) for t in tables.block_tables]
         return widths
 
+    @property
+    def kernels(self) -> Any:
+        """The release's own kernels (:mod:`crossattn_sizing.engine.kernels`), found on first use.
+
+        Not at start-up: a worker that only sizes never imports the attention ops (nor their imports).
+        """
+        if self._kernels is None:
+            from crossattn_sizing.engine.kernels import ReleaseKernels
+
+            if self.device.type == "cpu":
+                self.torch.cuda.get_device_capability = lambda device=None: (9, 0)
+                self.shims.append("torch.cuda.get_device_capability=(9, 0)")
+            self._kernels = ReleaseKernels(self.torch)
+        return self._kernels
+
     # Operations --------------------------------------------------------------
+    def op_kernels(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Which function runs each step (dotted name, or None where this release has none), and the shims."""
+        kernels = self.kernels
+        return {"provenance": kernels.provenance, "tried": kernels.tried, "shims": self.shims}
+
+    def op_write_kv(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's KV write into the caches sent; the caches as it left them."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        key_cache, value_cache = decode(req["key_cache"]), decode(req["value_cache"])
+        self.kernels.write_kv(decode(req["key"]), decode(req["value"]), key_cache, value_cache,
+                              decode(req["slots"]))  # fmt: skip
+        return {"key_cache": encode(key_cache), "value_cache": encode(value_cache)}
+
+    def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's paged attention over the rows and lengths sent: fp32 ``out`` and ``lse``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse = self.kernels.paged_attention(
+            decode(req["query"]), decode(req["key_cache"]), decode(req["value_cache"]),
+            decode(req["req_to_token"]), decode(req["seq_lens"]), float(req["scale"]),
+        )  # fmt: skip
+        return {"out": encode(out), "lse": encode(lse)}
+
+    def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's merge of the rank partials sent: ``out`` and ``lse``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
+        return {"out": encode(out), "lse": encode(lse)}
+
     def widths(self, cfg: Any) -> dict[str, Any]:
         """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
         from crossattn_sizing.engine.sizing_exec import bind
