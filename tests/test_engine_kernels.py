@@ -10,6 +10,9 @@ is tests/test_engine_real.py (``nox -s engine``).
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +31,7 @@ from crossattn_sizing.step import AttentionStep, WriteStep
 from tests.engine_tree import FIXTURES, build_tree
 
 MRV2 = BUILTIN_POLICIES["mrv2"]
+REPO = Path(__file__).resolve().parent.parent
 # Interpreted kernels in a worker: one to three seconds per attention example on 2 cores.
 # Four examples per property keep this file near two minutes; no shrinking (it replays
 # hundreds of examples), as in an engine run (crossattn_sizing.engine.budget).
@@ -162,7 +166,10 @@ def test_cross_attention_property_holds(impl: VllmImpl, guarded: bool) -> None:
     def run(data: st.DataObject) -> None:
         check_cross_attention(data, impl, MRV2, guarded)
 
+    before = impl.calls.copy()
     run()
+    ran = impl.calls - before  # the property held on the kernels, not on discarded examples
+    assert ran["write_kv"] >= 2 and ran["paged_attention"] >= 2, ran
 
 
 def test_self_attention_property_holds(impl: VllmImpl) -> None:
@@ -173,7 +180,10 @@ def test_self_attention_property_holds(impl: VllmImpl) -> None:
     def run(data: st.DataObject) -> None:
         check_self_attention(data, impl, MRV2)
 
+    before = impl.calls.copy()
     run()
+    ran = impl.calls - before
+    assert ran["write_kv"] >= 2 and ran["paged_attention"] >= 2, ran
 
 
 @pytest.mark.parametrize("step", sorted(BROKEN))
@@ -193,3 +203,59 @@ def test_a_kernel_with_one_line_changed_is_caught(tmp_path: Path, step: str) -> 
             run()
     finally:
         worker.close()
+
+
+# vllm@PATH: a source tree as the policy, the implementation, reproduce --engine and audit --------
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The recorded 0.25.0 package with its kernels, as a folder holding ``vllm/``; hermetic caches."""
+    monkeypatch.setenv("CROSSATTN_ENGINE_CACHE", str(tmp_path / "engine-cache"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("CROSSATTN_OFFLINE", "1")
+    return build_tree(tmp_path / "checkout", "0.25.0", kernels=True)
+
+
+def test_a_source_tree_is_a_policy_and_an_implementation(tree: Path) -> None:
+    from crossattn_sizing.engine.client import close_all
+    from crossattn_sizing.impl import load_impl
+    from crossattn_sizing.policies import load_policy
+    from tests.test_engine_fixture import NEMOTRON
+
+    try:
+        policy = load_policy(f"vllm@{tree}")
+        assert policy(NEMOTRON) == (216, 216) and policy.expected_to_hold  # type: ignore[attr-defined]
+        made = load_impl(f"vllm@{tree / 'vllm'}", "cpu")  # the vllm/ folder itself is taken too
+        assert isinstance(made, VllmImpl) and made.stand_ins == {}
+        assert made.worker.release.label == f"vllm@{tree}"
+        assert not (tree / "vllm" / "crossattn-engine.json").exists()  # nothing written into the tree
+    finally:
+        close_all()
+
+
+def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
+    from crossattn_sizing.engine.install import EngineError, resolve_release
+
+    with pytest.raises(EngineError, match=r"holds no vllm package \(vllm@PATH takes a folder holding vllm/"):
+        resolve_release(f"vllm@{tmp_path}")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", f"vllm@{tmp_path}",
+         "-p", "no:cacheprovider", "-q"],
+        capture_output=True, text=True, check=False, timeout=300, cwd=REPO,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "holds no vllm package" in proc.stderr
+
+
+def test_audit_executes_a_source_tree(tree: Path, tmp_path: Path) -> None:
+    """``audit --vllm vllm@PATH`` reads the tree and executes its V2 sizing (reproduce: nox -s engine)."""
+    report = tmp_path / "audit.json"
+    audit = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--vllm", f"vllm@{tree}", "--runner", "v2",
+         "--json", str(report), "--markdown", str(tmp_path / "audit.md")],
+        capture_output=True, text=True, check=False, timeout=600, env=dict(os.environ),
+    )  # fmt: skip
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert f"running vllm@{tree}'s own V2 sizing" in audit.stderr
+    assert '"path": "executed"' in report.read_text()

@@ -237,7 +237,9 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     if dev is None or dev.type not in ("cpu", "cuda"):
         raise DeviceError(f"--device {str(device)!r}: use cpu or cuda")
     require_device(dev.type)
-    if spec.strip() == "vllm" or spec.strip().startswith("vllm=="):  # the release's own kernels
+    from crossattn_sizing.engine.specs import is_engine_spec
+
+    if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
         from crossattn_sizing.engine.vllm import load_engine_impl
 
         factory = lambda d: load_engine_impl(spec, d)  # noqa: E731

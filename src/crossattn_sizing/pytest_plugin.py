@@ -137,8 +137,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def is_engine_impl(spec: str) -> bool:
-    """Whether ``--impl`` names a vLLM release's own kernels (``vllm`` or ``vllm==X``)."""
-    return spec.strip() == "vllm" or spec.strip().startswith("vllm==")
+    """Whether ``--impl`` names vLLM's own kernels (``vllm``, ``vllm==X`` or ``vllm@PATH``)."""
+    from crossattn_sizing.engine.specs import is_engine_spec
+
+    return is_engine_spec(spec)
 
 
 def check_impl_spec(spec: str) -> None:
@@ -149,7 +151,11 @@ def check_impl_spec(spec: str) -> None:
     """
     name = spec.strip()
     if is_engine_impl(name):  # the release's own code, started by the first test
-        if name != "vllm":
+        if name.startswith("vllm@"):
+            from crossattn_sizing.engine.specs import tree_root
+
+            tree_root(name)  # a path that holds no vllm/ is a usage error now
+        elif name != "vllm":
             from crossattn_sizing.audit.sources import check_version
 
             check_version(name.split("==", 1)[1])

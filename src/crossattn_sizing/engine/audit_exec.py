@@ -47,7 +47,7 @@ class ExecutedPolicy:
 
 
 def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy | None, str]:
-    """The executed V2 policy of ``version``, or None and why it could not run on this machine."""
+    """The executed V2 policy of ``version`` (``X``, ``vllm==X`` or ``vllm@PATH``), or None and why not."""
     import os
 
     before = os.environ.get("CROSSATTN_OFFLINE")
@@ -60,7 +60,7 @@ def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy 
     try:
         from crossattn_sizing.audit.verdicts import NEMOTRON
 
-        policy = VllmPolicy(f"vllm=={version}")
+        policy = VllmPolicy(version)  # normalised: a bare X is vllm==X
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
     except EngineError as exc:

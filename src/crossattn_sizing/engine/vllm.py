@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import queue
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -27,6 +28,7 @@ from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_w
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
 from crossattn_sizing.prove import Answer
 from crossattn_sizing.slot_mapping import global_positions, token_requests
@@ -40,13 +42,8 @@ BATCH = 1024
 (small enough that the last batch of a tile leaves the other workers idle only briefly)."""
 
 
-def is_engine_spec(spec: str) -> bool:
-    """Whether a ``--sizing-policy``/``--impl`` value names vLLM's own code."""
-    return spec.strip() == "vllm" or spec.strip().startswith("vllm==")
-
-
 def normalise(spec_or_version: str) -> str:
-    """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` stays."""
+    """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` and ``vllm@PATH`` stay."""
     s = spec_or_version.strip()
     return s if is_engine_spec(s) else f"vllm=={s}"
 
@@ -220,6 +217,14 @@ CPU_BF16 = (
 )
 """Why bf16 cases of the release's kernels get no verdict on a CPU machine (they run on a GPU)."""
 
+INTERPRETER_REFUSALS = {
+    "mask has unsupported dtype": (
+        "not run on CPU: Triton 3.9's interpreter refuses this kernel (an integer mask reaches a masked "
+        "load: 0.34's slot mapping with DCP > 1), so it has no CPU result"
+    ),
+}
+"""Errors Triton's interpreter raises on kernels that compile on a GPU, and the no-verdict line for each."""
+
 HARNESS_KERNELS = {
     "write_kv": ("crossattn_sizing.attention.torch_write_kv", torch_write_kv),
     "paged_attention": ("crossattn_sizing.attention.torch_paged_attention", torch_paged_attention),
@@ -251,6 +256,7 @@ class VllmImpl:
         self.version = self.worker.ready.get("version")
         self.provenance: dict[str, str] = {}
         self.stand_ins: dict[str, str] = {}
+        self.calls: Counter[str] = Counter()
         for step, dotted in found["provenance"].items():
             if dotted:
                 self.provenance[step] = dotted
@@ -270,6 +276,24 @@ class VllmImpl:
         return [f"{step}: {self.provenance[step]}" for step in ("slot_mapping", "write_kv", "paged_attention",
                                                                 "merge")]  # fmt: skip
 
+    def _request(self, op: str, **payload: Any) -> dict[str, Any]:
+        """A worker request; a refusal by Triton's interpreter (CPU) is no verdict, with the reason.
+
+        :attr:`calls` counts the release's kernel runs per step, so a test can
+        tell a property that held on the kernels from one that never reached them.
+        """
+        try:
+            answer = self.worker.request(op, **payload)
+            self.calls[op] += 1
+            return answer
+        except EngineError as exc:
+            if self.device.type == "cpu" and "InterpreterError" in str(exc):
+                for text, why in INTERPRETER_REFUSALS.items():
+                    if text in str(exc):
+                        not_run(why)
+                        raise Inexpressible(f"{self.spec}: {why}") from None
+            raise
+
     def _interpreted_bf16(self, *tensors: torch.Tensor) -> None:
         """Refuse a bf16 case on CPU: no verdict (discarded in Hypothesis, an error elsewhere)."""
         if self.device.type == "cpu" and any(t.dtype == torch.bfloat16 for t in tensors):
@@ -282,7 +306,7 @@ class VllmImpl:
                 f"{self.spec}: a block table of width {step.row_stride} has no rows to map through"
             )
         layout = step.layout
-        result = self.worker.request(
+        result = self._request(
             "slots",
             storage=step.table.tolist(),
             row_stride=step.row_stride,
@@ -305,7 +329,7 @@ class VllmImpl:
             torch_write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache, step=step)
             return
         self._interpreted_bf16(key, key_cache)
-        result = self.worker.request(
+        result = self._request(
             "write_kv", key=encode(key), value=encode(value), key_cache=encode(key_cache),
             value_cache=encode(value_cache), slots=encode(step.slots.to(torch.int64)),
         )  # fmt: skip
@@ -328,7 +352,7 @@ class VllmImpl:
         # fp32 queries (exact: they hold model-dtype values): the kernel then multiplies q.k and p.v in
         # fp32, the arithmetic of vLLM's tl.dot paths and the interface's. With fp16 queries it rounds each
         # product to fp16, ~7e-4 off at unit scale, which the fp16 tolerance (fp32 accumulation) refuses.
-        result = self.worker.request(
+        result = self._request(
             "paged_attention", query=encode(query[live].float()), key_cache=encode(key_cache),
             value_cache=encode(value_cache), req_to_token=encode(req_to_token), seq_lens=encode(visible),
             scale=step.scale,
@@ -340,7 +364,7 @@ class VllmImpl:
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         if "merge" in self.stand_ins or len(outs) < 2:
             return lse_merge(outs=outs, lses=lses)
-        result = self.worker.request(
+        result = self._request(
             "merge", outs=[encode(o.float()) for o in outs], lses=[encode(s.float()) for s in lses]
         )
         return decode(result["out"], outs[0].device)
