@@ -32,10 +32,11 @@ from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import resolve_release
-from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
+from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
 from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.prove import prove_all
 from tests.meta.test_meta_capacity import shrunk_counterexample
+from tests.vllm_test_values import SLOT_CASES, TABLE_CASES, SlotCase, TableCase
 
 pytestmark = pytest.mark.engine
 
@@ -223,3 +224,43 @@ def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str
 
     with pytest.raises(AssertionError, match=r"differs from dense attention|non-finite"):
         run()
+
+
+# vLLM's own hand-written values on the releases' BlockTables ------------------------------
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize("case", SLOT_CASES, ids=[c.name for c in SLOT_CASES])
+def test_release_block_tables_give_vllms_slots(version: str, case: SlotCase) -> None:
+    policy = VllmPolicy(f"vllm=={version}")
+    since_034 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 34)
+    if case.bpk > 1 and since_034:
+        pytest.skip(f"{version}'s BlockTables takes no kernel block sizes (rows hold the spec's block ids)")
+    if case.dcp[0] > 1 and since_034:
+        pytest.skip(f"{version}'s DCP slot mapping: {INTERPRETER_REFUSALS['mask has unsupported dtype']}")
+    tokens = sum(len(p) for p in case.positions)
+    result = run_block_tables(
+        policy.worker, block_sizes=[case.block_size], kernel_block_sizes=[case.kernel_block_size],
+        max_num_blocks_per_group=[case.width], max_num_reqs=len(case.rows), max_num_batched_tokens=tokens + 5,
+        appends=[(r, [list(ids)]) for r, ids in enumerate(case.rows)],
+        steps=[{"idx_mapping": list(range(len(case.rows))), "positions": [list(p) for p in case.positions]}],
+        cp=(case.dcp[0], case.dcp[1], case.dcp[2]),
+    )  # fmt: skip
+    slots = result["steps"][0]["slots"][0]
+    assert slots[case.first_checked : case.first_checked + len(case.expected)] == list(case.expected)
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize("case", TABLE_CASES, ids=[c.name for c in TABLE_CASES])
+def test_release_block_tables_hold_vllms_rows(version: str, case: TableCase) -> None:
+    policy = VllmPolicy(f"vllm=={version}")
+    result = run_block_tables(
+        policy.worker, block_sizes=list(case.block_sizes), kernel_block_sizes=list(case.block_sizes),
+        max_num_blocks_per_group=[case.width] * len(case.block_sizes), max_num_reqs=case.num_rows,
+        max_num_batched_tokens=64, appends=[(r, [list(ids) for ids in per]) for r, per in case.appends],
+        steps=[],
+    )  # fmt: skip
+    for g, rows in enumerate(case.rows):
+        for r, ids in enumerate(rows):
+            assert result["rows"][g][r][: len(ids)] == list(ids), (g, r)
+            assert result["num_blocks"][g][r] == len(ids), (g, r)
