@@ -259,3 +259,22 @@ def test_audit_executes_a_source_tree(tree: Path, tmp_path: Path) -> None:
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert f"running vllm@{tree}'s own V2 sizing" in audit.stderr
     assert '"path": "executed"' in report.read_text()
+
+
+def _collect(tree: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", f"vllm@{tree}",
+         "--collect-only", "-p", "no:cacheprovider"],
+        capture_output=True, text=True, check=False, timeout=300, cwd=REPO, env=dict(os.environ, **env),
+    )  # fmt: skip
+
+
+def test_the_pytest_header_names_each_kernel_and_the_engine_budget(tree: Path) -> None:
+    proc = _collect(tree)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "engine budget: 10 examples per property, no shrinking" in proc.stdout
+    for step in ("slot_mapping", "write_kv", "paged_attention", "merge"):
+        assert f"impl vllm@{tree}: {step}: vllm." in proc.stdout
+    bad = _collect(tree, CROSSATTN_ENGINE_EXAMPLES="many")
+    assert bad.returncode == 4
+    assert "CROSSATTN_ENGINE_EXAMPLES 'many': must be a positive integer" in bad.stderr
