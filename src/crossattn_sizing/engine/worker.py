@@ -43,6 +43,9 @@ CPU_SHIMS = {
     "tensor that is its own view",
     "torch_utils.PIN_MEMORY=False": "host-to-device copies without pinned memory "
     "(no pinned allocator on CPU)",
+    "importlib.metadata.version('vllm')": "a source tree (vllm@PATH) has no installed distribution, and "
+    "vLLM reads its own version to decide whether Triton is usable (else it swaps in a placeholder): "
+    "answered with the tree's vllm/_version.py, or 0+tree",
     "torch.cuda.get_device_capability=(9, 0)": "the KV-write launcher picks its tile size by GPU "
     "generation; with no GPU it is told a Hopper's (the tile changes how the work is split, not what is "
     "written)",
@@ -83,6 +86,8 @@ class Engine:
         self.shims: list[str] = []
         if self.device.type == "cpu":
             self.shims += ["env:TRITON_INTERPRET=1", "env:CUDA_VISIBLE_DEVICES="]
+        if _answer_tree_version():
+            self.shims.append("importlib.metadata.version('vllm')")
         import vllm
 
         self.version = getattr(vllm, "__version__", "?")
@@ -419,6 +424,41 @@ class Engine:
         pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
         slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
         return {"slots": slots[0, : req["out_len"]].tolist()}
+
+
+def _answer_tree_version() -> bool:
+    """Give a ``vllm`` without distribution metadata (a checkout) a version for ``importlib.metadata``.
+
+    vLLM's ``triton_utils`` calls ``importlib.metadata.version("vllm")`` while
+    deciding whether Triton is usable; for a tree that was never installed the
+    lookup fails and vLLM silently replaces Triton with a placeholder. Only the
+    name ``vllm`` is answered, and only when no metadata exists. True if applied.
+    """
+    import importlib.metadata as metadata
+    import importlib.util
+    import re
+
+    try:
+        metadata.version("vllm")
+        return False
+    except metadata.PackageNotFoundError:
+        pass
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    version_file = Path(next(iter(spec.submodule_search_locations))) / "_version.py"
+    found = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+                      version_file.read_text()) if version_file.is_file() else None  # fmt: skip
+    tree_version = found.group(1) if found else "0+tree"
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name == "vllm":
+            return tree_version
+        return real(name)
+
+    metadata.version = version  # type: ignore[assignment]
+    return True
 
 
 def added_modules(paths: list[str]) -> list[str]:
