@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
+from crossattn_sizing.audit.sources import FetchError
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
@@ -63,7 +64,7 @@ def executed_v2(version: str, *, offline: bool = False) -> tuple[ExecutedPolicy 
         policy = VllmPolicy(version)  # normalised: a bare X is vllm==X
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
-    except EngineError as exc:
+    except (EngineError, FetchError) as exc:  # e.g. the wheel is only in --cache-dir: read it instead
         return None, str(exc)
     finally:
         if offline:
