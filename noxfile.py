@@ -164,7 +164,8 @@ def audit(session: nox.Session) -> None:
 
 @nox.session
 def engine(session: nox.Session) -> None:
-    """vLLM's own sizing, block tables and slot-mapping kernel under the properties (real wheels).
+    """vLLM's own sizing, block tables and kernels (slot mapping, KV write, attention, merge) under the
+    properties (real wheels), and an unpacked wheel as a vllm@PATH tree.
 
     Each release is unpacked once into ~/.cache/crossattn-sizing/engine from the
     wheel cache (downloaded once); the few pure-Python modules its import chain

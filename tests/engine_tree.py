@@ -9,7 +9,11 @@ check that passes, as vLLM reports them, so the worker's shims are exercised):
 - ``vllm.utils.math_utils.cdiv``; ``vllm.v1.attention.backends.utils.PAD_SLOT_ID = -1``;
 - ``vllm.utils.platform_utils.is_uva_available``; ``vllm.utils.torch_utils``
   (``PIN_MEMORY``, ``async_tensor_h2d``, ``get_accelerator_view_from_cpu_tensor``);
-- ``vllm.v1.kv_cache_interface``: spec dataclasses with the fields the adapter fills.
+- ``vllm.v1.kv_cache_interface``: spec dataclasses with the fields the adapter fills;
+- with ``kernels=True`` (the recorded KV write, decode attention and merge of
+  0.25.0 under ``vllm/v1/attention/ops/``): ``vllm.platforms.current_platform``
+  (a CUDA platform that is neither ROCm nor XPU, fp8 e4m3), the fp8 helpers of
+  ``quant_utils``, ``KVQuantMode`` and ``is_quantized_kv_cache``.
 
 The worker cannot tell it from an installed release, which is the point: the
 default test run drives the real worker, protocol and shims with no download.
@@ -34,6 +38,8 @@ STANDINS = {
         "    if isinstance(data, torch.Tensor):\n        t = data.pin_memory() if PIN_MEMORY else data\n"
         "    else:\n        t = torch.tensor(data, dtype=dtype, pin_memory=PIN_MEMORY, device='cpu')\n"
         "    return t.to(device=device, dtype=dtype)\n\n\n"
+        "def is_quantized_kv_cache(kv_cache_dtype):\n"
+        "    return kv_cache_dtype.startswith(('fp8', 'int'))\n\n\n"
         "def get_accelerator_view_from_cpu_tensor(t):\n"
         "    raise RuntimeError('no accelerator: needs the compiled _C extension')\n"
     ),
@@ -44,7 +50,7 @@ STANDINS = {
     "v1/worker/__init__.py": "",
     "v1/worker/gpu/__init__.py": "",
     "v1/kv_cache_interface.py": (
-        "from dataclasses import dataclass, field\nimport torch\n\n\n"
+        "import enum\nfrom dataclasses import dataclass, field\nimport torch\n\n\n"
         "@dataclass(frozen=True)\nclass KVCacheSpec:\n    block_size: int\n\n\n"
         "@dataclass(frozen=True)\nclass AttentionSpec(KVCacheSpec):\n"
         "    num_kv_heads: int\n    head_size: int\n    dtype: torch.dtype\n\n\n"
@@ -54,17 +60,45 @@ STANDINS = {
         "@dataclass(frozen=True)\nclass SlidingWindowSpec(AttentionSpec):\n    sliding_window: int\n\n\n"
         "@dataclass(frozen=True)\nclass MambaSpec(KVCacheSpec):\n"
         "    shapes: tuple\n    dtypes: tuple\n    num_speculative_blocks: int = 0\n\n\n"
+        "class KVQuantMode(enum.Enum):\n    NONE = 0\n    INT4_PER_TOKEN_HEAD = 1\n\n\n"
         "@dataclass\nclass KVCacheGroupSpec:\n    layer_names: list\n    kv_cache_spec: KVCacheSpec\n\n\n"
         "@dataclass\nclass KVCacheConfig:\n    num_blocks: int\n    kv_cache_tensors: list\n"
         "    kv_cache_groups: list\n"
     ),
 }
 
+KERNEL_STANDINS = {
+    "platforms/__init__.py": (
+        "import torch\n\n\nclass _Cuda:\n"
+        "    def is_rocm(self):\n        return False\n\n    def is_xpu(self):\n        return False\n\n"
+        "    def has_device_capability(self, capability):\n        return True\n\n"
+        "    def fp8_dtype(self):\n        return torch.float8_e4m3fn\n\n\ncurrent_platform = _Cuda()\n"
+    ),
+    "model_executor/__init__.py": "",
+    "model_executor/layers/__init__.py": "",
+    "model_executor/layers/quantization/__init__.py": "",
+    "model_executor/layers/quantization/utils/__init__.py": "",
+    "model_executor/layers/quantization/utils/quant_utils.py": (
+        "import torch\n\nFP8_DTYPE = torch.float8_e4m3fn\n\n\n"
+        "def get_fp8_min_max():\n    info = torch.finfo(FP8_DTYPE)\n    return info.min, info.max\n"
+    ),
+    "v1/attention/ops/__init__.py": "",
+}
+KERNEL_FILES = (
+    "triton_reshape_and_cache_flash.py", "triton_decode_attention.py", "triton_merge_attn_states.py",
+)
+"""The recorded 0.25.0 kernels, installed under ``vllm/v1/attention/ops/`` by ``kernels=True``."""
 
-def build_tree(root: Path, version: str, *, block_table_source: str | None = None) -> Path:
+
+def build_tree(
+    root: Path, version: str, *, block_table_source: str | None = None, kernels: bool = False,
+    kernel_sources: dict[str, str] | None = None,
+) -> Path:
     """Write the package under ``root/vllm`` for ``version`` (0.24.0 or 0.25.0); return ``root``.
 
-    ``block_table_source`` replaces ``block_table.py`` (the crash test's stand-in).
+    ``block_table_source`` replaces ``block_table.py`` (the crash test's stand-in);
+    ``kernels`` adds the recorded attention kernels, ``kernel_sources`` replacing
+    any of them by file name (the meta-tests' broken kernels).
     """
     pkg = root / "vllm"
     for rel, text in STANDINS.items():
@@ -77,4 +111,12 @@ def build_tree(root: Path, version: str, *, block_table_source: str | None = Non
         (gpu / name).write_text((FIXTURES / "0.25.0" / name).read_text())
     if block_table_source is not None:
         (gpu / "block_table.py").write_text(block_table_source)
+    if kernels:
+        for rel, text in KERNEL_STANDINS.items():
+            path = pkg / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        for name in KERNEL_FILES:
+            text = (kernel_sources or {}).get(name) or (FIXTURES / "0.25.0" / name).read_text()
+            (pkg / "v1" / "attention" / "ops" / name).write_text(text)
     return root

@@ -175,9 +175,9 @@ def test_worker_reports_the_cpu_shims(workers: dict[str, Worker]) -> None:
     ready = workers["0.25.0"].start()
     assert ready["version"] == "0.25.0"
     assert ready["shims"] == [
-        "env:TRITON_INTERPRET=1", "env:CUDA_VISIBLE_DEVICES=", "buffer_utils.UvaBuffer",
-        "torch_utils.PIN_MEMORY=False",
-    ]  # fmt: skip
+        "env:TRITON_INTERPRET=1", "env:CUDA_VISIBLE_DEVICES=", "importlib.metadata.version('vllm')",
+        "buffer_utils.UvaBuffer", "torch_utils.PIN_MEMORY=False",
+    ]  # fmt: skip  (the recorded package, like a checkout, has no distribution metadata)
 
 
 def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict[str, Worker]) -> None:

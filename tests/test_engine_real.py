@@ -12,9 +12,13 @@ Releases past 0.25.0 checked for "holds": ``CROSSATTN_ENGINE_RELEASES``
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
@@ -27,10 +31,12 @@ from crossattn_sizing import capacity
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.engine.coverage import engine_coverage
-from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
+from crossattn_sizing.engine.install import resolve_release
+from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
 from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.prove import prove_all
 from tests.meta.test_meta_capacity import shrunk_counterexample
+from tests.vllm_test_values import SLOT_CASES, TABLE_CASES, SlotCase, TableCase
 
 pytestmark = pytest.mark.engine
 
@@ -123,3 +129,138 @@ def test_real_kernel_passes_the_slot_property(version: str, data: st.DataObject)
     from properties.test_slot_mapping import check_slot_mapping
 
     check_slot_mapping(data, VllmImpl(f"vllm=={version}"))
+
+
+# The release's own kernels as --impl (KV write, attention, merge) -----------------------
+
+KERNELS = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), database=None,
+                   derandomize=True, phases=[Phase.explicit, Phase.generate])  # fmt: skip
+"""Interpreted kernels take seconds per attention example: five per property, no shrinking."""
+
+
+@pytest.mark.parametrize("version", FIXED)
+def test_every_step_runs_the_releases_own_kernel(version: str) -> None:
+    impl = VllmImpl(f"vllm=={version}")
+    assert impl.stand_ins == {}, impl.provenance
+    assert all(name.startswith("vllm.") for name in impl.provenance.values()), impl.provenance
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize("kind", ["cross-guarded", "cross-unguarded", "self"])
+def test_release_kernels_pass_the_attention_properties(version: str, kind: str) -> None:
+    from properties.test_attention import check_cross_attention, check_self_attention
+
+    impl = VllmImpl(f"vllm=={version}")
+    mrv2 = BUILTIN_POLICIES["mrv2"]
+
+    @KERNELS
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        if kind == "self":
+            check_self_attention(data, impl, mrv2)
+        else:
+            check_cross_attention(data, impl, mrv2, kind == "cross-guarded")
+
+    run()
+    # Held on the release's kernels, not on examples that never reached them (bf16 and, on 0.34, DCP
+    # slot mapping are not run on CPU: Triton's interpreter).
+    assert impl.calls["write_kv"] >= 2 and impl.calls["paged_attention"] >= 2, impl.calls
+
+
+# vllm@PATH on the unpacked 0.25.0 wheel, and a copy of it with one kernel line changed --------
+
+
+def _tree(version: str = "0.25.0") -> Path:
+    """The unpacked release, a folder holding ``vllm/`` as a contributor's checkout does."""
+    return Path(resolve_release(f"vllm=={version}").paths[0])
+
+
+def _broken_copy(tree: Path, dest: Path, step: str) -> Path:
+    """``tree`` mirrored by symlinks (no 1 GB copy), with the one kernel file of ``step`` changed."""
+    from tests.test_engine_kernels import BROKEN
+
+    name, line, changed = BROKEN[step]
+    shutil.copytree(tree / "vllm", dest / "vllm", copy_function=os.symlink)
+    kernel = dest / "vllm" / "v1" / "attention" / "ops" / name
+    text = kernel.read_text()
+    assert line in text, f"{name} of the release no longer has the line the meta-test changes"
+    kernel.unlink()
+    kernel.write_text(text.replace(line, changed, 1))
+    return dest
+
+
+def test_an_unpacked_wheel_as_a_tree_holds_and_reproduces() -> None:
+    from properties.test_attention import check_cross_attention
+
+    tree = _tree()
+    impl = VllmImpl(f"vllm@{tree}")
+    assert impl.stand_ins == {} and impl.worker.release.label == f"vllm@{tree}"
+
+    @KERNELS
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        check_cross_attention(data, impl, BUILTIN_POLICIES["mrv2"], False)
+
+    run()
+    assert impl.calls["paged_attention"] >= 2, impl.calls
+    proc = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", "reproduce", "nemotron-parse", "--engine", f"vllm@{tree}"],
+        capture_output=True, text=True, check=False, timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "(all four steps vLLM's kernels)" in proc.stdout
+
+
+@pytest.mark.parametrize("step", ["write_kv", "paged_attention"])
+def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str) -> None:
+    from properties.test_attention import check_self_attention
+
+    broken = VllmImpl(f"vllm@{_broken_copy(_tree(), tmp_path, step)}")
+
+    @KERNELS
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        check_self_attention(data, broken, BUILTIN_POLICIES["mrv2"])
+
+    with pytest.raises(AssertionError, match=r"differs from dense attention|non-finite"):
+        run()
+
+
+# vLLM's own hand-written values on the releases' BlockTables ------------------------------
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize("case", SLOT_CASES, ids=[c.name for c in SLOT_CASES])
+def test_release_block_tables_give_vllms_slots(version: str, case: SlotCase) -> None:
+    policy = VllmPolicy(f"vllm=={version}")
+    since_034 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 34)
+    if case.bpk > 1 and since_034:
+        pytest.skip(f"{version}'s BlockTables takes no kernel block sizes (rows hold the spec's block ids)")
+    if case.dcp[0] > 1 and since_034:
+        pytest.skip(f"{version}'s DCP slot mapping: {INTERPRETER_REFUSALS['mask has unsupported dtype']}")
+    tokens = sum(len(p) for p in case.positions)
+    result = run_block_tables(
+        policy.worker, block_sizes=[case.block_size], kernel_block_sizes=[case.kernel_block_size],
+        max_num_blocks_per_group=[case.width], max_num_reqs=len(case.rows), max_num_batched_tokens=tokens + 5,
+        appends=[(r, [list(ids)]) for r, ids in enumerate(case.rows)],
+        steps=[{"idx_mapping": list(range(len(case.rows))), "positions": [list(p) for p in case.positions]}],
+        cp=(case.dcp[0], case.dcp[1], case.dcp[2]),
+    )  # fmt: skip
+    slots = result["steps"][0]["slots"][0]
+    assert slots[case.first_checked : case.first_checked + len(case.expected)] == list(case.expected)
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize("case", TABLE_CASES, ids=[c.name for c in TABLE_CASES])
+def test_release_block_tables_hold_vllms_rows(version: str, case: TableCase) -> None:
+    policy = VllmPolicy(f"vllm=={version}")
+    result = run_block_tables(
+        policy.worker, block_sizes=list(case.block_sizes), kernel_block_sizes=list(case.block_sizes),
+        max_num_blocks_per_group=[case.width] * len(case.block_sizes), max_num_reqs=case.num_rows,
+        max_num_batched_tokens=64, appends=[(r, [list(ids) for ids in per]) for r, per in case.appends],
+        steps=[],
+    )  # fmt: skip
+    for g, rows in enumerate(case.rows):
+        for r, ids in enumerate(rows):
+            assert result["rows"][g][r][: len(ids)] == list(ids), (g, r)
+            assert result["num_blocks"][g][r] == len(ids), (g, r)

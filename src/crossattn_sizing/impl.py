@@ -215,6 +215,16 @@ def keyword_call_problems(impl: object) -> list[str]:
     return problems
 
 
+def provenance_lines(impl: object) -> list[str]:
+    """``step: function`` per kernel for an implementation that says whose code runs (``vllm==X``).
+
+    Printed in the pytest header and by ``verify`` so that a verdict says which
+    engine functions it is about; empty for an implementation that does not say.
+    """
+    lines = getattr(impl, "provenance_lines", None)
+    return list(lines()) if callable(lines) else []
+
+
 def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     """The implementation named by ``spec`` (``torch``, ``triton`` or ``module:attr``) on ``device``.
 
@@ -229,7 +239,9 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     if dev is None or dev.type not in ("cpu", "cuda"):
         raise DeviceError(f"--device {str(device)!r}: use cpu or cuda")
     require_device(dev.type)
-    if spec.strip() == "vllm" or spec.strip().startswith("vllm=="):  # the release's own kernels
+    from crossattn_sizing.engine.specs import is_engine_spec
+
+    if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
         from crossattn_sizing.engine.vllm import load_engine_impl
 
         factory = lambda d: load_engine_impl(spec, d)  # noqa: E731

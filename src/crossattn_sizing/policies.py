@@ -105,10 +105,12 @@ def load_policy(spec: str) -> Policy:
 
     Raises :class:`PolicyLoadError` with the reason when the name is unknown,
     the module does not import, the attribute is missing or not callable.
-    ``vllm==X`` (or ``vllm``) is the release's own sizing code, executed
+    ``vllm==X``, ``vllm@PATH`` (or ``vllm``) is the release's own sizing code, executed
     (:mod:`crossattn_sizing.engine`).
     """
-    if spec.strip() == "vllm" or spec.strip().startswith("vllm=="):
+    from crossattn_sizing.engine.specs import is_engine_spec
+
+    if is_engine_spec(spec):
         from crossattn_sizing.engine.vllm import load_engine_policy
 
         return load_engine_policy(spec)

@@ -145,6 +145,10 @@ def pytest_configure(config: pytest.Config) -> None:
             if parsed is None:
                 raise OptionError("--dcp-timeout", repr(timeout), env.SECONDS_RULE)
             config.option.dcp_timeout = parsed
+        if is_engine_impl(str(config.getoption("impl"))) and device == "cpu":
+            from crossattn_sizing.engine.budget import load_engine_budget
+
+            config._crossattn_engine_budget = load_engine_budget()  # type: ignore[attr-defined]
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
 
@@ -192,6 +196,33 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
         raise pytest.exit.Exception(message, returncode=pytest.ExitCode.USAGE_ERROR) from None
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """For the release's own kernels (``--impl vllm==X``): the function each step runs, one line each.
+
+    Loading it here starts the release's worker, which the first test would
+    do anyway; a release that does not load is left to that test to report.
+    """
+    spec = str(config.getoption("impl")).strip()
+    if not is_engine_impl(spec):
+        return []
+    from crossattn_sizing.impl import load_impl, provenance_lines
+
+    budget = getattr(config, "_crossattn_engine_budget", None)
+    lines = [budget] if budget else []
+    try:
+        impl = load_impl(spec, config.getoption("device"))
+    except HarnessError as exc:
+        return [*lines, f"impl {spec}: not loaded: {exc}"]
+    return [*lines, *(f"impl {spec}: {line}" for line in provenance_lines(impl))]
+
+
+def is_engine_impl(spec: str) -> bool:
+    """Whether ``--impl`` names vLLM's own kernels (``vllm``, ``vllm==X`` or ``vllm@PATH``)."""
+    from crossattn_sizing.engine.specs import is_engine_spec
+
+    return is_engine_spec(spec)
+
+
 def check_impl_spec(spec: str) -> None:
     """Refuse an ``--impl`` that names nothing at start-up, even when no selected test needs it.
 
@@ -199,8 +230,12 @@ def check_impl_spec(spec: str) -> None:
     implementation needs torch and waits for the first test that uses it.
     """
     name = spec.strip()
-    if name == "vllm" or name.startswith("vllm=="):  # the release's own code, started by the first test
-        if name != "vllm":
+    if is_engine_impl(name):  # the release's own code, started by the first test
+        if name.startswith("vllm@"):
+            from crossattn_sizing.engine.specs import tree_root
+
+            tree_root(name)  # a path that holds no vllm/ is a usage error now
+        elif name != "vllm":
             from crossattn_sizing.audit.sources import check_version
 
             check_version(name.split("==", 1)[1], "--impl")

@@ -39,6 +39,7 @@ ENGINE_CACHE = "CROSSATTN_ENGINE_CACHE"  # where vLLM releases are unpacked to r
 OFFLINE = "CROSSATTN_OFFLINE"  # audit --offline: never download
 ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long batch
 FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --workers: this process's worker number
+ENGINE_EXAMPLES = "CROSSATTN_ENGINE_EXAMPLES"  # examples per property with --impl vllm==X on CPU
 FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --workers: the pid a worker dies with
 
 PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
@@ -238,6 +239,11 @@ def fuzz_worker() -> int | None:
     return _count(FUZZ_WORKER, 0, 1 << 16)
 
 
+def engine_examples() -> int | None:
+    """Examples per property for a run of a release's own kernels (interpreted: seconds each)."""
+    return _count(ENGINE_EXAMPLES, 1, 1 << 20)
+
+
 def fleet_parent() -> int | None:
     """The pid of the ``fuzz --workers`` parent this worker must not outlive, if it is one."""
     return _count(FLEET_PARENT, 1, 1 << 31)
@@ -261,6 +267,7 @@ READERS: dict[str, Callable[[], object]] = {
     ENGINE_WORKERS: engine_workers,
     FUZZ_WORKER: fuzz_worker,
     FLEET_PARENT: fleet_parent,
+    ENGINE_EXAMPLES: engine_examples,
     "XDG_CACHE_HOME": cache_home,
 }
 """Every variable and the reader that checks it."""

@@ -54,7 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--vllm", action="append", default=[], metavar="VERSION",
-                        help="a release to audit, e.g. 0.24.0 (repeatable)")  # fmt: skip
+                        help="a release to audit, e.g. 0.24.0, or vllm@PATH, a source tree (a folder "
+                             "holding vllm/) whose V2 sizing is also executed (repeatable)")  # fmt: skip
     parser.add_argument("--vllm-path", action="append", default=[], metavar="DIR",
                         help="an installed vllm package dir or a source checkout (repeatable)")  # fmt: skip
     parser.add_argument("--runner", action="append", choices=sorted(RUNNERS), default=None,
@@ -79,8 +80,17 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
         raise HarnessError("audit: give at least one --vllm VERSION or --vllm-path DIR")
     trees: list[SourceTree] = []
     cache = args.cache_dir
+    args.executable = {}  # tree label -> the engine spec that runs its V2 sizing
     for version in args.vllm:
+        if version.strip().startswith("vllm@"):  # a source tree: read in place, and executed
+            from crossattn_sizing.engine.specs import tree_root
+
+            tree = open_dir(tree_root(version))
+            args.executable[tree.label] = version.strip()
+            trees.append(tree)
+            continue
         version = check_version(version)
+        args.executable[version] = f"vllm=={version}"
         if cached_wheel(version, cache or default_cache_dir()) is None and not args.offline:
             print(f"crossattn-sizing: downloading the vllm {version} wheel (once, into the cache)",
                   file=sys.stderr)  # fmt: skip
@@ -104,13 +114,14 @@ def _command(args: argparse.Namespace) -> str:
 
 def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) -> dict:
     """ModelRunner V2 executed by the engine adapter where it can run the release, else why not."""
-    if args.read_only or "v2" not in runners or tree.label not in {check_version(v) for v in args.vllm}:
+    spec = getattr(args, "executable", {}).get(tree.label)
+    if args.read_only or "v2" not in runners or spec is None:
         return {}
     from crossattn_sizing.engine.audit_exec import executed_v2
 
-    print(f"crossattn-sizing: running vllm {tree.label}'s own V2 sizing (a worker process per release)",
+    print(f"crossattn-sizing: running {spec}'s own V2 sizing (a worker process per release)",
           file=sys.stderr)  # fmt: skip
-    return {"v2": executed_v2(tree.label, offline=args.offline, cache_dir=args.cache_dir)}
+    return {"v2": executed_v2(spec, offline=args.offline, cache_dir=args.cache_dir)}
 
 
 def run(args: argparse.Namespace) -> int:

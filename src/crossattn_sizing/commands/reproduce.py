@@ -67,8 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-num-encoder-input-tokens", help="E (default: B, as the scheduler)")
     p.add_argument("--impl", default="torch", help="implementation for the drift run (default torch)")
     p.add_argument("--seed", default="0", help="seed of the drift run's random keys and values (default 0)")
-    p.add_argument("--engine", help="vllm==X or vllm: run the release's own sizing, block tables and "
-                                    "slot-mapping kernel (sets --policy and --impl to it)")
+    p.add_argument("--engine", help="vllm==X, vllm@PATH (a folder holding vllm/) or vllm: run that "
+                                    "code's own sizing, block tables and kernels (sets --policy and --impl "
+                                    "to it)")
     p.set_defaults(func=run)
 
 

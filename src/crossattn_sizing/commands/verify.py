@@ -93,9 +93,10 @@ def collect_findings() -> list[Finding]:
 
 def check_impl(spec: str, device: str) -> None:
     """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
-    from crossattn_sizing.impl import load_impl
+    from crossattn_sizing.impl import load_impl, provenance_lines
 
-    load_impl(spec, device)
+    for line in provenance_lines(load_impl(spec, device)):  # whose kernels the verdicts are about
+        print(f"impl {spec}: {line}")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
+from crossattn_sizing.audit.sources import FetchError
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
@@ -50,7 +51,7 @@ class ExecutedPolicy:
 def executed_v2(
     version: str, *, offline: bool = False, cache_dir: Path | None = None
 ) -> tuple[ExecutedPolicy | None, str]:
-    """The executed V2 policy of ``version``, or None and why it could not run on this machine.
+    """The executed V2 policy of ``version`` (``X``, ``vllm==X`` or ``vllm@PATH``), or None and why not.
 
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
     default cache under the home folder), and the release is unpacked inside it.
@@ -64,18 +65,18 @@ def executed_v2(
         os.environ[settings.OFFLINE] = "1"
     try:
         from crossattn_sizing.engine.client import worker_for
-        from crossattn_sizing.engine.vllm import VllmPolicy
+        from crossattn_sizing.engine.vllm import VllmPolicy, normalise
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
     try:
         from crossattn_sizing.audit.verdicts import NEMOTRON
 
-        spec = f"vllm=={version}"
+        spec = normalise(version)  # a bare X is vllm==X
         worker = worker_for(spec, "cpu", wheel_cache=cache_dir, offline=offline or None)
         policy = VllmPolicy(spec, worker=worker)
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
-    except EngineError as exc:
+    except (EngineError, FetchError) as exc:  # e.g. the wheel is only in --cache-dir: read it instead
         return None, str(exc)
     finally:
         if offline:

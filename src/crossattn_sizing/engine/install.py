@@ -61,9 +61,12 @@ class Release:
     paths: list[str] = field(default_factory=list)
     packages: list[str] = field(default_factory=list)
     installed: bool = False
+    tree: str | None = None  # vllm@PATH: a source tree, run in place (nothing written into it)
 
     @property
     def label(self) -> str:
+        if self.tree is not None:
+            return f"vllm@{self.tree}"
         return "vllm (installed)" if self.version is None else f"vllm=={self.version}"
 
 
@@ -132,12 +135,18 @@ def resolve_release(
     first starts.
     """
     spec = spec.strip()
+    if spec.startswith("vllm@"):  # a source tree: its folder first on sys.path, modules it misses in deps/
+        from crossattn_sizing.engine.specs import tree_root
+
+        root = tree_root(spec)
+        cache = cache or default_engine_cache()
+        return Release(None, [str(root), str(cache / "deps")], tree=str(root))
     if spec == "vllm":
         if installed_version() is None:
             raise EngineError("vllm: no vllm is installed here; name a release, e.g. vllm==0.25.0")
         return Release(None, installed=True)
     if not spec.startswith("vllm=="):
-        raise EngineError(f"{spec!r}: expected vllm or vllm==X.Y.Z")
+        raise EngineError(f"{spec!r}: expected vllm, vllm==X.Y.Z or vllm@PATH")
     version = check_version(spec.removeprefix("vllm=="), option=None)
     if installed_version() == version:
         return Release(version, installed=True)
@@ -179,10 +188,13 @@ def add_dependency(release: Release, module: str, *, offline: bool | None = None
             f"{release.label}: module {module!r} is missing and --offline forbids installing it"
         )
     target = Path(release.paths[0])
-    cache = target.parent
+    cache = Path(release.paths[-1]).parent  # paths end with <cache>/deps
     dist = DISTRIBUTIONS.get(module, module)
     with _locked(cache):
         _pip_target(cache / "deps", dist, cache)
+        if release.tree is not None:  # a user's tree: nothing is written into it
+            release.packages = sorted(set(release.packages) | {dist})
+            return dist
         manifest = read_manifest(target)
         packages = sorted(set(manifest.get("packages", [])) | {dist})
         manifest.update({"version": release.version, "packages": packages})
@@ -193,7 +205,7 @@ def add_dependency(release: Release, module: str, *, offline: bool | None = None
 
 def record_shims(release: Release, ready: dict) -> None:
     """Keep what the release needed at run time (shims, modules it imported from deps/) in its manifest."""
-    if release.installed or not release.paths:
+    if release.installed or not release.paths or release.tree is not None:
         return
     target = Path(release.paths[0])
     manifest = read_manifest(target)

@@ -3,10 +3,9 @@
 - :class:`VllmPolicy`: the widths ``GPUModelRunner.initialize_kv_cache`` of the
   release computes for a config (its sizing loop, executed), in the entries
   its ``BlockTables`` allocate per row.
-- :class:`VllmImpl`: the release's Triton slot-mapping kernel
-  (``BlockTables.compute_slot_mappings``) over the harness's tables; KV write,
-  paged attention and the DCP merge are the harness's torch ones (vLLM's
-  attention backends are CUDA kernels with no CPU path), which its name says.
+- :class:`VllmImpl`: the release's own Triton kernels for the four steps (slot
+  mapping through its ``BlockTables``, KV write, paged attention, merge),
+  over the harness's tables and caches; its ``provenance`` names each.
 - :func:`run_block_tables`: the release's ``BlockTables`` end to end (append,
   staged writes, gather, slot mapping), for the engine coverage check.
 
@@ -17,6 +16,7 @@ from __future__ import annotations
 
 import json
 import queue
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,8 +28,11 @@ from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_w
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.specs import is_engine_spec
+from crossattn_sizing.engine.tensors import decode, encode
 from crossattn_sizing.prove import Answer
-from crossattn_sizing.step import SlotStep
+from crossattn_sizing.slot_mapping import global_positions, token_requests
+from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
@@ -39,13 +42,8 @@ BATCH = 1024
 (small enough that the last batch of a tile leaves the other workers idle only briefly)."""
 
 
-def is_engine_spec(spec: str) -> bool:
-    """Whether a ``--sizing-policy``/``--impl`` value names vLLM's own code."""
-    return spec.strip() == "vllm" or spec.strip().startswith("vllm==")
-
-
 def normalise(spec_or_version: str) -> str:
-    """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` stays."""
+    """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` and ``vllm@PATH`` stay."""
     s = spec_or_version.strip()
     return s if is_engine_spec(s) else f"vllm=={s}"
 
@@ -213,21 +211,94 @@ def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
     return VllmPolicy(version)(config)
 
 
-class VllmImpl:
-    """vLLM's Triton slot-mapping kernel, composed with the harness's torch KV write, attention and merge."""
+CPU_BF16 = (
+    "not run on CPU: Triton's interpreter computes bf16 on the raw stored bits (Triton 3.9), so a "
+    "bf16 result would be the interpreter's, not the kernel's"
+)
+"""Why bf16 cases of the release's kernels get no verdict on a CPU machine (they run on a GPU)."""
 
-    write_kv = staticmethod(torch_write_kv)
-    paged_attention = staticmethod(torch_paged_attention)
-    merge = staticmethod(lse_merge)
+INTERPRETER_REFUSALS = {
+    "mask has unsupported dtype": (
+        "not run on CPU: Triton 3.9's interpreter refuses this kernel (an integer mask reaches a masked "
+        "load: 0.34's slot mapping with DCP > 1), so it has no CPU result"
+    ),
+}
+"""Errors Triton's interpreter raises on kernels that compile on a GPU, and the no-verdict line for each."""
+
+HARNESS_KERNELS = {
+    "write_kv": ("crossattn_sizing.attention.torch_write_kv", torch_write_kv),
+    "paged_attention": ("crossattn_sizing.attention.torch_paged_attention", torch_paged_attention),
+    "merge": ("crossattn_sizing.attention.lse_merge", lse_merge),
+}
+"""The harness's own kernel that stands in for a step a release has no kernel for."""
+
+
+class VllmImpl:
+    """The release's own kernels for all four steps, each run in its worker.
+
+    Slot mapping: its ``BlockTables.compute_slot_mappings``. KV write:
+    ``triton_reshape_and_cache_flash``. Paged attention (self and cross):
+    ``decode_attention_fwd``, the Triton kernel that returns the log-sum-exp
+    DCP needs; each query is one decode row over the keys it may see (a
+    prefix of its request's local keys: its own length for cross-attention,
+    the keys at or before its position for self-attention). Merge:
+    ``merge_attn_states``, folding the ranks' partials two at a time.
+    :attr:`provenance` names the function that runs for each step; where
+    the release has none, the harness's kernel stands in and the
+    provenance and :attr:`name` say so.
+    """
 
     def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
         self.device = torch.device(device)
         self.spec = normalise(spec)
         self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
-        self.name = f"{self.spec} (slot mapping: vLLM kernel; write/attention/merge: torch)"
+        found = self.worker.request("kernels")
+        self.version = self.worker.ready.get("version")
+        self.provenance: dict[str, str] = {}
+        self.stand_ins: dict[str, str] = {}
+        self.calls: Counter[str] = Counter()
+        for step, dotted in found["provenance"].items():
+            if dotted:
+                self.provenance[step] = dotted
+            else:
+                name = HARNESS_KERNELS[step][0]
+                self.stand_ins[step] = f"vLLM {self.version} has none of {', '.join(found['tried'][step])}"
+                self.provenance[step] = f"{name} (harness stand-in: {self.stand_ins[step]})"
+        own = "all four steps vLLM's kernels" if not self.stand_ins else (
+            f"harness stand-in for {', '.join(self.stand_ins)}")
+        self.name = f"{self.spec} ({own})"
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         return f"VllmImpl({self.spec!r}, device={str(self.device)!r})"
+
+    def provenance_lines(self) -> list[str]:
+        """``step: dotted.name`` per step, for the pytest header and ``verify``."""
+        return [f"{step}: {self.provenance[step]}" for step in ("slot_mapping", "write_kv", "paged_attention",
+                                                                "merge")]  # fmt: skip
+
+    def _request(self, op: str, **payload: Any) -> dict[str, Any]:
+        """A worker request; a refusal by Triton's interpreter (CPU) is no verdict, with the reason.
+
+        :attr:`calls` counts the release's kernel runs per step, so a test can
+        tell a property that held on the kernels from one that never reached them.
+        """
+        try:
+            answer = self.worker.request(op, **payload)
+            self.calls[op] += 1
+            return answer
+        except EngineError as exc:
+            if self.device.type == "cpu" and "InterpreterError" in str(exc):
+                for text, why in INTERPRETER_REFUSALS.items():
+                    if text in str(exc):
+                        not_run(why)
+                        raise Inexpressible(f"{self.spec}: {why}") from None
+            raise
+
+    def _interpreted_bf16(self, *tensors: torch.Tensor) -> None:
+        """Refuse a bf16 case on CPU: no verdict (discarded in Hypothesis, an error elsewhere)."""
+        if self.device.type == "cpu" and any(t.dtype == torch.bfloat16 for t in tensors):
+            not_run(CPU_BF16)
+            raise Inexpressible(f"{self.spec}: {CPU_BF16}")
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         if step.row_stride < 1:
@@ -235,7 +306,7 @@ class VllmImpl:
                 f"{self.spec}: a block table of width {step.row_stride} has no rows to map through"
             )
         layout = step.layout
-        result = self.worker.request(
+        result = self._request(
             "slots",
             storage=step.table.tolist(),
             row_stride=step.row_stride,
@@ -249,6 +320,98 @@ class VllmImpl:
             out_len=out.numel(),
         )
         out.copy_(torch.tensor(result["slots"], dtype=torch.int64, device=out.device))
+
+    def write_kv(
+        self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+        step: WriteStep,
+    ) -> None:
+        if "write_kv" in self.stand_ins:
+            torch_write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache, step=step)
+            return
+        self._interpreted_bf16(key, key_cache)
+        result = self._request(
+            "write_kv", key=encode(key), value=encode(value), key_cache=encode(key_cache),
+            value_cache=encode(value_cache), slots=encode(step.slots.to(torch.int64)),
+        )  # fmt: skip
+        key_cache.copy_(decode(result["key_cache"], key_cache.device))
+        value_cache.copy_(decode(result["value_cache"], value_cache.device))
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if "paged_attention" in self.stand_ins:
+            return torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+        self._interpreted_bf16(query, key_cache)
+        num, heads = query.shape[0], query.shape[1]
+        out = torch.zeros(num, heads, value_cache.shape[-1], dtype=torch.float32, device=query.device)
+        lse = torch.full((num, heads), float("-inf"), dtype=torch.float32, device=query.device)
+        rows = decode_rows(step, num)
+        if rows is None:  # no query sees a key: nothing for a kernel to do
+            return out, lse
+        live, req_to_token, visible = rows
+        # fp32 queries (exact: they hold model-dtype values): the kernel then multiplies q.k and p.v in
+        # fp32, the arithmetic of vLLM's tl.dot paths and the interface's. With fp16 queries it rounds each
+        # product to fp16, ~7e-4 off at unit scale, which the fp16 tolerance (fp32 accumulation) refuses.
+        result = self._request(
+            "paged_attention", query=encode(query[live].float()), key_cache=encode(key_cache),
+            value_cache=encode(value_cache), req_to_token=encode(req_to_token), seq_lens=encode(visible),
+            scale=step.scale,
+        )  # fmt: skip
+        out[live] = decode(result["out"], query.device)
+        lse[live] = decode(result["lse"], query.device)
+        return out, lse
+
+    def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        if "merge" in self.stand_ins or len(outs) < 2:
+            return lse_merge(outs=outs, lses=lses)
+        result = self._request(
+            "merge", outs=[encode(o.float()) for o in outs], lses=[encode(s.float()) for s in lses]
+        )
+        return decode(result["out"], outs[0].device)
+
+
+DecodeRows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
+
+
+def decode_rows(step: AttentionStep, num_queries: int) -> DecodeRows | None:
+    """Each query as one decode row: ``(live queries, their rows of the table, keys each sees)``.
+
+    A query sees a prefix of its request's local keys: all ``seq_lens[b]`` of
+    them without the causal mask, else those whose sequence position is at
+    or before its own (a rank's local keys are in position order, so that is
+    a prefix too). Its row is the flat table read from its request's row
+    start, as the engine reads it (a read past the row lands in the next
+    one), as far as the widest query needs. Queries that see no key are left
+    out (``None`` when none sees one): the interface gives them 0 and -inf.
+    """
+    layout = step.layout
+    kbs = layout.kernel_block_size
+    owners = token_requests(step.query_start_loc.to(torch.int64), num_queries)
+    seen = step.seq_lens.to(torch.int64).cpu()[owners.cpu()]
+    if step.causal and num_queries:
+        local = global_positions(int(seen.max()), layout, "cpu")
+        before = torch.searchsorted(local, step.query_positions.to(torch.int64).cpu(), right=True)
+        seen = torch.minimum(seen, before)
+    live = torch.nonzero(seen > 0).flatten()
+    if live.numel() == 0:
+        return None
+    width = -(-int(seen.max()) // kbs)
+    table = step.table.to(torch.int32).cpu()
+    starts = owners.cpu()[live] * step.row_stride
+    cols = starts[:, None] + torch.arange(width, dtype=torch.int64)[None, :]
+    padded = torch.cat([table, torch.zeros(width, dtype=torch.int32)])  # columns no query reads
+    req_to_token = padded[cols.clamp(max=padded.numel() - 1)]
+    return live, req_to_token.contiguous(), seen[live].to(torch.int32)
+
+
+def not_run(why: str) -> None:
+    """Inside a Hypothesis example: discard it as not run (counted as an event, with the reason)."""
+    from hypothesis import event, reject
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        event(why[:100])
+        reject()
 
 
 def run_block_tables(

@@ -43,6 +43,12 @@ CPU_SHIMS = {
     "tensor that is its own view",
     "torch_utils.PIN_MEMORY=False": "host-to-device copies without pinned memory "
     "(no pinned allocator on CPU)",
+    "importlib.metadata.version('vllm')": "a source tree (vllm@PATH) has no installed distribution, and "
+    "vLLM reads its own version to decide whether Triton is usable (else it swaps in a placeholder): "
+    "answered with the tree's vllm/_version.py, or 0+tree",
+    "torch.cuda.get_device_capability=(9, 0)": "the KV-write launcher picks its tile size by GPU "
+    "generation; with no GPU it is told a Hopper's (the tile changes how the work is split, not what is "
+    "written)",
 }
 
 
@@ -80,6 +86,8 @@ class Engine:
         self.shims: list[str] = []
         if self.device.type == "cpu":
             self.shims += ["env:TRITON_INTERPRET=1", "env:CUDA_VISIBLE_DEVICES="]
+        if _answer_tree_version():
+            self.shims.append("importlib.metadata.version('vllm')")
         import vllm
 
         self.version = getattr(vllm, "__version__", "?")
@@ -97,6 +105,7 @@ class Engine:
         self._bound: Any = None  # the sizing with its module names resolved, on first use
         self._row_widths: dict[tuple[Any, ...], list[int]] = {}
         self._specs: dict[tuple[Any, ...], Any] = {}
+        self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
 
     def _apply_cpu_shims(self, buffer_utils: Any) -> None:
         torch = self.torch
@@ -260,7 +269,53 @@ class Engine:
             widths = self._row_widths[key] = [int(t.gpu.shape[1]) for t in tables.block_tables]
         return widths
 
+    @property
+    def kernels(self) -> Any:
+        """The release's own kernels (:mod:`crossattn_sizing.engine.kernels`), found on first use.
+
+        Not at start-up: a worker that only sizes never imports the attention ops (nor their imports).
+        """
+        if self._kernels is None:
+            from crossattn_sizing.engine.kernels import ReleaseKernels
+
+            if self.device.type == "cpu":
+                self.torch.cuda.get_device_capability = lambda device=None: (9, 0)
+                self.shims.append("torch.cuda.get_device_capability=(9, 0)")
+            self._kernels = ReleaseKernels(self.torch)
+        return self._kernels
+
     # Operations --------------------------------------------------------------
+    def op_kernels(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Which function runs each step (dotted name, or None where this release has none), and the shims."""
+        kernels = self.kernels
+        return {"provenance": kernels.provenance, "tried": kernels.tried, "shims": self.shims}
+
+    def op_write_kv(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's KV write into the caches sent; the caches as it left them."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        key_cache, value_cache = decode(req["key_cache"]), decode(req["value_cache"])
+        self.kernels.write_kv(decode(req["key"]), decode(req["value"]), key_cache, value_cache,
+                              decode(req["slots"]))  # fmt: skip
+        return {"key_cache": encode(key_cache), "value_cache": encode(value_cache)}
+
+    def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's paged attention over the rows and lengths sent: fp32 ``out`` and ``lse``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse = self.kernels.paged_attention(
+            decode(req["query"]), decode(req["key_cache"]), decode(req["value_cache"]),
+            decode(req["req_to_token"]), decode(req["seq_lens"]), float(req["scale"]),
+        )  # fmt: skip
+        return {"out": encode(out), "lse": encode(lse)}
+
+    def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's merge of the rank partials sent: ``out`` and ``lse``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
+        return {"out": encode(out), "lse": encode(lse)}
+
     def widths(self, cfg: Any) -> dict[str, Any]:
         """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
         from crossattn_sizing.engine.sizing_exec import bind
@@ -369,6 +424,41 @@ class Engine:
         pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
         slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
         return {"slots": slots[0, : req["out_len"]].tolist()}
+
+
+def _answer_tree_version() -> bool:
+    """Give a ``vllm`` without distribution metadata (a checkout) a version for ``importlib.metadata``.
+
+    vLLM's ``triton_utils`` calls ``importlib.metadata.version("vllm")`` while
+    deciding whether Triton is usable; for a tree that was never installed the
+    lookup fails and vLLM silently replaces Triton with a placeholder. Only the
+    name ``vllm`` is answered, and only when no metadata exists. True if applied.
+    """
+    import importlib.metadata as metadata
+    import importlib.util
+    import re
+
+    try:
+        metadata.version("vllm")
+        return False
+    except metadata.PackageNotFoundError:
+        pass
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    version_file = Path(next(iter(spec.submodule_search_locations))) / "_version.py"
+    found = re.search(r"""__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""",
+                      version_file.read_text()) if version_file.is_file() else None  # fmt: skip
+    tree_version = found.group(1) if found else "0+tree"
+    real = metadata.version
+
+    def version(name: str) -> str:
+        if name == "vllm":
+            return tree_version
+        return real(name)
+
+    metadata.version = version  # type: ignore[assignment]
+    return True
 
 
 def added_modules(paths: list[str]) -> list[str]:
