@@ -256,15 +256,20 @@ def run_suite(
     extra_args: Sequence[str] = (),
     on_progress: Callable[[int, int, str], None] | None = None,
     stop_at: float | None = None,
+    only: Sequence[str] = (),
+    plugins: Sequence[object] = (),
 ) -> tuple[list[PropertyResult], int]:
     """Run ``properties/`` under one policy; return per-property results and pytest's exit code.
 
     ``stop_at`` (a ``time.monotonic()`` value) stops the run after the test
-    that passes it; pytest then reports exit code 2 (interrupted).
+    that passes it; pytest then reports exit code 2 (interrupted). ``only``
+    runs just these node ids (as the results name them) instead of the whole
+    folder; ``plugins`` join the run (``verify``'s shared run of several policies).
     """
     root = properties_dir()
+    targets = [str(root.parent / nodeid) for nodeid in only] or [str(root)]
     args = [
-        str(root),
+        *targets,
         "--rootdir",
         str(root.parent),
         "-c",
@@ -302,7 +307,7 @@ def run_suite(
     streams = sys.stdout, sys.stderr
     try:
         with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
-            code = pytest.main(args, plugins=[collector])
+            code = pytest.main(args, plugins=[collector, *plugins])
     finally:
         # A Ctrl-C that lands while pytest is starting can leave its output capture in place;
         # the caller's report must still reach the caller's streams.
