@@ -122,3 +122,15 @@ def test_draws_are_replayed_in_order_and_a_relabelled_draw_diverges() -> None:
     other = ReplayData(_Data(), tape)
     with pytest.raises(_Diverged):
         other.draw(None, "b")
+
+
+def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
+    from crossattn_sizing.shared_worker import split
+
+    files = [Path(f"properties/{n}.py") for n in
+             ("test_attention", "test_distributed_dcp", "test_hf_cross_attention", "test_slot_mapping",
+              "test_capacity", "test_admission", "test_dcp_finding", "test_new_one")]  # fmt: skip
+    parts = split(files, 2)
+    assert sorted(f for p in parts for f in p) == sorted(files)
+    assert len(parts) == 2 and all(parts)
+    assert split(files[:1], 3) == [files[:1]]  # no empty share

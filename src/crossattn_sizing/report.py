@@ -23,7 +23,7 @@ from rich.table import Table
 
 from crossattn_sizing.outputs import write_text
 from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS
+from crossattn_sizing.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
@@ -156,7 +156,7 @@ class VerifyReport:
         if " (once)" in marks:
             lines.append(f"- (once): {POLICY_FREE}")
         if " (shared)" in marks:
-            lines.append(f"- (shared): {SAME_ANSWERS}; a policy that failed it ran it again alone")
+            lines.append(f"- (shared): {SAME_ANSWERS}; {LEFT_SHARED_RUN}")
         lines += [f"- {note}" for note in self.notes]
         for v in self.verdicts:
             for p in v.properties:
@@ -226,8 +226,7 @@ class VerifyReport:
         if " (once)" in marks:
             console.print(f"(once): {POLICY_FREE}", **PLAIN)
         if " (shared)" in marks:
-            console.print(f"(shared): {SAME_ANSWERS}; a policy that failed it ran it again alone, and "
-                          "its result above is that run's", **PLAIN)
+            console.print(f"(shared): {SAME_ANSWERS}; {LEFT_SHARED_RUN}", **PLAIN)
         for note in self.notes:
             console.print(note, **PLAIN)
 

@@ -26,6 +26,7 @@ alone: its verdict, shrunk example and diagnosis are those of its own run.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -34,11 +35,21 @@ import pytest
 
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.policies import Policy, policy_name
+from crossattn_sizing.results import PropertyResult, property_name
 
 POLICY_FREE = "judged once for every policy: it does not read the sizing policy"
 SAME_ANSWERS = (
     "examples drawn once for every policy; a policy whose widths equal another's on an example "
     "shares that example's outcome"
+)
+
+LEFT_SHARED_RUN = (
+    "a policy that failed it ran it again alone and shows that run's result, except a built-in "
+    "expected to fail on a generated example: that example is shown as met, not shrunk"
+)
+NOT_SHRUNK = (
+    "first failing example of the shared run, not shrunk (this policy is expected to fail); "
+    "its own run shrinks it: crossattn-sizing verify --policy {spec} -k {test}; the example: {example}"
 )
 
 PASS, REJECT, FAIL, DIVERGED = "pass", "reject", "fail", "diverged"
@@ -118,8 +129,8 @@ class SharedPolicies:
         self.specs = list(specs)
         self.policies = list(policies)
         self.own_run: dict[str, dict[str, str]] = {}
-        # nodeid -> spec -> (the exception of its first failing example, that example as drawn)
-        self.failures: dict[str, dict[str, tuple[BaseException, str]]] = {}
+        # nodeid -> spec -> its first failing generated example, as a failing result (NOT_SHRUNK)
+        self.failures: dict[str, dict[str, PropertyResult]] = {}
         self.policy_free: set[str] = set()
         self.turns = 0  # policy-examples judged
         self.bodies = 0  # of which ran the test body (the rest shared an equal-answer turn)
@@ -206,7 +217,7 @@ class SharedPolicies:
                 result = DIVERGED
             except PolicyCallError:  # bad input: the run stops, as the policy's own run would
                 raise
-            except Exception as exc:  # the property failed for this policy
+            except (Exception, SystemExit, GeneratorExit) as exc:  # what Hypothesis counts as failing
                 result = FAIL
                 failure = (exc, self._example(kwargs, tapes))
             used = {name: r.used for name, r in replays.items()}
@@ -234,8 +245,14 @@ class SharedPolicies:
             explicit = current_build_context().is_final
         except InvalidArgument:  # not inside a Hypothesis test
             explicit = True
-        if not explicit:
-            self.failures.setdefault(self._current, {}).setdefault(spec, failure)
+        if explicit or spec in self.failures.get(self._current, {}):
+            return
+        exc, example = failure
+        name = property_name(self._current)
+        result = PropertyResult(name, nodeids=[self._current], shared=SAME_ANSWERS)
+        result.fail(exc, f"{type(exc).__name__}: {exc}", "", "")
+        result.reason = NOT_SHRUNK.format(spec=spec, test=name.split("::")[-1], example=example)
+        self.failures.setdefault(self._current, {})[spec] = result
 
     def _example(self, kwargs: dict[str, Any], tapes: dict[str, list[tuple[Any, Any]]]) -> str:
         """The example as drawn: the ``@given`` arguments and every ``st.data()`` draw, by label."""
@@ -269,8 +286,27 @@ class SharedPolicies:
         gone = [n for n in nodeids if spec in self.own_run.get(n, {})]
         return bool(gone) and all(spec in self.failures.get(n, {}) for n in gone)
 
-    def first_failure(self, spec: str, nodeids: Sequence[str]) -> tuple[BaseException, str]:
-        return next(self.failures[n][spec] for n in nodeids if spec in self.failures.get(n, {}))
+    def first_failure(self, spec: str, nodeids: Sequence[str]) -> PropertyResult:
+        """The failing result ``spec`` met first in ``nodeids`` (see :meth:`failed_only`)."""
+        found = next(self.failures[n][spec] for n in nodeids if spec in self.failures.get(n, {}))
+        return dataclasses.replace(found, nodeids=list(nodeids))
+
+    def to_json(self) -> dict[str, Any]:
+        """What a worker process hands back (:mod:`crossattn_sizing.shared_worker`)."""
+        failures = {n: {s: dataclasses.asdict(r) for s, r in by.items()} for n, by in self.failures.items()}
+        return {
+            "own_run": self.own_run, "policy_free": sorted(self.policy_free), "failures": failures,
+            "turns": self.turns, "bodies": self.bodies,
+        }  # fmt: skip
+
+    def merge_json(self, data: dict[str, Any]) -> None:
+        """Fold a worker's share of the suite in (its tests are disjoint from this process's)."""
+        self.own_run.update(data["own_run"])
+        self.policy_free.update(data["policy_free"])
+        for nodeid, by in data["failures"].items():
+            self.failures[nodeid] = {s: PropertyResult(**r) for s, r in by.items()}
+        self.turns += data["turns"]
+        self.bodies += data["bodies"]
 
     def leaves(self, spec: str, nodeids: Sequence[str]) -> bool:
         """Whether ``spec`` left the shared run in any of ``nodeids`` (its own run must judge them)."""

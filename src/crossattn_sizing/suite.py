@@ -258,6 +258,7 @@ def run_suite(
     stop_at: float | None = None,
     only: Sequence[str] = (),
     plugins: Sequence[object] = (),
+    allow_empty: bool = False,
 ) -> tuple[list[PropertyResult], int]:
     """Run ``properties/`` under one policy; return per-property results and pytest's exit code.
 
@@ -265,6 +266,8 @@ def run_suite(
     that passes it; pytest then reports exit code 2 (interrupted). ``only``
     runs just these node ids (as the results name them) instead of the whole
     folder; ``plugins`` join the run (``verify``'s shared run of several policies).
+    ``allow_empty``: a ``-k`` that selects nothing here is not an error (a
+    share of the files, when the caller judges the whole).
     """
     root = properties_dir()
     targets = [str(root.parent / nodeid) for nodeid in only] or [str(root)]
@@ -322,7 +325,7 @@ def run_suite(
         raise HarnessError(collector.exit_message)
     if code == pytest.ExitCode.USAGE_ERROR and pytest_plugin.last_usage_error:
         raise HarnessError(pytest_plugin.last_usage_error)
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect:
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect and not allow_empty:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         raise HarnessError(

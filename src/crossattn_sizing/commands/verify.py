@@ -12,7 +12,10 @@ import argparse
 import contextlib
 import copy
 import io
+import os
 import sys
+import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,8 @@ from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
-from crossattn_sizing.suite import run_suite
+from crossattn_sizing.shared_worker import Worker, split
+from crossattn_sizing.suite import properties_dir, run_suite
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -64,6 +68,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
     )
+    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                   help="processes for the shared run of several policies (default: 2 where there are "
+                   "2 or more CPUs); the verdicts do not depend on it")  # fmt: skip
     p.add_argument("--json", type=Path, help="write the report as JSON to this file")
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
     p.add_argument("--markdown", type=Path, help="write the report as Markdown to this file, with one "
@@ -204,8 +211,9 @@ class OverallBar:
 
     Units are tests of the property suite plus one per prove row. A suite run
     whose size is not known yet (the next policy's, in order) is guessed to be
-    as large as the first one was; the shared run's own follow-ups are planned
-    as soon as it ends, so the ETA settles after the first run.
+    as large as the first one was; the shared run's follow-ups are planned as
+    soon as it ends, so the ETA settles after the first run. Suite runs may
+    report at once (the shared run's worker processes, read on threads).
     """
 
     def __init__(self, progress: Progress, runs_to_come: int, prove_rows: int) -> None:
@@ -214,36 +222,44 @@ class OverallBar:
         self.runs_to_come = runs_to_come
         self.planned = prove_rows
         self.first_run = 0
-        self.done = 0
+        self.suites: list[int] = []  # tests done, per suite run
+        self.steps = 0  # prove rows done
+        self.lock = threading.Lock()
 
     def plan(self, units: int) -> None:
-        self.planned += units
+        with self.lock:
+            self.planned += units
         self._show(None)
 
     def suite(self, label: str, planned: bool = False) -> Callable[[int, int, str], None]:
         """The ``on_progress`` of one suite run (``planned``: its size was given to :meth:`plan`)."""
-        start = self.done
+        with self.lock:
+            index = len(self.suites)
+            self.suites.append(0)
         counted = planned
 
         def on_progress(done: int, total: int, nodeid: str) -> None:
             nonlocal counted
-            if not counted:
-                counted = True
-                self.planned += total
-                self.runs_to_come -= 1
-                self.first_run = self.first_run or total
-            self.done = start + done
+            with self.lock:
+                if not counted:
+                    counted = True
+                    self.planned += total
+                    self.runs_to_come = max(0, self.runs_to_come - 1)
+                    self.first_run = self.first_run or total
+                self.suites[index] = done
             self._show(f"{label}: {nodeid.split('::')[-1]}")
 
         return on_progress
 
     def step(self, description: str, units: int = 0) -> None:
-        self.done += units
+        with self.lock:
+            self.steps += units
         self._show(description)
 
     def _show(self, description: str | None) -> None:
-        total = self.planned + self.runs_to_come * self.first_run
-        fields: dict[str, Any] = {"completed": self.done, "total": total or None}
+        with self.lock:
+            total = self.planned + self.runs_to_come * self.first_run
+            fields: dict[str, Any] = {"completed": sum(self.suites) + self.steps, "total": total or None}
         if description is not None:
             fields["description"] = description
         self.progress.update(self.task, **fields)
@@ -272,7 +288,7 @@ def run_policies(
         transient=True,
     ) as progress:
         prove_rows = len(specs) if wants_prove(args.select) else 0
-        bar = OverallBar(progress, 1 if shared else len(specs), prove_rows)
+        bar = OverallBar(progress, min(len(specs), max(1, args.jobs)) if shared else len(specs), prove_rows)
         if shared:
             return run_shared(args, specs, names, profile, verdicts, notes, bar)
         return run_each(args, specs, names, profile, verdicts, bar)
@@ -341,11 +357,8 @@ def run_shared(
     verdicts += [PolicyVerdict(names[s], expected_to_hold(s), [], interrupted=True) for s in specs]
     interrupts.announce(f"verify: policy {', '.join(specs)}: one shared run of the property suite")
     sharing = SharedPolicies(specs, [load_checked_policy(s) for s in specs])
-    try:
-        results, interrupted = suite_for(args, specs[0], profile, bar.suite("all policies"),
-                                         plugins=[sharing])  # fmt: skip
-    finally:
-        sharing.restore()
+    with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
+        results, interrupted = shared_suite(args, specs, profile, sharing, bar, Path(folder))
     left = {spec: [r for r in results if sharing.leaves(spec, r.nodeids)] for spec in specs}
     # A policy expected to fail that failed a property in the shared run keeps that failing example
     # (its verdict is settled; shrinking it again for each pre-fix variant is what made verify slow).
@@ -361,7 +374,7 @@ def run_shared(
     )
     bar.plan(sum(len(r.nodeids) for rs in again.values() for r in rs))
     for i, spec in enumerate(specs):
-        own = {r.name: failed_in_shared_run(r, sharing, spec) for r in kept[spec]}
+        own = {r.name: sharing.first_failure(spec, r.nodeids) for r in kept[spec]}
         nodeids = [n for r in again[spec] for n in r.nodeids]
         if nodeids and not interrupted:
             interrupts.announce(f"verify: policy {spec}: its own run of {len(again[spec])} properties")
@@ -375,19 +388,45 @@ def run_shared(
     return interrupted
 
 
-NOT_SHRUNK = (
-    "first failing example of the shared run, not shrunk (this policy is expected to fail); "
-    "its own run shrinks it: crossattn-sizing verify --policy {spec} -k {test}"
-)
+def shared_suite(args: argparse.Namespace, specs: list[str], profile: str, sharing: SharedPolicies,
+                 bar: OverallBar, folder: Path) -> tuple[list[PropertyResult], bool]:  # fmt: skip
+    """The shared run, its test files split between this process and ``--jobs - 1`` workers.
 
-
-def failed_in_shared_run(result: PropertyResult, sharing: SharedPolicies, spec: str) -> PropertyResult:
-    """The failure a policy met in the shared run, as its result for the property (diagnosis as raised)."""
-    exc, example = sharing.first_failure(spec, result.nodeids)
-    mine = PropertyResult(result.name, nodeids=list(result.nodeids), shared=SAME_ANSWERS)
-    mine.fail(exc, f"{type(exc).__name__}: {exc}", "", "")
-    mine.reason = NOT_SHRUNK.format(spec=spec, test=result.name.split("::")[-1]) + f"; the example: {example}"
-    return mine
+    Each test draws its examples from its own seed, so the split changes the
+    wall time only. A Ctrl-C here is passed on to the workers, and what they
+    ran is kept.
+    """
+    root = properties_dir()
+    files = sorted(root.glob("test_*.py"))
+    shares = split(files, max(1, args.jobs)) if args.jobs > 1 else [files]
+    nodeids = [[f"{root.name}/{f.name}" for f in share] for share in shares]
+    request = {"specs": specs, "impl": args.impl, "device": args.device, "profile": args.profile,
+               "max_examples": args.max_examples, "seed": args.seed, "select": args.select}  # fmt: skip
+    workers = [
+        Worker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
+        for i, share in enumerate(nodeids[1:])
+    ]
+    try:
+        results, interrupted = suite_for(args, specs[0], profile, bar.suite("all policies"),
+                                         plugins=[sharing], only=nodeids[0],
+                                         allow_empty=len(nodeids) > 1)  # fmt: skip
+    except BaseException:  # bad input or a Ctrl-C outside pytest: the workers' shares are not wanted
+        for worker in workers:
+            worker.abandon()
+        raise
+    finally:
+        sharing.restore()
+    for worker in workers:
+        if interrupted:  # what the workers ran so far is kept
+            worker.interrupt()
+        theirs, stopped, state = worker.finish()
+        results += theirs
+        interrupted = interrupted or stopped
+        if state is not None:
+            sharing.merge_json(state)
+    if not results and args.select and not interrupted:
+        raise OptionError("-k", " ".join(repr(s) for s in args.select), "selects no property of the suite")
+    return sorted(results, key=lambda r: r.name), interrupted
 
 
 def shared_result(result: PropertyResult, sharing: SharedPolicies, own: dict[str, PropertyResult],
