@@ -134,3 +134,11 @@ def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
     assert sorted(f for p in parts for f in p) == sorted(files)
     assert len(parts) == 2 and all(parts)
     assert split(files[:1], 3) == [files[:1]]  # no empty share
+
+
+def test_jobs_below_one_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    from crossattn_sizing.cli import main
+
+    assert main(["verify", "--policy", "mrv2", "--jobs", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--jobs" in err and len(err.strip().splitlines()) == 1

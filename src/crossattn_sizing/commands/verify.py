@@ -145,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
+    if args.jobs < 1:
+        raise OptionError("--jobs", args.jobs, "must be >= 1")
     markdown_path = output_file("--markdown", args.markdown)
     if markdown_path is not None:
         require_matplotlib()
@@ -352,7 +354,9 @@ def run_shared(
     See :mod:`crossattn_sizing.shared_run` for why the verdicts are those of
     separate runs. A policy that failed a property in the shared run (or whose
     own run would have drawn differently) runs that property again alone, so
-    its verdict and its diagnosis come from its own run.
+    its verdict and its diagnosis come from its own run; only a built-in
+    expected to fail keeps a failing example Hypothesis generated, unshrunk
+    and saying so (its verdict is settled either way).
     """
     verdicts += [PolicyVerdict(names[s], expected_to_hold(s), [], interrupted=True) for s in specs]
     interrupts.announce(f"verify: policy {', '.join(specs)}: one shared run of the property suite")
