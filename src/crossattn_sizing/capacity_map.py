@@ -113,7 +113,8 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
 
     names = list(dict.fromkeys(p[0] for p in panels))
     sizes = list(dict.fromkeys(p[2] for p in panels))
-    fig, axes = plt.subplots(len(sizes), len(names), figsize=(6.4 * len(names), 5.6 * len(sizes)),
+    # Wide enough for the title and legend when there is one panel.
+    fig, axes = plt.subplots(len(sizes), len(names), figsize=(max(6.4 * len(names), 9.0), 5.8 * len(sizes)),
                              squeeze=False)  # fmt: skip
     colours = ListedColormap(["#e4572e", "#a8d5a2"])  # overflow, covered
     values = axis(steps)
@@ -142,12 +143,13 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
         ax.set_ylabel("encoder tokens of one request (log scale)")
     legend = [Patch(color="#a8d5a2", label="covered: every encoder token has a column"),
               Patch(color="#e4572e", label="overflow: tokens without a column (spill into the next row)")]
-    fig.legend(handles=legend, loc="lower center", ncol=2, frameon=False, fontsize=10)
+    fig.legend(handles=legend, loc="lower center", ncol=2 if len(names) > 1 else 1, frameon=False,
+               fontsize=10)  # fmt: skip
     fig.suptitle("Does the cross-attention row hold every encoder token?\n"
-                 "B = E = max(M, e), no max_source_positions; dashed line: e = M; "
+                 "B = E = max(M, e), no max_source_positions; dashed line: e = M\n"
                  "dots: real models with their own config (white covered, black overflow)",
                  fontsize=11)  # fmt: skip
-    fig.tight_layout(rect=(0, 0.06, 1, 0.93))
+    fig.tight_layout(rect=(0, 0.08, 1, 0.9))
     try:
         fig.savefig(out, dpi=110)
     except OSError as exc:
