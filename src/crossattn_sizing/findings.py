@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from crossattn_sizing import admission, capacity
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import CapacityError
+from crossattn_sizing.graph_capture import GraphCaptureFinding, graph_capture_finding
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
 from crossattn_sizing.runner import CrossMode, PagedRunner
@@ -213,7 +214,14 @@ def dcp_cross_attention_finding(policy: Policy) -> DcpCrossAttentionFinding | No
     return None
 
 
-def all_findings() -> list[DcpCrossAttentionFinding]:
-    """The findings ``verify`` reports, judged against the fixed sizing (``mrv2``)."""
-    found = dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"])
-    return [found] if found is not None else []
+def all_findings() -> list[DcpCrossAttentionFinding | GraphCaptureFinding]:
+    """The findings ``verify`` reports: the DCP one judged against the fixed sizing (``mrv2``), and
+    the CUDA-graph capture one (:mod:`crossattn_sizing.graph_capture`), which no width changes."""
+    found: list[DcpCrossAttentionFinding | GraphCaptureFinding] = []
+    dcp = dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"])
+    if dcp is not None:
+        found.append(dcp)
+    capture = graph_capture_finding()
+    if capture is not None:
+        found.append(capture)
+    return found

@@ -23,6 +23,7 @@ from rich.table import Table
 
 from crossattn_sizing.outputs import write_text
 from crossattn_sizing.results import PropertyResult
+from crossattn_sizing.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}
@@ -78,6 +79,7 @@ class VerifyReport:
     verdicts: list[PolicyVerdict]
     findings: list[Finding] = field(default_factory=list)
     interrupted: bool = False
+    notes: list[str] = field(default_factory=list)  # how the run was done (e.g. shared across policies)
 
     @property
     def exit_status(self) -> int:
@@ -123,10 +125,58 @@ class VerifyReport:
                 for v in self.verdicts
             ],
             "findings": [asdict(f) for f in self.findings],
+            "notes": list(self.notes),
         }
 
     def write_json(self, path: Path) -> None:
         write_text("--json", path, json.dumps(self.to_json(), indent=2) + "\n")
+
+    def markdown(self, maps: dict[str, str]) -> str:
+        """The report as Markdown: the verdict table, what was shared, failures, findings and, per
+        policy, its capacity map (``maps``: policy name -> image path relative to the file, or why none)."""
+        names = self.property_names()
+        lines = [
+            f"# crossattn-sizing verify (impl={self.impl}, device={self.device}, profile={self.profile})",
+            "",
+            "| property | " + " | ".join(v.policy for v in self.verdicts) + " |",
+            "| --- |" + " --- |" * len(self.verdicts),
+        ]
+        for n in names:
+            cells = []
+            for v in self.verdicts:
+                by_name = {p.name: p for p in v.properties}
+                cells.append(by_name[n].outcome if n in by_name else "-")
+            lines.append(f"| `{n}`{self.sharing_mark(n)} | " + " | ".join(cells) + " |")
+        lines.append("| **expected** | " + " | ".join("holds" if v.expected_to_hold else "fails"
+                                                    for v in self.verdicts) + " |")  # fmt: skip
+        shown = [f"**{v.verdict}{' (UNEXPECTED)' if v.unexpected else ''}**" for v in self.verdicts]
+        lines.append("| **verdict** | " + " | ".join(shown) + " |")
+        lines += ["", f"Exit status {self.exit_status} ({self.verdict}).", ""]
+        marks = {self.sharing_mark(n) for n in names}
+        if " (once)" in marks:
+            lines.append(f"- (once): {POLICY_FREE}")
+        if " (shared)" in marks:
+            lines.append(f"- (shared): {SAME_ANSWERS}; {LEFT_SHARED_RUN}")
+        lines += [f"- {note}" for note in self.notes]
+        for v in self.verdicts:
+            for p in v.properties:
+                if p.outcome == "fails":
+                    note = [f"  note: {p.reason}"] if p.reason else []
+                    body = "\n".join([p.diagnosis.removeprefix("AssertionError: "), *p.replay_lines(), *note])
+                    lines += ["", f"## {v.policy} / {p.name} fails", "", "```", body, "```"]
+        for f in self.findings:
+            lines += ["", f"## Finding: {f.title}", "", "```", f.detail, "```"]
+        lines += ["", "## Capacity maps", ""]
+        for v in self.verdicts:
+            image = maps.get(v.policy, "not drawn")
+            if image.startswith("not drawn"):
+                lines.append(f"- {v.policy}: {image}")
+            else:
+                lines += [f"### {v.policy}", "", f"![capacity map of {v.policy}]({image})", ""]
+        return "\n".join(lines) + "\n"
+
+    def write_markdown(self, path: Path, maps: dict[str, str]) -> None:
+        write_text("--markdown", path, self.markdown(maps))
 
     def write_junit(self, path: Path) -> None:
         """One test suite per policy, one test case per property; a policy expected to fail
@@ -162,6 +212,24 @@ class VerifyReport:
         text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
         write_text("--junit-xml", path, text + "\n")
 
+    def sharing_mark(self, name: str) -> str:
+        """`` (once)`` after a property judged once for every policy, `` (shared)`` after one whose
+        examples every policy shared; nothing when each policy judged it alone."""
+        kinds = {p.shared for v in self.verdicts for p in v.properties if p.name == name}
+        if len(self.verdicts) < 2 or kinds == {""}:
+            return ""
+        return " (once)" if kinds == {POLICY_FREE} else " (shared)"
+
+    def render_sharing(self, console: Console) -> None:
+        """What "(once)" and "(shared)" mean, and the run's notes."""
+        marks = {self.sharing_mark(n) for n in self.property_names()}
+        if " (once)" in marks:
+            console.print(f"(once): {POLICY_FREE}", **PLAIN)
+        if " (shared)" in marks:
+            console.print(f"(shared): {SAME_ANSWERS}; {LEFT_SHARED_RUN}", **PLAIN)
+        for note in self.notes:
+            console.print(note, **PLAIN)
+
     def render(self, console: Console) -> None:
         # Properties down, policies across: there are more properties than fit side by side.
         names = self.property_names()
@@ -177,7 +245,7 @@ class VerifyReport:
             for v in self.verdicts:
                 by_name = {p.name: p for p in v.properties}
                 cells.append(f"[{style[by_name[n].outcome]}]{by_name[n].outcome}[/]" if n in by_name else "-")
-            table.add_row(n, *cells)
+            table.add_row(n + self.sharing_mark(n), *cells)
         table.add_section()
         table.add_row("expected", *("holds" if v.expected_to_hold else "fails" for v in self.verdicts))
         verdict_cells = []
@@ -186,6 +254,7 @@ class VerifyReport:
             verdict_cells.append(f"[{color}]{v.verdict}{' (UNEXPECTED)' if v.unexpected else ''}[/]")
         table.add_row("verdict", *verdict_cells)
         console.print(table)
+        self.render_sharing(console)
         for v in self.verdicts:
             if v.error:
                 console.print(f"\n[red]{v.policy}: could not run: {v.error}[/]")
@@ -200,6 +269,8 @@ class VerifyReport:
                 console.print(p.diagnosis.removeprefix("AssertionError: "), **PLAIN)
                 for line in p.replay_lines():
                     console.print(line, **PLAIN)
+                if p.reason:  # e.g. a failing example the shared run kept, not shrunk
+                    console.print(f"  note: {p.reason}", **PLAIN)
         for f in self.findings:
             console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
             console.print(f.detail, **PLAIN)

@@ -255,15 +255,23 @@ def run_suite(
     extra_args: Sequence[str] = (),
     on_progress: Callable[[int, int, str], None] | None = None,
     stop_at: float | None = None,
+    only: Sequence[str] = (),
+    plugins: Sequence[object] = (),
+    allow_empty: bool = False,
 ) -> tuple[list[PropertyResult], int]:
     """Run ``properties/`` under one policy; return per-property results and pytest's exit code.
 
     ``stop_at`` (a ``time.monotonic()`` value) stops the run after the test
-    that passes it; pytest then reports exit code 2 (interrupted).
+    that passes it; pytest then reports exit code 2 (interrupted). ``only``
+    runs just these node ids (as the results name them) instead of the whole
+    folder; ``plugins`` join the run (``verify``'s shared run of several policies).
+    ``allow_empty``: a ``-k`` that selects nothing here is not an error (a
+    share of the files, when the caller judges the whole).
     """
     root = properties_dir()
+    targets = [str(root.parent / nodeid) for nodeid in only] or [str(root)]
     args = [
-        str(root),
+        *targets,
         "--rootdir",
         str(root.parent),
         # The tree's pytest settings where it has them; never a -c the user did not give pointing
@@ -302,7 +310,7 @@ def run_suite(
     streams = sys.stdout, sys.stderr
     try:
         with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
-            code = pytest.main(args, plugins=[collector])
+            code = pytest.main(args, plugins=[collector, *plugins])
     finally:
         # A Ctrl-C that lands while pytest is starting can leave its output capture in place;
         # the caller's report must still reach the caller's streams.
@@ -317,7 +325,7 @@ def run_suite(
         raise HarnessError(collector.exit_message)
     if code == pytest.ExitCode.USAGE_ERROR and pytest_plugin.last_usage_error:
         raise HarnessError(pytest_plugin.last_usage_error)
-    if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect:
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect and not allow_empty:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and not deselect:  # nothing to check is never "holds"
         raise HarnessError(f"the property suite at {root} holds no test: set {PROPERTIES_ENV} to the "

@@ -17,6 +17,7 @@ from hypothesis import settings
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.findings import dcp_cross_attention_finding
 from crossattn_sizing.intmath import cdiv
+from crossattn_sizing.known_configs import nemotron_parse
 from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
 from properties.test_dcp_finding import test_sharded_cross_path_fits
 from tests.broken_policies import BROKEN
@@ -46,3 +47,25 @@ def test_sharded_property_catches(name: str) -> None:
     prop = settings(settings.get_profile("ci"), print_blob=False)(test_sharded_cross_path_fits)
     with pytest.raises(AssertionError):
         prop(sizing_policy=BROKEN[name], sizing_policy_spec=f"tests.broken_policies:{name}")
+
+
+def captures_what_is_admitted(config: RunnerConfig) -> int:
+    """A capture rule that takes the admitted bound into account: what an engine without the gap does."""
+    from crossattn_sizing.admission import encoder_bound
+
+    return max(config.source_positions, config.max_model_len, encoder_bound(config))
+
+
+def test_no_graph_capture_finding_when_capture_covers_the_admitted_bound() -> None:
+    from crossattn_sizing.graph_capture import graph_capture_finding
+
+    assert graph_capture_finding(captures_what_is_admitted) is None
+
+
+def test_graph_capture_finding_names_the_nemotron_shape_under_the_engine_rule() -> None:
+    from crossattn_sizing.graph_capture import graph_capture_finding
+
+    found = graph_capture_finding()
+    assert found is not None
+    assert found.above[0].shape.config == nemotron_parse()
+    assert found.above[0].captured == 2048 and found.above[0].admitted == 4096

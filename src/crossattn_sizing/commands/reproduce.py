@@ -23,6 +23,7 @@ from typing import Any
 from crossattn_sizing import known_configs
 from crossattn_sizing.audit.sources import check_engine_spec
 from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.graph_capture import capture_lines
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
@@ -247,6 +248,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
     for line in drift_lines(scenario, verdict, impl, why_not, seed):
         print(f"  {line}")
+    if config.cross_groups():
+        for line in capture_lines(config, scenario.encoder_len.value):
+            print(f"  {line}")
     if args.engine:
         for line in engine_lines(policy, scenario):
             print(f"  {line}")

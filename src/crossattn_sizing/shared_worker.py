@@ -1,0 +1,174 @@
+"""A second process for verify's shared run: some of the suite's test files, on another core.
+
+Why: the shared run (:mod:`crossattn_sizing.shared_run`) is one pytest
+session; its test files are independent (each test draws its examples from
+its own seed), so verify runs some of them here while it runs the rest
+itself. The verdicts do not depend on the split, only the wall time does.
+
+``python -m crossattn_sizing.shared_worker REQUEST.json RESULT.json``: the
+request names the policies, the files and verify's options; the result holds
+the per-property results, the shared run's state
+(:meth:`~crossattn_sizing.shared_run.SharedPolicies.to_json`), whether Ctrl-C
+stopped it, and any bad input met (re-raised by the parent as the same
+error). Progress goes to stdout as ``progress DONE TOTAL NODEID`` lines.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from crossattn_sizing import interrupts
+from crossattn_sizing.errors import HarnessError, PolicyCallError
+from crossattn_sizing.processes import end_group, signal_group
+from crossattn_sizing.results import PropertyResult
+from crossattn_sizing.shared_run import SharedPolicies
+
+WEIGHTS = {
+    "test_attention": 4, "test_distributed_dcp": 4, "test_hf_cross_attention": 4, "test_slot_mapping": 2,
+    "test_dcp_finding": 1, "test_admission": 1, "test_capacity": 1,
+}  # fmt: skip
+"""Rough relative cost of each test file in a shared run (measured once, reports/bench_verify.md):
+only used to balance the split, never to decide a verdict. Files not listed weigh 1."""
+
+
+def split(files: list[Path], parts: int) -> list[list[Path]]:
+    """``files`` into ``parts`` groups of about equal weight, heaviest first (greedy)."""
+    groups: list[list[Path]] = [[] for _ in range(parts)]
+    load = [0] * parts
+    for f in sorted(files, key=lambda f: (-WEIGHTS.get(f.stem, 1), f.name)):
+        i = load.index(min(load))
+        groups[i].append(f)
+        load[i] += WEIGHTS.get(f.stem, 1)
+    return [g for g in groups if g]
+
+
+def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
+    """The worker's body: the shared run over the request's files."""
+    from crossattn_sizing.commands.verify import _profile
+    from crossattn_sizing.policies import load_checked_policy
+    from crossattn_sizing.suite import run_suite
+
+    specs = request["specs"]
+    profile = _profile(request["profile"], request["max_examples"])
+    sharing = SharedPolicies(specs, [load_checked_policy(s) for s in specs])
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            results, code = run_suite(
+                specs[0], impl=request["impl"], device=request["device"], profile=profile,
+                seed=request["seed"], select=request["select"], only=request["files"], plugins=[sharing],
+                on_progress=on_progress, allow_empty=True,
+            )  # fmt: skip
+    finally:
+        sharing.restore()
+    return {
+        "results": [dataclasses.asdict(r) for r in results],
+        "interrupted": code == 2 or interrupts.requested(),
+        "sharing": sharing.to_json(),
+    }
+
+
+def _leave_with_parent() -> None:
+    """End this worker when verify is gone (a third Ctrl-C leaves verify at once, without us)."""
+    import os
+    import time
+
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(interrupts.EXIT_STATUS)
+
+
+def main(argv: list[str]) -> int:
+    request = json.loads(Path(argv[0]).read_text())
+    out = Path(argv[1])
+    threading.Thread(target=_leave_with_parent, daemon=True).start()
+
+    def progress(done: int, total: int, nodeid: str) -> None:
+        print(f"progress {done} {total} {nodeid}", flush=True)
+
+    with interrupts.handling():
+        try:
+            answer = run_request(request, progress)
+        except PolicyCallError as exc:
+            answer = {"error": str(exc), "policy_error": True}
+        except HarnessError as exc:
+            answer = {"error": str(exc), "policy_error": False}
+        except KeyboardInterrupt:
+            answer = {"results": [], "interrupted": True, "sharing": None}
+    out.write_text(json.dumps(answer))
+    return 0
+
+
+class Worker:
+    """A running worker process, its progress read on a thread, its answer read when it ends."""
+
+    def __init__(self, request: dict[str, Any], folder: Path, on_progress: Callable[[int, int, str], None]):
+        folder.mkdir(parents=True, exist_ok=True)
+        self.request_path = folder / "request.json"
+        self.result_path = folder / "result.json"
+        self.request_path.write_text(json.dumps(request))
+        command = [sys.executable, "-m", __name__, str(self.request_path), str(self.result_path)]
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+        )  # fmt: skip
+        self._reader = threading.Thread(target=self._read, args=(on_progress,), daemon=True)
+        self._reader.start()
+
+    def _read(self, on_progress: Callable[[int, int, str], None]) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            parts = line.rstrip("\n").split(" ", 3)
+            if len(parts) == 4 and parts[0] == "progress":
+                with contextlib.suppress(ValueError):
+                    on_progress(int(parts[1]), int(parts[2]), parts[3])
+
+    def interrupt(self) -> None:
+        signal_group(self.proc, signal.SIGINT)
+
+    def abandon(self) -> None:
+        """End the worker now; its answer is not wanted."""
+        end_group(self.proc, grace_s=5)
+
+    def finish(self) -> tuple[list[PropertyResult], bool, dict[str, Any] | None]:
+        """Wait for the worker; its results, whether it was interrupted, its shared-run state.
+
+        Bad input it met is raised here as the same error; a worker that died
+        without answering is the run's error, named with its exit status.
+        """
+        stopped = False
+        try:
+            self.proc.wait()
+        except KeyboardInterrupt:  # the parent's Ctrl-C: pass it on, then wait for what it ran
+            stopped = True
+            self.interrupt()
+            with contextlib.suppress(KeyboardInterrupt, subprocess.TimeoutExpired):
+                self.proc.wait(timeout=60)
+        finally:
+            end_group(self.proc, grace_s=5)
+        self._reader.join(timeout=5)
+        if not self.result_path.exists():
+            from crossattn_sizing.processes import describe_exit
+
+            if stopped:
+                return [], True, None
+            status = describe_exit(self.proc.returncode)
+            raise HarnessError(f"verify's worker process ended without an answer ({status})")
+        answer = json.loads(self.result_path.read_text())
+        if "error" in answer:
+            raise (PolicyCallError if answer["policy_error"] else HarnessError)(answer["error"])
+        results = [PropertyResult(**r) for r in answer["results"]]
+        return results, stopped or bool(answer["interrupted"]), answer["sharing"]
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
