@@ -77,8 +77,16 @@ def prove_property(
     size = sum(p.size for p in parts)
     try:
         result = prove_all(parts, policy, examples=1, progress=progress)
-    except PolicyRaised as exc:  # the policy (or its worker) could not answer one config: bad input
-        raise stopped_on(spec, exc) from None
+    except PolicyRaised as exc:
+        if isinstance(exc.error, PolicyCallError):  # the user's policy misbehaved: bad input
+            raise stopped_on(spec, exc) from None
+        # A crash in the engine's worker process is that config's failure (a verdict), named.
+        return PropertyResult(
+            NAME, "fails",
+            diagnosis=f"the policy raised {exc} on {exc.config.describe()} (prove stopped there; "
+            f"{size:,} configs in the edge domain)",
+            reproduce=check_command(spec, exc.config, exc.config.encoder_budget),
+        )  # fmt: skip
     # ``examples`` counts the configs judged: a row with none is no verdict at all ("not run").
     out = PropertyResult(NAME, duration_s=result.seconds, examples=result.judged)
     skipped = (
