@@ -266,7 +266,7 @@ def test_unknown_release_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.
         load_policy("vllm==banana")
     with pytest.raises(HarnessError, match=r"vllm==0\.99\.0 is not in the wheel cache .*--offline"):
         resolve_release("vllm==0.99.0", offline=True, cache=tmp_path / "engine")
-    with pytest.raises(EngineError, match="expected vllm or vllm==X"):
+    with pytest.raises(EngineError, match=r"expected vllm, vllm==X\.Y\.Z or vllm@PATH"):
         resolve_release("vllm>=0.24")
 
 
