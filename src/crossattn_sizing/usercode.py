@@ -18,7 +18,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from crossattn_sizing import interrupts
+from crossattn_sizing import errors, interrupts
 from crossattn_sizing.errors import PolicyCallError
 
 T = TypeVar("T")
@@ -28,16 +28,16 @@ MAX_SAID = 300
 
 
 def shown(value: object, what: str = "value", *, as_repr: bool = False) -> str:
-    """``str(value)`` (or ``repr``) bounded to :data:`MAX_SAID` characters, for an error line.
+    """:func:`errors.shown` (``repr``) or :func:`errors.shown_plain` (``str``) bounded to
+    :data:`MAX_SAID` characters, for an error line.
 
-    User code's objects are hostile too: a ``__str__`` that raises, or an int
-    too long to convert, is said to be unprintable instead of raising here.
+    User code's objects are hostile too: a ``__str__`` that raises anything at all
+    is said to be unprintable instead of raising here.
     """
     try:
-        text = repr(value) if as_repr else str(value)
-    except BaseException:  # hostile __str__: nothing of it reaches the user
+        return errors.shown(value, MAX_SAID) if as_repr else errors.shown_plain(value, MAX_SAID)
+    except BaseException:  # hostile __str__/__repr__: nothing of it reaches the user
         return f"<{what} that cannot be printed>"
-    return text if len(text) <= MAX_SAID else text[:MAX_SAID] + f"... ({len(text):,} characters)"
 
 
 def describe(exc: BaseException) -> str:
