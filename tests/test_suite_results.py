@@ -133,3 +133,16 @@ def test_a_test_hypothesis_could_not_feed_is_not_run_never_a_failure() -> None:
     failed = PropertyResult("q", outcome="fails", unjudged="x")
     failed.finish()
     assert failed.outcome == "fails"  # a failure elsewhere in the property still decides
+
+
+def test_a_share_of_the_files_that_k_empties_is_left_to_the_caller() -> None:
+    """verify splits the files between processes: ``-k test_coverage`` selects nothing in
+    test_slot_mapping.py, and that share is not "a suite that holds no test" (verify judges the
+    whole and refuses a ``-k`` that selects nothing anywhere). Seen: ``verify -k test_capacity``
+    exited 2 once the empty-suite check met the split."""
+    results, code = suite.run_suite(
+        "mrv2", select=["test_coverage"], only=["properties/test_slot_mapping.py"], allow_empty=True
+    )
+    assert results == [] and code == pytest.ExitCode.NO_TESTS_COLLECTED
+    with pytest.raises(HarnessError, match="selects no property"):
+        suite.run_suite("mrv2", select=["test_coverage"], only=["properties/test_slot_mapping.py"])
