@@ -277,4 +277,4 @@ def test_the_pytest_header_names_each_kernel_and_the_engine_budget(tree: Path) -
         assert f"impl vllm@{tree}: {step}: vllm." in proc.stdout
     bad = _collect(tree, CROSSATTN_ENGINE_EXAMPLES="many")
     assert bad.returncode == 4
-    assert "CROSSATTN_ENGINE_EXAMPLES 'many': must be a positive integer" in bad.stderr
+    assert "CROSSATTN_ENGINE_EXAMPLES='many': must be a positive integer" in bad.stderr
