@@ -107,10 +107,10 @@ def run_interrupt(spec: Interrupt, d: Path) -> Row:
 INTERRUPTS = [
     Interrupt("verify", ["verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
                          "--max-examples", "1000000", "--json", "{json}"],
-              lambda line: line.startswith("verify: policy mrv2:")),
+              lambda line: line.startswith("verify: policy mrv2")),
     Interrupt("verify x3", ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
                             "--json", "{json}"],
-              lambda line: line.startswith("verify: policy mrv2:"), presses=3),
+              lambda line: line.startswith("verify: policy mrv2"), presses=3),
     Interrupt("fuzz", ["fuzz", "--minutes", "600", "--policy", "mrv2-prefix", "--policy", "mrv2",
                        "--regressions", "{d}/fuzz-regressions", "--db", "{d}/fuzz-db", "-k", "test_capacity",
                        "--examples-per-round", "100000", "--json", "{json}"],
