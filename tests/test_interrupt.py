@@ -129,3 +129,27 @@ def test_every_command_exits_130_on_ctrl_c_at_any_moment(
         assert data["exit_status"] == 130 and data["interrupted"] is True
     assert signal.getsignal(signal.SIGINT) is before  # the CLI put the old handler back
     assert not interrupts.requested()  # and the press does not stop the next run in this process
+
+
+class _RaisesInFinalizer:
+    """An object whose finalizer raises: Python cannot propagate it, and hands it to sys.unraisablehook."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+    def __del__(self) -> None:
+        raise self.exc
+
+
+def test_a_recorded_ctrl_c_in_a_finalizer_prints_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second Ctrl-C can land in a gc callback (seen: Hypothesis's gc timer); the handler has recorded
+    it, so the unraisable hook drops it. Any other unraisable error, or a KeyboardInterrupt no press
+    explains, still reaches the hook that was in place."""
+    seen: list[type[BaseException]] = []
+    monkeypatch.setattr("sys.unraisablehook", lambda u: seen.append(type(u.exc_value)))
+    with interrupts.quiet_unraisable():
+        _RaisesInFinalizer(KeyboardInterrupt())  # no press recorded yet: reported
+        monkeypatch.setattr(interrupts, "_count", 1)
+        _RaisesInFinalizer(KeyboardInterrupt())  # recorded press: dropped
+        _RaisesInFinalizer(ValueError("a real bug in a finalizer"))
+    assert seen == [KeyboardInterrupt, ValueError]

@@ -7,7 +7,9 @@ catches it and returns "interrupted" like a spent time budget, and an import
 in progress (torch half-imported, the next import fails in a confusing way).
 So the handler also records the request here; the runners check
 :func:`requested` between tests and rounds, and never start new work once it
-is set. A third Ctrl-C leaves at once (a hung kernel must not trap the user).
+is set, and :func:`quiet_unraisable` keeps the swallowed exception from
+printing a traceback. A third Ctrl-C leaves at once (a hung kernel must not
+trap the user).
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
-from typing import NoReturn
+from typing import Any, NoReturn
 
 EXIT_STATUS = 130
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
@@ -64,12 +66,40 @@ def handling(restore: bool = True) -> Iterator[None]:
         return
     previous = {sig: signal.signal(sig, _handler) for sig in SIGNALS}
     try:
-        yield
+        with quiet_unraisable():
+            yield
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old if restore else signal.SIG_IGN)
         if restore:  # the run is over: a later run in this process (a test, a library caller) starts clean
             _count = 0
+
+
+def _quiet(hook: Callable[[Any], object]) -> Callable[[Any], object]:
+    def quiet(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt) and _count > 0:
+            return  # a recorded Ctrl-C that landed in a finalizer or gc callback: acted on between tests
+        hook(unraisable)
+
+    return quiet
+
+
+@contextlib.contextmanager
+def quiet_unraisable() -> Iterator[None]:
+    """For the block, a Ctrl-C that Python could not raise (it landed in a garbage-collector callback
+    or a finalizer) prints nothing: the handler has recorded it, and the run stops between tests.
+
+    Wraps whatever hook is in place (pytest's, which would print it as a warning with a
+    traceback); every other unraisable exception still goes to that hook. The old hook is put
+    back only if ours is still the one in place (pytest restores its own at its cleanup).
+    """
+    previous = sys.unraisablehook
+    ours = sys.unraisablehook = _quiet(previous)
+    try:
+        yield
+    finally:
+        if sys.unraisablehook is ours:
+            sys.unraisablehook = previous
 
 
 @contextlib.contextmanager
