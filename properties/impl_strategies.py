@@ -11,6 +11,7 @@ several requests in neighbouring rows (the unguarded spill needs a neighbour).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from hypothesis import event
@@ -54,6 +55,11 @@ def attention_shapes(draw: st.DrawFn) -> AttentionShape:
     dtype = draw(dtypes(), label="dtype")
     event(f"dtype {str(dtype).removeprefix('torch.')}")
     return AttentionShape(heads, head_dim, dtype)
+
+
+def power_of_two_shapes() -> st.SearchStrategy[AttentionShape]:
+    """Shapes whose head size is a power of two (what vLLM's DCP correction kernel takes)."""
+    return attention_shapes().filter(lambda shape: shape.head_dim & (shape.head_dim - 1) == 0)
 
 
 @dataclass(frozen=True)
@@ -234,6 +240,18 @@ def slot_cases(draw: st.DrawFn) -> SlotCase:
 
 
 # Attention scenarios --------------------------------------------------------------
+
+
+def correctable_dcp() -> dict[str, st.SearchStrategy[Any]]:
+    """``configs`` and ``shapes`` for the self-attention property that reach vLLM's DCP correction.
+
+    DCP 2 or 4 (ranks' partials are combined) and power-of-two head sizes: the
+    correction kernel spans ranks and head dimension with ``tl.arange``.
+    """
+    return {
+        "configs": attention_configs().filter(lambda config: config.dcp_size in (2, 4)),
+        "shapes": power_of_two_shapes(),
+    }
 
 
 @st.composite

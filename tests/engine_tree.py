@@ -10,10 +10,13 @@ check that passes, as vLLM reports them, so the worker's shims are exercised):
 - ``vllm.utils.platform_utils.is_uva_available``; ``vllm.utils.torch_utils``
   (``PIN_MEMORY``, ``async_tensor_h2d``, ``get_accelerator_view_from_cpu_tensor``);
 - ``vllm.v1.kv_cache_interface``: spec dataclasses with the fields the adapter fills;
-- with ``kernels=True`` (the recorded KV write, decode attention and merge of
-  0.25.0 under ``vllm/v1/attention/ops/``): ``vllm.platforms.current_platform``
-  (a CUDA platform that is neither ROCm nor XPU, fp8 e4m3), the fp8 helpers of
-  ``quant_utils``, ``KVQuantMode`` and ``is_quantized_kv_cache``.
+- with ``kernels=True`` (the recorded KV write, decode attention, two-way
+  merge and DCP correction (``common.py``) of 0.25.0 under
+  ``vllm/v1/attention/ops/``): ``vllm.platforms.current_platform`` (a CUDA
+  platform that is neither ROCm nor XPU, fp8 e4m3), the fp8 helpers of
+  ``quant_utils``, ``KVQuantMode``, ``is_quantized_kv_cache`` and
+  ``vllm.distributed.parallel_state.GroupCoordinator`` (only named in
+  ``common.py``'s type hints: the harness passes its own one-process group).
 
 The worker cannot tell it from an installed release, which is the point: the
 default test run drives the real worker, protocol and shims with no download.
@@ -83,9 +86,12 @@ KERNEL_STANDINS = {
         "def get_fp8_min_max():\n    info = torch.finfo(FP8_DTYPE)\n    return info.min, info.max\n"
     ),
     "v1/attention/ops/__init__.py": "",
+    "distributed/__init__.py": "",
+    "distributed/parallel_state.py": "class GroupCoordinator:\n    pass\n",
 }
 KERNEL_FILES = (
     "triton_reshape_and_cache_flash.py", "triton_decode_attention.py", "triton_merge_attn_states.py",
+    "common.py",
 )
 """The recorded 0.25.0 kernels, installed under ``vllm/v1/attention/ops/`` by ``kernels=True``."""
 

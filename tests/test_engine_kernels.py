@@ -43,9 +43,11 @@ BROKEN = {
     "write_kv": ("triton_reshape_and_cache_flash.py", "    block_offset = slot_idx % block_size\n",
                  "    block_offset = (slot_idx + 1) % block_size\n"),
     "paged_attention": ("triton_decode_attention.py", SPLIT_END.format(""), SPLIT_END.format(" + 1")),
+    "merge": ("common.py", "    lse_finally = lse_tmp - lse\n", "    lse_finally = lse_tmp - lse_max\n"),
 }  # fmt: skip
 """One line changed in a recorded kernel (its first occurrence: the write kernel, the MHA decode
-kernel's first stage): the write lands one cell over; attention reads one key past its length."""
+kernel's first stage, the DCP correction): the write lands one cell over; attention reads one key
+past its length; each rank's partial is weighed against the largest LSE instead of their sum."""
 
 
 def broken_source(step: str) -> dict[str, str]:
@@ -72,8 +74,11 @@ def test_provenance_names_the_releases_function_for_every_step(impl: VllmImpl) -
         "slot_mapping": "vllm.v1.worker.gpu.block_table.BlockTables.compute_slot_mappings",
         "write_kv": "vllm.v1.attention.ops.triton_reshape_and_cache_flash.triton_reshape_and_cache_flash",
         "paged_attention": "vllm.v1.attention.ops.triton_decode_attention.decode_attention_fwd",
-        "merge": "vllm.v1.attention.ops.triton_merge_attn_states.merge_attn_states",
+        "merge": "vllm.v1.attention.ops.common.cp_lse_ag_out_ar",
     }
+    assert impl.notes["merge"].startswith(
+        "vllm.v1.attention.ops.triton_merge_attn_states.merge_attn_states where the head size or DCP size"
+    )
     assert impl.stand_ins == {} and "all four steps vLLM's kernels" in impl.name
     assert provenance_lines(impl)[1].startswith("write_kv: vllm.")
     assert keyword_call_problems(impl) == []
@@ -126,12 +131,21 @@ def test_attention_and_lse_match_the_harness_kernel(impl: VllmImpl, causal: bool
     torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-6)  # -inf where a query sees no key
 
 
-def test_merge_matches_the_harness_merge(impl: VllmImpl) -> None:
+CORRECT = "vllm.v1.attention.ops.common.cp_lse_ag_out_ar"
+PAIRS = "vllm.v1.attention.ops.triton_merge_attn_states.merge_attn_states"
+
+
+@pytest.mark.parametrize(("ranks", "head_dim", "ran"), [(2, 8, CORRECT), (4, 2, CORRECT), (3, 8, PAIRS),
+                                                        (2, 3, PAIRS)])  # fmt: skip
+def test_merge_matches_the_harness_merge(impl: VllmImpl, ranks: int, head_dim: int, ran: str) -> None:
+    """The release's DCP correction where its kernel takes the shape, its two-way merge elsewhere."""
     gen = torch.Generator().manual_seed(3)
-    outs = [torch.randn(4, 2, 8, generator=gen) for _ in range(3)]
-    lses = [torch.randn(4, 2, generator=gen) for _ in range(3)]
+    outs = [torch.randn(4, 2, head_dim, generator=gen) for _ in range(ranks)]
+    lses = [torch.randn(4, 2, generator=gen) for _ in range(ranks)]
     lses[1][0, 0] = float("-inf")  # a rank that holds none of this query's keys
+    before = impl.calls.copy()
     torch.testing.assert_close(impl.merge(outs=outs, lses=lses), lse_merge(outs=outs, lses=lses))
+    assert impl.calls - before == {"merge": 1, ran: 1}
 
 
 def test_bf16_is_not_run_on_cpu_with_the_reason(impl: VllmImpl) -> None:
@@ -186,21 +200,46 @@ def test_self_attention_property_holds(impl: VllmImpl) -> None:
     assert ran["write_kv"] >= 2 and ran["paged_attention"] >= 2, ran
 
 
-@pytest.mark.parametrize("step", sorted(BROKEN))
-def test_a_kernel_with_one_line_changed_is_caught(tmp_path: Path, step: str) -> None:
-    """Meta-test: the recorded tree with one kernel line changed fails the self-attention property."""
+def test_dcp_self_attention_holds_on_the_releases_correction(impl: VllmImpl) -> None:
+    """DCP 2 or 4: the ranks' partials combined by the release's ``cp_lse_ag_out_ar``; the property holds."""
+    from properties.impl_strategies import correctable_dcp
     from properties.test_attention import check_self_attention
-
-    broken, worker = _impl(tmp_path, kernels=True, kernel_sources=broken_source(step))
 
     @ENGINE
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        check_self_attention(data, broken, MRV2)
+        check_self_attention(data, impl, MRV2, **correctable_dcp())
+
+    before = impl.calls.copy()
+    run()
+    ran = impl.calls - before
+    assert ran[CORRECT] >= 1 and ran["paged_attention"] >= 2, ran
+
+
+@pytest.mark.parametrize("step", sorted(BROKEN))
+def test_a_kernel_with_one_line_changed_is_caught(tmp_path: Path, step: str) -> None:
+    """Meta-test: the recorded tree with one kernel line changed fails the self-attention property.
+
+    The DCP correction only runs where ranks' partials are combined: for it the
+    property draws configs and shapes it takes (DCP 2 or 4, power-of-two head
+    sizes), and the test checks that the release's correction ran.
+    """
+    from properties.impl_strategies import correctable_dcp
+    from properties.test_attention import check_self_attention
+
+    broken, worker = _impl(tmp_path, kernels=True, kernel_sources=broken_source(step))
+    dcp = correctable_dcp() if step == "merge" else {}
+
+    @ENGINE
+    @given(data=st.data())
+    def run(data: st.DataObject) -> None:
+        check_self_attention(data, broken, MRV2, **dcp)
 
     try:
         with pytest.raises(AssertionError, match=r"differs from dense attention|non-finite"):
             run()
+        if step == "merge":
+            assert broken.calls[CORRECT] >= 1, broken.calls
     finally:
         worker.close()
 

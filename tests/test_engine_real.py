@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -146,18 +147,24 @@ def test_every_step_runs_the_releases_own_kernel(version: str) -> None:
 
 
 @pytest.mark.parametrize("version", FIXED)
-@pytest.mark.parametrize("kind", ["cross-guarded", "cross-unguarded", "self"])
+@pytest.mark.parametrize("kind", ["cross-guarded", "cross-unguarded", "self", "self-dcp"])
 def test_release_kernels_pass_the_attention_properties(version: str, kind: str) -> None:
+    from properties.impl_strategies import correctable_dcp
     from properties.test_attention import check_cross_attention, check_self_attention
 
+    if kind == "self-dcp" and _since_034(version):
+        pytest.skip(f"{version}'s DCP slot mapping: {INTERPRETER_REFUSALS['mask has unsupported dtype']} "
+                    "(its DCP correction is checked on its own: test_release_dcp_merge_is_the_harness_merge)")
     impl = VllmImpl(f"vllm=={version}")
     mrv2 = BUILTIN_POLICIES["mrv2"]
+    # DCP 2 or 4: sizes the release's correction kernel takes, so its cp_lse_ag_out_ar combines the ranks.
+    dcp = correctable_dcp() if kind == "self-dcp" else {}
 
     @KERNELS
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        if kind == "self":
-            check_self_attention(data, impl, mrv2)
+        if kind.startswith("self"):
+            check_self_attention(data, impl, mrv2, **dcp)
         else:
             check_cross_attention(data, impl, mrv2, kind == "cross-guarded")
 
@@ -165,6 +172,28 @@ def test_release_kernels_pass_the_attention_properties(version: str, kind: str) 
     # Held on the release's kernels, not on examples that never reached them (bf16 and, on 0.34, DCP
     # slot mapping are not run on CPU: Triton's interpreter).
     assert impl.calls["write_kv"] >= 2 and impl.calls["paged_attention"] >= 2, impl.calls
+    if kind == "self-dcp":
+        assert impl.calls[impl.provenance["merge"]] >= 1, impl.calls
+
+
+def _since_034(version: str) -> bool:
+    return tuple(int(p) for p in version.split(".")[:2]) >= (0, 34)
+
+
+@pytest.mark.parametrize("version", FIXED)
+@pytest.mark.parametrize(("ranks", "head_dim"), [(2, 8), (4, 64), (3, 8), (2, 3)])
+def test_release_dcp_merge_is_the_harness_merge(version: str, ranks: int, head_dim: int) -> None:
+    """The release's ``cp_lse_ag_out_ar`` (powers of two) or ``merge_attn_states`` (other shapes)."""
+    from crossattn_sizing.attention import lse_merge
+
+    impl = VllmImpl(f"vllm=={version}")
+    gen = torch.Generator().manual_seed(ranks * head_dim)
+    outs = [torch.randn(5, 2, head_dim, generator=gen) for _ in range(ranks)]
+    lses = [torch.randn(5, 2, generator=gen) * 4 for _ in range(ranks)]
+    lses[0][1, 1] = float("-inf")  # a rank that holds none of this query's keys
+    torch.testing.assert_close(impl.merge(outs=outs, lses=lses), lse_merge(outs=outs, lses=lses))
+    pow2 = ranks & (ranks - 1) == 0 and head_dim & (head_dim - 1) == 0
+    assert impl.calls[impl.provenance["merge"]] == pow2, impl.calls
 
 
 # vllm@PATH on the unpacked 0.25.0 wheel, and a copy of it with one kernel line changed --------
@@ -211,16 +240,18 @@ def test_an_unpacked_wheel_as_a_tree_holds_and_reproduces() -> None:
     assert "(all four steps vLLM's kernels)" in proc.stdout
 
 
-@pytest.mark.parametrize("step", ["write_kv", "paged_attention"])
+@pytest.mark.parametrize("step", ["write_kv", "paged_attention", "merge"])
 def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str) -> None:
+    from properties.impl_strategies import correctable_dcp
     from properties.test_attention import check_self_attention
 
     broken = VllmImpl(f"vllm@{_broken_copy(_tree(), tmp_path, step)}")
+    dcp = correctable_dcp() if step == "merge" else {}
 
     @KERNELS
     @given(data=st.data())
     def run(data: st.DataObject) -> None:
-        check_self_attention(data, broken, BUILTIN_POLICIES["mrv2"])
+        check_self_attention(data, broken, BUILTIN_POLICIES["mrv2"], **dcp)
 
     with pytest.raises(AssertionError, match=r"differs from dense attention|non-finite"):
         run()
@@ -233,7 +264,7 @@ def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str
 @pytest.mark.parametrize("case", SLOT_CASES, ids=[c.name for c in SLOT_CASES])
 def test_release_block_tables_give_vllms_slots(version: str, case: SlotCase) -> None:
     policy = VllmPolicy(f"vllm=={version}")
-    since_034 = tuple(int(p) for p in version.split(".")[:2]) >= (0, 34)
+    since_034 = _since_034(version)
     if case.bpk > 1 and since_034:
         pytest.skip(f"{version}'s BlockTables takes no kernel block sizes (rows hold the spec's block ids)")
     if case.dcp[0] > 1 and since_034:

@@ -31,15 +31,62 @@ CANDIDATES: dict[str, tuple[str, ...]] = {
         "vllm.attention.ops.triton_decode_attention.decode_attention_fwd",
     ),
     "merge": (
+        "vllm.v1.attention.ops.dcp.cp_lse_ag_out_ar",
+        "vllm.v1.attention.ops.common.cp_lse_ag_out_ar",
+        "vllm.attention.ops.common.cp_lse_ag_out_ar",
+    ),
+    "merge_pairs": (
         "vllm.v1.attention.ops.triton_merge_attn_states.merge_attn_states",
         "vllm.attention.ops.triton_merge_attn_states.merge_attn_states",
     ),
 }
-"""Where releases keep each kernel, newest layout first (dotted module path, then the function)."""
+"""Where releases keep each kernel, newest layout first (dotted module path, then the function).
+
+``merge`` is the release's DCP combination as its decode path does it: each
+rank's partial corrected by ``correct_attn_out`` against every rank's LSE
+(all-gathered), then summed (all-reduced). ``merge_pairs`` is the release's
+two-way ``merge_attn_states``: it serves the shapes the correction kernel
+cannot take (see :func:`correctable`), and a release without the DCP path.
+"""
 
 NUM_KV_SPLITS = 4
 """Key splits of the decode kernel's first stage (what vLLM's Triton MLA decode passes); the second
 stage combines them with their log-sum-exp, so a split count changes the order of sums, not the result."""
+
+
+def correctable(num_ranks: int, head_dim: int) -> bool:
+    """Whether the release's correction kernel takes this shape: it spans the ranks and the head
+    dimension with ``tl.arange``, which needs powers of two (on a GPU too: other shapes do not compile)."""
+    return all(n >= 1 and n & (n - 1) == 0 for n in (num_ranks, head_dim))
+
+
+class RankGroup:
+    """Rank ``rank``'s view of a DCP group whose ranks all live in this one process.
+
+    The release's ``cp_lse_ag_out_ar`` reads ``world_size`` and
+    ``rank_in_group``, all-gathers the LSEs and all-reduces the corrected
+    output. Every rank's LSE is known before any rank runs, so the gather
+    concatenates them in rank order, as a real group does; the all-reduce
+    keeps what this rank contributes and the caller sums the ranks' parts.
+    """
+
+    def __init__(self, lses: list[Any], rank: int) -> None:
+        self.world_size = len(lses)
+        self.rank_in_group = rank
+        self.lses = lses
+        self.contributed: Any = None
+
+    def all_gather(self, tensor: Any, dim: int = 0) -> Any:
+        import torch
+
+        own = self.lses[self.rank_in_group]
+        if not torch.equal(tensor.contiguous().view(torch.uint8), own.contiguous().view(torch.uint8)):  # NaN too
+            raise AssertionError("the release gathered an LSE other than this rank's own")
+        return torch.cat(self.lses, dim=dim)
+
+    def all_reduce(self, tensor: Any) -> Any:
+        self.contributed = tensor.clone()
+        return tensor
 
 
 def find(dotted: str) -> Any:
@@ -72,6 +119,11 @@ class ReleaseKernels:
                     break
             else:
                 self.provenance[step] = None
+        if self.provenance["merge"] is None and self.provenance["merge_pairs"] is not None:
+            # A release without the DCP path: its two-way merge is how it combines partials.
+            self.functions["merge"] = self.functions["merge_pairs"]
+            self.provenance["merge"] = self.provenance["merge_pairs"]
+            self.tried["merge"] += self.tried["merge_pairs"]
 
     def function(self, step: str) -> Any:
         fn = self.functions.get(step)
@@ -103,13 +155,34 @@ class ReleaseKernels:
         )  # fmt: skip
         return out, lse
 
-    def merge(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any]:
-        """Rank partials folded left to right by ``merge_attn_states`` (two at a time, as it takes them).
+    def merge(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any, str]:
+        """The ranks' partials combined as the release's DCP decode does it; ``(out, lse, what ran)``.
 
-        Its LSE tensors are ``[heads, tokens]`` and contiguous (0.25 indexes them so).
+        With ``cp_lse_ag_out_ar`` and a shape its kernel takes: each rank calls
+        it with its own partial and a :class:`RankGroup`, and the ranks' parts
+        are summed (the all-reduce). Otherwise ``merge_attn_states`` folds them
+        two at a time. The third item is the dotted name of what ran.
         """
-        torch = self.torch
+        dcp = self.provenance["merge"] != self.provenance["merge_pairs"]
+        if dcp and correctable(len(outs), outs[0].shape[-1]):
+            return (*self._corrected(outs, lses), str(self.provenance["merge"]))
+        return (*self._folded(outs, lses), str(self.provenance["merge_pairs"]))
+
+    def _corrected(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any]:
         fn = self.function("merge")
+        gathered = [lse.contiguous() for lse in lses]
+        total, lse = None, None
+        for rank, out in enumerate(outs):
+            group = RankGroup(gathered, rank)
+            _, lse = fn(out.contiguous().clone(), gathered[rank], group, return_lse=True)
+            total = group.contributed if total is None else total + group.contributed
+        return total, lse.contiguous()
+
+    def _folded(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any]:
+        """``merge_attn_states`` two at a time; its LSE tensors are ``[heads, tokens]`` and contiguous
+        (0.25 indexes them so)."""
+        torch = self.torch
+        fn = self.function("merge_pairs")
         out, lse = outs[0].contiguous(), lses[0].t().contiguous()
         for nxt_out, nxt_lse in zip(outs[1:], lses[1:], strict=True):
             merged = torch.empty_like(out)

@@ -233,6 +233,13 @@ HARNESS_KERNELS = {
 """The harness's own kernel that stands in for a step a release has no kernel for."""
 
 
+MERGE_FALLBACK = (
+    "the head size or DCP size is not a power of two: the release's correction kernel spans both with "
+    "tl.arange, which takes powers of two only (on a GPU it does not compile either)"
+)
+"""When the release's two-way merge stands in for its DCP correction (both are the release's code)."""
+
+
 class VllmImpl:
     """The release's own kernels for all four steps, each run in its worker.
 
@@ -241,11 +248,16 @@ class VllmImpl:
     ``decode_attention_fwd``, the Triton kernel that returns the log-sum-exp
     DCP needs; each query is one decode row over the keys it may see (a
     prefix of its request's local keys: its own length for cross-attention,
-    the keys at or before its position for self-attention). Merge:
-    ``merge_attn_states``, folding the ranks' partials two at a time.
+    the keys at or before its position for self-attention). Merge: the
+    release's DCP combination ``cp_lse_ag_out_ar`` (each rank's partial
+    corrected against every rank's LSE by ``correct_attn_out``, then summed
+    as the all-reduce sums), or ``merge_attn_states`` folding the partials
+    two at a time for shapes the correction kernel cannot take (see
+    :attr:`notes`) and releases without the DCP path.
     :attr:`provenance` names the function that runs for each step; where
     the release has none, the harness's kernel stands in and the
-    provenance and :attr:`name` say so.
+    provenance and :attr:`name` say so. :attr:`calls` counts the release's
+    kernel runs by the function's dotted name as well as by step.
     """
 
     def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
@@ -257,6 +269,11 @@ class VllmImpl:
         self.provenance: dict[str, str] = {}
         self.stand_ins: dict[str, str] = {}
         self.calls: Counter[str] = Counter()
+        self.notes: dict[str, str] = {}
+        found["provenance"] = dict(found["provenance"])
+        pairs = found["provenance"].pop("merge_pairs", None)
+        if pairs and found["provenance"].get("merge") not in (None, pairs):
+            self.notes["merge"] = f"{pairs} where {MERGE_FALLBACK}"
         for step, dotted in found["provenance"].items():
             if dotted:
                 self.provenance[step] = dotted
@@ -273,8 +290,11 @@ class VllmImpl:
 
     def provenance_lines(self) -> list[str]:
         """``step: dotted.name`` per step, for the pytest header and ``verify``."""
-        return [f"{step}: {self.provenance[step]}" for step in ("slot_mapping", "write_kv", "paged_attention",
-                                                                "merge")]  # fmt: skip
+        lines = []
+        for step in ("slot_mapping", "write_kv", "paged_attention", "merge"):
+            note = f"; {self.notes[step]}" if step in self.notes else ""
+            lines.append(f"{step}: {self.provenance[step]}{note}")
+        return lines
 
     def _request(self, op: str, **payload: Any) -> dict[str, Any]:
         """A worker request; a refusal by Triton's interpreter (CPU) is no verdict, with the reason.
@@ -367,6 +387,7 @@ class VllmImpl:
         result = self._request(
             "merge", outs=[encode(o.float()) for o in outs], lses=[encode(s.float()) for s in lses]
         )
+        self.calls[result["ran"]] += 1
         return decode(result["out"], outs[0].device)
 
 

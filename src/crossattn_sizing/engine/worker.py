@@ -49,6 +49,9 @@ CPU_SHIMS = {
     "torch.cuda.get_device_capability=(9, 0)": "the KV-write launcher picks its tile size by GPU "
     "generation; with no GPU it is told a Hopper's (the tile changes how the work is split, not what is "
     "written)",
+    "triton InterpretedFunction.constexprs": "0.34's DCP correction launcher counts its kernel's "
+    "constexpr parameters, which a compiled kernel lists and the interpreter's stand-in does not: given "
+    "the positions of the parameters annotated tl.constexpr, as the compiled kernel has them",
 }
 
 
@@ -281,6 +284,8 @@ class Engine:
             if self.device.type == "cpu":
                 self.torch.cuda.get_device_capability = lambda device=None: (9, 0)
                 self.shims.append("torch.cuda.get_device_capability=(9, 0)")
+                if _interpreter_constexprs():
+                    self.shims.append("triton InterpretedFunction.constexprs")
             self._kernels = ReleaseKernels(self.torch)
         return self._kernels
 
@@ -310,11 +315,11 @@ class Engine:
         return {"out": encode(out), "lse": encode(lse)}
 
     def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The release's merge of the rank partials sent: ``out`` and ``lse``."""
+        """The release's merge of the rank partials sent: ``out``, ``lse`` and ``ran`` (what ran)."""
         from crossattn_sizing.engine.tensors import decode, encode
 
-        out, lse = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
-        return {"out": encode(out), "lse": encode(lse)}
+        out, lse, ran = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
+        return {"out": encode(out), "lse": encode(lse), "ran": ran}
 
     def widths(self, cfg: Any) -> dict[str, Any]:
         """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
@@ -424,6 +429,26 @@ class Engine:
         pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
         slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
         return {"slots": slots[0, : req["out_len"]].tolist()}
+
+
+def _interpreter_constexprs() -> bool:
+    """Give Triton's ``InterpretedFunction`` the ``constexprs`` list a compiled kernel has (if it lacks one).
+
+    The positions of the parameters annotated ``tl.constexpr``, as Triton's
+    ``JITFunction`` computes them. Only 0.34's DCP launcher reads it (to count
+    them); without it that launcher stops with an ``AttributeError`` on CPU.
+    """
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if hasattr(InterpretedFunction, "constexprs"):
+        return False
+
+    def constexprs(self: Any) -> list[int]:
+        params = inspect.signature(self.fn).parameters.values()
+        return [i for i, p in enumerate(params) if "constexpr" in str(p.annotation)]
+
+    InterpretedFunction.constexprs = property(constexprs)  # type: ignore[attr-defined]
+    return True
 
 
 def _answer_tree_version() -> bool:
