@@ -54,8 +54,8 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """The worker's body: the shared run over the request's files."""
-    from crossattn_sizing.policies import load_checked_policy
     from crossattn_sizing.profiles import with_max_examples
+    from crossattn_sizing.resolve import load_checked_policy
     from crossattn_sizing.suite import run_suite
 
     specs = request["specs"]

@@ -36,9 +36,9 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import check_seed, float_arg, int_arg
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
-from crossattn_sizing.policies import load_checked_policy
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.report import PLAIN
+from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.suite import properties_dir, run_suite
 
@@ -210,7 +210,7 @@ def set_up_rounds(args: argparse.Namespace, regressions: Path, db: Path | None) 
 
 def check_impl(args: argparse.Namespace) -> None:
     """A bad ``--impl`` or a missing GPU: one line, exit 2, before any round or worker starts."""
-    from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
+    from crossattn_sizing.resolve import load_impl  # imports torch: Ctrl-C often lands here
 
     load_impl(args.impl, args.device)
 

@@ -36,11 +36,12 @@ from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.limits import check_seed, int_arg
 from crossattn_sizing.outputs import check_outputs, output_file
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
+from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.profiles import PROFILES, with_max_examples
 from crossattn_sizing.proof import NAME as PROVE_ROW
 from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
+from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.shared_worker import Worker, split
@@ -120,7 +121,8 @@ def draw_maps(markdown: Path, specs: list[str], names: dict[str, str]) -> dict[s
 
 def check_impl(spec: str, device: str) -> None:
     """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
-    from crossattn_sizing.impl import load_impl, provenance_lines
+    from crossattn_sizing.impl import provenance_lines
+    from crossattn_sizing.resolve import load_impl
 
     for line in provenance_lines(load_impl(spec, device)):  # whose kernels the verdicts are about
         print(f"impl {spec}: {line}")
