@@ -258,8 +258,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_source_tree_is_a_policy_and_an_implementation(tree: Path) -> None:
     from crossattn_sizing.engine.client import close_all
-    from crossattn_sizing.impl import load_impl
-    from crossattn_sizing.policies import load_policy
+    from crossattn_sizing.resolve import load_impl, load_policy
     from tests.test_engine_fixture import NEMOTRON
 
     try:

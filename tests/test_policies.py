@@ -106,6 +106,7 @@ def test_engine_specs_go_to_the_engine_adapter(spec: str, monkeypatch: pytest.Mo
     """``vllm`` and ``vllm==X`` name a release's own sizing, never a ``module:attr`` to import."""
     pytest.importorskip("torch", reason="the engine adapter needs torch (the test extra installs it)")
     from crossattn_sizing.engine import vllm
+    from crossattn_sizing.resolve import load_policy
 
     asked: list[str] = []
     monkeypatch.setattr(vllm, "load_engine_policy", lambda s: asked.append(s) or "engine policy")

@@ -93,6 +93,15 @@ class NotExpressible(HarnessError):
     """
 
 
+class EngineError(HarnessError, RuntimeError):
+    """The engine's code could not be obtained, imported or run for a reason the user must fix.
+
+    Defined here, not in :mod:`crossattn_sizing.engine.install`, so that naming
+    an engine spec's mistake (:mod:`crossattn_sizing.engine.specs`) needs no
+    module that installs releases: the two would import each other.
+    """
+
+
 class OptionError(HarnessError, ValueError):
     """A command-line option (or plugin option) whose value breaks a rule: ``option value: rule``."""
 

@@ -225,12 +225,17 @@ def provenance_lines(impl: object) -> list[str]:
     return list(lines()) if callable(lines) else []
 
 
-def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
+def load_impl(
+    spec: str, device: str | torch.device = "cpu", factory: Callable[[torch.device], object] | None = None
+) -> Impl:
     """The implementation named by ``spec`` (``torch``, ``triton`` or ``module:attr``) on ``device``.
 
     Every way this can go wrong (unknown name, module that does not import,
     factory that raises, object without the required methods, device not
     available) becomes one :class:`~crossattn_sizing.errors.HarnessError`.
+    ``factory``, when given, builds the implementation instead of the name's
+    callable, checked the same way: :func:`crossattn_sizing.resolve.load_impl`
+    passes an engine release's (``vllm==X``), so this module knows no engine.
     """
     try:
         dev = torch.device(device)
@@ -239,13 +244,7 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
     if dev is None or dev.type not in ("cpu", "cuda"):
         raise DeviceError(f"--device {str(device)!r}: use cpu or cuda")
     require_device(dev.type)
-    from crossattn_sizing.engine.specs import is_engine_spec
-
-    if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
-        from crossattn_sizing.engine.vllm import load_engine_impl
-
-        factory = lambda d: load_engine_impl(spec, d)  # noqa: E731
-    else:
+    if factory is None:
         factory = load_callable(spec, BUILTIN_IMPLS, "implementation")
     # A user's factory failing (sys.exit and a KeyboardInterrupt no Ctrl-C caused included) is
     # their spec's problem, said once.

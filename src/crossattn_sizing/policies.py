@@ -4,7 +4,9 @@ A policy is any callable ``(RunnerConfig) -> tuple[int, ...]`` returning, per
 group in order, the row width in the units the row stores (kernel-block
 entries, ``W * bpk``, where ids are expanded). The built-in ones model the
 engine's releases as described in docs/spec.md; a user's own is named as
-``module:attr``.
+``module:attr``. An engine's own sizing (``vllm==X``) is resolved at the edge,
+by :mod:`crossattn_sizing.resolve`: this module knows no engine and no
+Hypothesis (tests/test_layers.py keeps it so).
 """
 
 from __future__ import annotations
@@ -13,8 +15,6 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
-
-from hypothesis.errors import UnsatisfiedAssumption
 
 from crossattn_sizing import usercode
 from crossattn_sizing.callables import load_callable
@@ -105,15 +105,9 @@ def load_policy(spec: str) -> Policy:
 
     Raises :class:`PolicyLoadError` with the reason when the name is unknown,
     the module does not import, the attribute is missing or not callable.
-    ``vllm==X``, ``vllm@PATH`` (or ``vllm``) is the release's own sizing code, executed
-    (:mod:`crossattn_sizing.engine`).
+    A spec a user types may also name an engine release (``vllm==X``):
+    :func:`crossattn_sizing.resolve.load_policy` takes every form.
     """
-    from crossattn_sizing.engine.specs import is_engine_spec
-
-    if is_engine_spec(spec):
-        from crossattn_sizing.engine.vllm import load_engine_policy
-
-        return load_engine_policy(spec)
     return load_callable(spec, BUILTIN_POLICIES, "sizing policy")
 
 
@@ -192,12 +186,10 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     reported as one line, never a traceback or a "failing property".
     """
     given = private_copy(config)
-    # The harness's own errors say what they mean; a discarded example (an engine policy
-    # asked about a config its release cannot represent) is no answer, not a broken policy.
+    # The harness's own errors say what they mean. A config an engine policy cannot be asked about
+    # is a NotExpressible, one of them: inside a Hypothesis example the engine's discards it too.
     try:
-        result = usercode.call(
-            policy, given, what=_Named(policy), passthrough=(HarnessError, UnsatisfiedAssumption)
-        )
+        result = usercode.call(policy, given, what=_Named(policy), passthrough=(HarnessError,))
     except PolicyCallError as exc:
         raise PolicyCallError(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
     name = _Named(policy)
@@ -246,7 +238,3 @@ def probe_policy(policy: Policy) -> Policy:
     checked_widths(policy, PROBE_CONFIG)
     return policy
 
-
-def load_checked_policy(spec: str) -> Policy:
-    """:func:`load_policy`, then :func:`probe_policy`: what every command and the plugin use."""
-    return probe_policy(load_policy(spec))

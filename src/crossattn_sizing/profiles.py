@@ -92,6 +92,24 @@ def register_profiles() -> None:
     )
 
 
+def with_max_examples(name: str, max_examples: int | None) -> str:
+    """The profile to run: ``name``, or a child of it with the example budget changed (``--max-examples``).
+
+    Here, not in ``verify``, because verify's worker process (:mod:`crossattn_sizing.shared_worker`)
+    builds the same child profile from the request it is sent.
+    """
+    if max_examples is None:
+        return name
+    if max_examples < 1:
+        from crossattn_sizing.errors import OptionError
+
+        raise OptionError("--max-examples", max_examples, "must be >= 1")
+    register_profiles()
+    child = f"{name}-x{max_examples}"
+    settings.register_profile(child, settings.get_profile(name), max_examples=max_examples)
+    return child
+
+
 def selected_profile(explicit: str | None = None) -> str:
     """The profile to load: an explicit choice, else the environment, else ``dev``."""
     if explicit is None:

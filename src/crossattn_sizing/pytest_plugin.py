@@ -17,7 +17,8 @@ from crossattn_sizing import interrupts, profiles
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
-from crossattn_sizing.policies import Policy, load_checked_policy
+from crossattn_sizing.policies import Policy
+from crossattn_sizing.resolve import load_checked_policy
 
 DEVICES = env.DEVICES
 DCP_BACKENDS = env.DCP_BACKENDS
@@ -206,7 +207,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     spec = str(config.getoption("impl")).strip()
     if not is_engine_impl(spec):
         return []
-    from crossattn_sizing.impl import load_impl, provenance_lines
+    from crossattn_sizing.impl import provenance_lines
+    from crossattn_sizing.resolve import load_impl
 
     budget = getattr(config, "_crossattn_engine_budget", None)
     lines = [budget] if budget else []
@@ -275,7 +277,7 @@ def impl(impl_spec: str, device: str):  # type: ignore[no-untyped-def]
     A spec that does not load stops the whole session with one line: every
     test would fail the same way, so one message says it once.
     """
-    from crossattn_sizing.impl import load_impl
+    from crossattn_sizing.resolve import load_impl
 
     try:
         return load_impl(impl_spec, device)

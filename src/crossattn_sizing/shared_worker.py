@@ -54,12 +54,12 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """The worker's body: the shared run over the request's files."""
-    from crossattn_sizing.commands.verify import _profile
-    from crossattn_sizing.policies import load_checked_policy
+    from crossattn_sizing.profiles import with_max_examples
+    from crossattn_sizing.resolve import load_checked_policy
     from crossattn_sizing.suite import run_suite
 
     specs = request["specs"]
-    profile = _profile(request["profile"], request["max_examples"])
+    profile = with_max_examples(request["profile"], request["max_examples"])
     sharing = SharedPolicies(specs, [load_checked_policy(s) for s in specs])
     try:
         with contextlib.redirect_stdout(io.StringIO()):

@@ -14,7 +14,8 @@ from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.policies import checked_widths, load_checked_policy
+from crossattn_sizing.policies import checked_widths
+from crossattn_sizing.resolve import load_checked_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -36,8 +36,9 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import check_seed, float_arg, int_arg
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
-from crossattn_sizing.policies import load_checked_policy
+from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.report import PLAIN
+from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.suite import properties_dir, run_suite
 
@@ -159,10 +160,8 @@ def run(args: argparse.Namespace) -> int:
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
     if args.workers > 1:
-        from crossattn_sizing.fleet.workers import run_workers
-
         check_impl(args)  # found here, not as N workers that died
-        return run_workers(args.parser, args)
+        return run_fleet(args)
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
     totals = Totals()
     console = Console()
@@ -211,7 +210,7 @@ def set_up_rounds(args: argparse.Namespace, regressions: Path, db: Path | None) 
 
 def check_impl(args: argparse.Namespace) -> None:
     """A bad ``--impl`` or a missing GPU: one line, exit 2, before any round or worker starts."""
-    from crossattn_sizing.impl import load_impl  # imports torch: Ctrl-C often lands here
+    from crossattn_sizing.resolve import load_impl  # imports torch: Ctrl-C often lands here
 
     load_impl(args.impl, args.device)
 
@@ -323,3 +322,49 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
         ],
         "new_regressions": [str(f) for f in new_files],
     }
+
+
+def run_fleet(args: argparse.Namespace) -> int:
+    """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.workers`), then merge, print and judge
+    the workers' summaries as one run's."""
+    from crossattn_sizing.fleet.workers import INCOMPLETE, run_workers
+
+    fleet = run_workers(args.parser, args)
+    console = Console()
+    totals = Totals()
+    new_files: set[Path] = set()
+    interrupted = fleet.interrupted
+    for data in fleet.summaries:
+        add_summary(totals, data)
+        new_files.update(Path(f) for f in data.get("new_regressions", []))
+        interrupted = interrupted or bool(data.get("interrupted"))
+    dead = fleet.dead
+    render(console, totals, sorted(new_files), interrupted or bool(dead))
+    for w in dead:
+        console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
+                      f"[/]; what it had found is in the example database; its log: {w.log}")
+    if args.json:
+        summary = summary_json(totals, sorted(new_files), interrupted or bool(dead))
+        summary["workers"] = [
+            {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
+             "died": w in dead}
+            for w in fleet.workers
+        ]
+        write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
+    if any(r.outcome == "fails" for r in totals.by_key.values()):
+        return 1
+    if interrupted and not dead:
+        return 130
+    return INCOMPLETE if dead else 0
+
+
+def add_summary(totals: Totals, data: dict) -> None:  # type: ignore[type-arg]
+    """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
+    totals.rounds += int(data.get("rounds", 0))
+    for p in data.get("properties", []):
+        result = PropertyResult(p["property"], outcome=p["outcome"], diagnosis=p.get("diagnosis", ""))
+        result.examples = int(p.get("examples", 0))
+        result.events = dict(p.get("events", {}))
+        result.best_targets = dict(p.get("best_targets", {}))
+        result.replayed = int(p.get("replayed_from_database", 0))
+        totals.add(p["policy"], [result])

@@ -14,7 +14,7 @@ import argparse
 from crossattn_sizing.capacity_map import FORMATS, check_out, draw, require_matplotlib
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.outputs import output_file
-from crossattn_sizing.policies import load_checked_policy
+from crossattn_sizing.resolve import load_checked_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -30,7 +30,7 @@ from crossattn_sizing.edges import edge_coverage, edge_domain
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outputs import check_outputs, output_file, write_text
-from crossattn_sizing.policies import load_checked_policy, policy_name
+from crossattn_sizing.policies import policy_name
 from crossattn_sizing.proof import stopped_on
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
@@ -43,6 +43,7 @@ from crossattn_sizing.prove import (
     prove_all,
     vector_form,
 )
+from crossattn_sizing.resolve import load_checked_policy
 
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",

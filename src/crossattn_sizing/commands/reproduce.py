@@ -28,7 +28,8 @@ from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, to
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, policy_name
+from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
+from crossattn_sizing.resolve import load_checked_policy
 
 DESCRIPTION = (
     "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "
@@ -150,7 +151,7 @@ def load_drift_impl(impl_spec: str) -> tuple[Any, str]:
     Loaded before anything is printed, so a bad ``--impl`` is one line and exit 2.
     """
     try:
-        from crossattn_sizing.impl import load_impl
+        from crossattn_sizing.resolve import load_impl
     except ImportError as exc:
         return None, f"not simulated ({exc}; install the 'torch' extra)"
     return load_impl(impl_spec, "cpu"), ""

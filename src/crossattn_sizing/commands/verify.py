@@ -36,11 +36,12 @@ from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.limits import check_seed, int_arg
 from crossattn_sizing.outputs import check_outputs, output_file
-from crossattn_sizing.policies import BUILTIN_POLICIES, load_checked_policy, load_policy, policy_name
-from crossattn_sizing.profiles import PROFILES
+from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
+from crossattn_sizing.profiles import PROFILES, with_max_examples
 from crossattn_sizing.proof import NAME as PROVE_ROW
 from crossattn_sizing.proof import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
+from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.shared_worker import Worker, split
@@ -88,22 +89,6 @@ def expected_to_hold(spec: str) -> bool:
     return builtin.expected_to_hold
 
 
-def _profile(name: str, max_examples: int | None) -> str:
-    """The profile to run: the named one, or a child of it with the example budget changed."""
-    if max_examples is None:
-        return name
-    if max_examples < 1:
-        raise OptionError("--max-examples", max_examples, "must be >= 1")
-    from hypothesis import settings
-
-    from crossattn_sizing import profiles
-
-    profiles.register_profiles()
-    child = f"{name}-x{max_examples}"
-    settings.register_profile(child, settings.get_profile(name), max_examples=max_examples)
-    return child
-
-
 def collect_findings() -> list[Finding]:
     """Findings the implementation models (e.g. the DCP cross-attention write path)."""
     try:
@@ -136,7 +121,8 @@ def draw_maps(markdown: Path, specs: list[str], names: dict[str, str]) -> dict[s
 
 def check_impl(spec: str, device: str) -> None:
     """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
-    from crossattn_sizing.impl import load_impl, provenance_lines
+    from crossattn_sizing.impl import provenance_lines
+    from crossattn_sizing.resolve import load_impl
 
     for line in provenance_lines(load_impl(spec, device)):  # whose kernels the verdicts are about
         print(f"impl {spec}: {line}")
@@ -155,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     markdown_path = output_file("--markdown", args.markdown)
     if markdown_path is not None:
         require_matplotlib()
-    profile = _profile(args.profile, args.max_examples)
+    profile = with_max_examples(args.profile, args.max_examples)
     verdicts: list[PolicyVerdict] = []
     notes: list[str] = []
     try:

@@ -72,7 +72,7 @@ class Rank:
                  device: str) -> None:
         import torch.distributed as dist
 
-        from crossattn_sizing.impl import load_impl
+        from crossattn_sizing.resolve import load_impl
 
         self.conn = conn
         self.rank = rank

@@ -25,7 +25,8 @@ from pathlib import Path
 
 from crossattn_sizing import settings
 from crossattn_sizing.audit.sources import check_version, fetch_wheel
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.engine.specs import tree_root
+from crossattn_sizing.errors import EngineError
 
 MANIFEST = "crossattn-engine.json"
 MAX_DEPENDENCY_ROUNDS = 40
@@ -47,10 +48,6 @@ DISTRIBUTIONS = {
 }
 # Never installed by the adapter: the engine itself, and what must stay the CPU build.
 REFUSED = ("vllm", "torch", "triton", "nvidia", "cuda", "flash_attn", "xformers")
-
-
-class EngineError(HarnessError, RuntimeError):
-    """The engine's code could not be obtained, imported or run for a reason the user must fix."""
 
 
 @dataclass
@@ -136,8 +133,6 @@ def resolve_release(
     """
     spec = spec.strip()
     if spec.startswith("vllm@"):  # a source tree: its folder first on sys.path, modules it misses in deps/
-        from crossattn_sizing.engine.specs import tree_root
-
         root = tree_root(spec)
         cache = cache or default_engine_cache()
         return Release(None, [str(root), str(cache / "deps")], tree=str(root))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.errors import EngineError
 
 TREE_PREFIX = "vllm@"
 

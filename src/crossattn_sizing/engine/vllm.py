@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import torch
+from hypothesis.errors import UnsatisfiedAssumption
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
@@ -188,18 +189,38 @@ def _widths(sizing: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(w) for w in sizing["widths"])
 
 
+class Discarded(Inexpressible, UnsatisfiedAssumption):
+    """A config or case the release cannot be asked about, met inside a Hypothesis example.
+
+    Hypothesis discards the example (it is what ``reject()`` raises); every
+    layer between passes it on as the harness's own error (a
+    :class:`~crossattn_sizing.errors.NotExpressible`), so the core's policy
+    and implementation checks let it through without knowing Hypothesis.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.reason = why
+        self.location = None
+
+
+def _discard(event_text: str, why: str) -> None:
+    """Inside a Hypothesis example: count ``event_text`` as an event and raise :class:`Discarded`."""
+    from hypothesis import event
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        event(event_text)
+        raise Discarded(why)
+
+
 def not_applicable(why: str) -> None:
     """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
 
     Outside one (``check``, ``reproduce``) the caller re-raises the error: a
     config the release cannot represent has no verdict.
     """
-    from hypothesis import event, reject
-    from hypothesis.control import currently_in_test_context
-
-    if currently_in_test_context():
-        event(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}")
-        reject()
+    _discard(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}", why)
 
 
 def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
@@ -427,12 +448,7 @@ def decode_rows(step: AttentionStep, num_queries: int) -> DecodeRows | None:
 
 def not_run(why: str) -> None:
     """Inside a Hypothesis example: discard it as not run (counted as an event, with the reason)."""
-    from hypothesis import event, reject
-    from hypothesis.control import currently_in_test_context
-
-    if currently_in_test_context():
-        event(why[:100])
-        reject()
+    _discard(why[:100], why)
 
 
 def run_block_tables(

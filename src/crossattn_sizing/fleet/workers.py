@@ -35,10 +35,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from rich.console import Console
 from rich.status import Status
 
 from crossattn_sizing import settings as env
-from crossattn_sizing.processes import describe_exit, end_group, signal_group
+from crossattn_sizing.processes import end_group, signal_group
 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
@@ -190,17 +191,26 @@ def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -
     return interrupted
 
 
-def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    """The ``--workers N`` run: start, wait, merge the summaries, print and return the exit status."""
-    from rich.console import Console
+@dataclass
+class FleetRun:
+    """What a ``--workers N`` run left: each worker, whether Ctrl-C stopped it, and their summaries.
 
-    from crossattn_sizing.commands import fuzz
-    from crossattn_sizing.outputs import write_text
+    The summaries are merged and printed by ``fuzz`` (:mod:`crossattn_sizing.commands.fuzz`),
+    which owns their format; this module only runs the processes.
+    """
+
+    workers: list[Worker]
+    interrupted: bool
+    summaries: list[dict]  # type: ignore[type-arg]  # each finished worker's ``fuzz --json``, in order
+    dead: list[Worker]  # workers that ended without writing a summary
+
+
+def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FleetRun:
+    """The ``--workers N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
     from crossattn_sizing.report import PLAIN
 
     argv = forward_argv(parser, args, drop={"workers", "json"})
     folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))
-    console = Console()
     workers = start_workers(argv, args.workers, folder)
     err = Console(stderr=True)
     err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "
@@ -221,45 +231,6 @@ def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> in
         reap(workers)
         raise
     reap(workers)
-    totals = fuzz.Totals()
-    new_files: set[Path] = set()
-    dead = []
-    for w in workers:
-        if not w.summary.is_file():
-            dead.append(w)
-            continue
-        data = json.loads(w.summary.read_text())
-        add_summary(totals, data)
-        new_files.update(Path(f) for f in data.get("new_regressions", []))
-        interrupted = interrupted or bool(data.get("interrupted"))
-    fuzz.render(console, totals, sorted(new_files), interrupted or bool(dead))
-    for w in dead:
-        console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
-                      f"[/]; what it had found is in the example database; its log: {w.log}")
-    if args.json:
-        summary = fuzz.summary_json(totals, sorted(new_files), interrupted or bool(dead))
-        summary["workers"] = [
-            {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
-             "died": w in dead}
-            for w in workers
-        ]
-        write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
-    if any(r.outcome == "fails" for r in totals.by_key.values()):
-        return 1
-    if interrupted and not dead:
-        return 130
-    return INCOMPLETE if dead else 0
-
-
-def add_summary(totals: object, data: dict) -> None:  # type: ignore[type-arg]
-    """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
-    from crossattn_sizing.results import PropertyResult
-
-    totals.rounds += int(data.get("rounds", 0))  # type: ignore[attr-defined]
-    for p in data.get("properties", []):
-        result = PropertyResult(p["property"], outcome=p["outcome"], diagnosis=p.get("diagnosis", ""))
-        result.examples = int(p.get("examples", 0))
-        result.events = dict(p.get("events", {}))
-        result.best_targets = dict(p.get("best_targets", {}))
-        result.replayed = int(p.get("replayed_from_database", 0))
-        totals.add(p["policy"], [result])  # type: ignore[attr-defined]
+    dead = [w for w in workers if not w.summary.is_file()]
+    summaries = [json.loads(w.summary.read_text()) for w in workers if w not in dead]
+    return FleetRun(workers, interrupted, summaries, dead)
