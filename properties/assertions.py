@@ -1,4 +1,4 @@
-"""Assertions of the capacity properties, written to read as a diagnosis when they fail.
+"""Assertions of the capacity properties and the DCP finding, written to read as a diagnosis when they fail.
 
 A failure names the config, the request, the first token without a column,
 columns needed against given, and a one-line command that reproduces it
@@ -12,9 +12,11 @@ import shlex
 
 from crossattn_sizing.admission import encoder_bound
 from crossattn_sizing.capacity import Invariant, violations
+from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.findings import DcpCrossAttentionFinding, sharded_cross_fits, sharded_cross_refusal
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
-from crossattn_sizing.results import PropertyFailure
 from properties.capacity_strategies import CapacityCase
+from properties.failures import fail, fail_rerun
 
 
 def reproduce_command(policy_spec: str, case: CapacityCase) -> str:
@@ -43,4 +45,43 @@ def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, p
     ]
     if len(found) > 4:
         lines.append(f"  ... and {len(found) - 4} more")
-    raise PropertyFailure("\n".join(lines), reproduce_command(spec, case))
+    fail(lines, reproduce_command(spec, case))
+
+
+def assert_sharded_cross_fits(policy: Policy, policy_spec: str, config: RunnerConfig, e: int) -> None:
+    """The consistent sharded layout maps all ``e`` encoder tokens within the row, on every rank."""
+    widths = checked_widths(policy, config)
+    refusal = sharded_cross_refusal(config, widths, e)
+    if refusal is None:
+        return
+    g = config.cross_groups()[0]
+    fail(
+        [
+            f"sharded cross-attention does not fit under {policy_name(policy)}: {e} encoder tokens, "
+            f"row width {widths[g]} entries",
+            f"  config: {config.describe()}",
+            f"  {refusal}",
+        ],
+        reproduce_command(policy_spec or policy_name(policy), CapacityCase(config, (e,))),
+    )
+
+
+def assert_finding_stands(
+    finding: DcpCrossAttentionFinding | None, widths_of: Policy
+) -> DcpCrossAttentionFinding:
+    """The DCP finding still shows: with ``C > 1`` the engine's unsharded cross path needs more
+    columns than the row gives, while the sharded layout the width assumes fits."""
+    if finding is None:
+        fail_rerun(["no DCP cross-attention overflow found under mrv2: has the engine changed?"])
+    problems = []
+    if finding.config.dcp_size <= 1:
+        problems.append(f"its config has no DCP (C = {finding.config.dcp_size})")
+    if not finding.needed > finding.width >= finding.allocated:
+        problems.append(f"needed {finding.needed}, width {finding.width}, allocated {finding.allocated}: "
+                        "not needed > width >= allocated")
+    widths = checked_widths(widths_of, finding.config)
+    if not sharded_cross_fits(finding.config, widths, finding.encoder_len):
+        problems.append("the sharded layout does not fit either")
+    if problems:
+        fail_rerun([f"the DCP finding is not what it claims: {'; '.join(problems)}", finding.detail])
+    return finding

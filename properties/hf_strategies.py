@@ -19,13 +19,14 @@ example takes milliseconds on the torch path.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from hypothesis import event
 from hypothesis import strategies as st
 
 from crossattn_sizing.config import KVCacheGroup
+from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.models import families
 from crossattn_sizing.models.adapters import ModelScenario, build_scenario
 from crossattn_sizing.models.family import Family
@@ -34,6 +35,18 @@ from properties.config_strategies import HypothesisDraws, draw_block_sizes
 FAMILIES = tuple(f.name for f in families.with_hf_module())
 """The registered families transformers has a cross-attention module for."""
 HF_BLOCK_SIZES = (1, 2, 3, 4, 6, 8, 16, 32)
+T = TypeVar("T")
+
+
+def registered(value: T | None, family: str, what: str) -> T:
+    """``value``, which the family registry (models/families/) gives every family of :data:`FAMILIES`.
+
+    A missing one is the registry's error, not a failure of any property, so it
+    is a :class:`HarnessError` (the run stops), never an ``AssertionError``.
+    """
+    if value is None:
+        raise HarnessError(f"family {family} has no {what} in models/families/")
+    return value
 
 
 @dataclass(frozen=True)
@@ -63,8 +76,7 @@ class HFCrossCase:
 
     def hf_config(self) -> Any:
         """The tiny config, from transformers' own class (the family's), eager attention."""
-        build = self.model_family.tiny_config
-        assert build is not None, f"family {self.family} has no tiny config"
+        build = registered(self.model_family.tiny_config, self.family, "tiny config")
         return build(
             self.length_field,
             self.source_positions,
@@ -92,9 +104,7 @@ def cross_attention_module(case: HFCrossCase, hf_config: Any) -> torch.nn.Module
     The weights are drawn under a forked RNG so a test does not move the global
     torch seed for its neighbours.
     """
-    attention_class = case.model_family.attention_class
-    assert attention_class is not None, f"family {case.family} has no transformers module"
-    cls = attention_class()
+    cls = registered(case.model_family.attention_class, case.family, "transformers module")()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(case.seed)
         module = cls(
@@ -124,8 +134,7 @@ def hf_cross_cases(draw: st.DrawFn, family: str | None = None, min_requests: int
     head_dim = draw(st.sampled_from((1, 2, 4, 8, 16)), label="head_dim")
     bs, kbs = draw_block_sizes(HypothesisDraws(draw), HF_BLOCK_SIZES)
     n = draw(st.integers(min_requests, max(min_requests, 3)), label="num_requests")
-    draw_lengths = families.FAMILIES[family].draw_lengths
-    assert draw_lengths is not None, f"family {family} has no length strategy"
+    draw_lengths = registered(families.FAMILIES[family].draw_lengths, family, "length strategy")
     length_field, s, lens = draw_lengths(draw, bs, n)
     m = draw(st.one_of(st.none(), st.integers(1, length_field)), label="max_model_len")
     queries = tuple(draw(st.integers(1, 3), label=f"num_queries[{i}]") for i in range(n))

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NoReturn
 
 import torch
 
 from crossattn_sizing.errors import CapacityError
+from properties.failures import fail_rerun
 
 
 @dataclass(frozen=True)
@@ -98,14 +100,16 @@ def assert_slots_equal(
     expected: Sequence[int],
     tokens: Sequence[tuple[int, int, int]],
     header: Sequence[str],
+    options: Sequence[str] = (),
 ) -> None:
     """Slots equal the reference's token for token, padding included.
 
     ``tokens[t]`` is ``(request index, row, position)`` for live token ``t``;
-    entries past ``len(tokens)`` are padding and must be -1.
+    entries past ``len(tokens)`` are padding and must be -1. ``options`` are
+    the harness options of the run, for the line that reruns it.
     """
     if len(got) != len(expected):
-        raise AssertionError("\n".join([*header, f"  got {len(got)} slots, expected {len(expected)}"]))
+        fail_rerun([*header, f"  got {len(got)} slots, expected {len(expected)}"], options)
     wrong = [t for t, (a, b) in enumerate(zip(got, expected, strict=True)) if a != b]
     if not wrong:
         return
@@ -119,7 +123,7 @@ def assert_slots_equal(
         lines.append(f"    {where}: got {got[t]}, expected {expected[t]}")
     if len(wrong) > 8:
         lines.append(f"    ... and {len(wrong) - 8} more")
-    raise AssertionError("\n".join(lines))
+    fail_rerun(lines, options)
 
 
 # Outputs ----------------------------------------------------------------------------
@@ -184,6 +188,7 @@ def assert_outputs_match(
     mass: torch.Tensor | None = None,
     score_abs: float = 0.0,
     num_keys: int = 0,
+    options: Sequence[str] = (),
 ) -> None:
     """The implementation's output equals the float64 reference within the dtype's tolerance.
 
@@ -234,16 +239,20 @@ def assert_outputs_match(
             f"{len(wrong)} of {len(mine)} queries wrong"
             + (f"; {nonfinite} non-finite values (a poisoned cell reached the output)" if nonfinite else "")
         )
-    raise AssertionError("\n".join(lines))
+    fail_rerun(lines, options)
 
 
-def refusal_message(err: CapacityError, header: Sequence[str]) -> str:
-    """The message of a property whose guarded block table refused an access."""
-    return "\n".join(
+def fail_refused(err: CapacityError, header: Sequence[str], options: Sequence[str] = ()) -> NoReturn:
+    """Fail the property whose guarded block table refused an access, with the structured error.
+
+    Called while handling ``err``, so the failure keeps it as its context.
+    """
+    fail_rerun(
         [
             *header,
             f"  the guarded block table refused an access before any kernel ran: {err}",
             f"  (group {err.group}, row {err.row}: needs {err.needed} entries, width {err.width}, "
             f"first token without a column {err.first_position}, access {err.access})",
-        ]
+        ],
+        options,
     )

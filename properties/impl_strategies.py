@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
 from properties.capacity_strategies import encoder_lengths
 from properties.config_strategies import HypothesisDraws, batched_tokens, draw_group, encoder_decoder_config
@@ -130,7 +131,8 @@ def make_content(
             return out
         fresh = torch.randn(len(redraw), shape.num_heads, shape.head_dim, generator=gen) * scale[redraw]
         out[redraw] = fresh.to(shape.dtype)
-    raise AssertionError("could not draw distinct token contents")  # pragma: no cover - astronomically rare
+    # The strategy's own limit, not a failure of the property: a HarnessError stops the run.
+    raise HarnessError("could not draw distinct token contents")  # pragma: no cover - astronomically rare
 
 
 # Slot mapping cases ----------------------------------------------------------------

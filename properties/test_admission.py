@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from properties.admission_assertions import assert_agrees, assert_narrowest_row, case_lines
 from properties.capacity_strategies import runner_configs
 from reference.block_table import expand
 from reference.slots import (
@@ -59,10 +60,10 @@ def test_entries_needed_is_the_narrowest_row_the_oracle_accepts(
     """``entries_needed(e)`` entries hold every token in the oracle's layout; one fewer does not."""
     group = _attention_group(data, config)
     e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
-    kbs, dcp, interleave = _layout(config, group)
+    layout = _layout(config, group)
     needed = admission.entries_needed(config, group, e)
-    assert _oracle_accepts(needed, e, kbs, dcp, interleave), f"{needed} entries refused for e={e}"
-    assert not _oracle_accepts(needed - 1, e, kbs, dcp, interleave), f"{needed - 1} entries suffice for e={e}"
+    assert_narrowest_row(needed, e, lambda width: _oracle_accepts(width, e, *layout),
+                         case_lines(config, group, layout))
 
 
 @given(config=runner_configs(), data=st.data())
@@ -70,13 +71,16 @@ def test_column_of_is_the_oracle_column(config: RunnerConfig, data: st.DataObjec
     """The entry ``admission.column_of`` names is the one the oracle's slot mapping reads."""
     group = _attention_group(data, config)
     position = data.draw(st.integers(0, 10 * MAX_TOKENS), label="position")
-    kbs, dcp, interleave = _layout(config, group)
+    layout = _layout(config, group)
+    kbs, dcp, interleave = layout
     try:
         self_attention_slots([], [position], kbs, dcp, interleave, 0, 1)
     except ColumnOutOfRange as err:
-        assert admission.column_of(config, group, position) == err.column
-    else:
-        raise AssertionError("an empty row held a position")
+        column = err.column
+    else:  # the oracle's own contract (an empty row holds nothing), not the model under test
+        raise AssertionError("the reference oracle found a column in an empty row")
+    assert_agrees(f"column_of(position {position})", admission.column_of(config, group, position), column,
+                  case_lines(config, group, layout))
 
 
 @given(config=runner_configs(), data=st.data())
@@ -85,10 +89,14 @@ def test_entries_received_are_the_blocks_every_rank_fills(config: RunnerConfig, 
     the expanded ids of as many blocks as the fullest rank fills."""
     group = _attention_group(data, config)
     e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
-    _, dcp, interleave = _layout(config, group)
+    layout = _layout(config, group)
+    _, dcp, interleave = layout
+    context = case_lines(config, group, layout)
     fullest = max(local_length(e, dcp, interleave, rank) for rank in range(dcp))
     blocks = -(-fullest // group.block_size)
-    assert admission.blocks_allocated(config, group, e) == blocks
+    assert_agrees(f"blocks_allocated({e} tokens)", admission.blocks_allocated(config, group, e), blocks,
+                  context)
     ids = list(range(1, blocks + 1))
-    assert admission.expand_ids(group, ids) == expand(ids, group.bpk)
-    assert admission.entries_received(config, group, e) == len(expand(ids, group.bpk))
+    assert_agrees(f"expand_ids({ids})", admission.expand_ids(group, ids), expand(ids, group.bpk), context)
+    assert_agrees(f"entries_received({e} tokens)", admission.entries_received(config, group, e),
+                  len(expand(ids, group.bpk)), context)

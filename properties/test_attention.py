@@ -30,7 +30,8 @@ from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths
 from crossattn_sizing.runner import PagedRunner
-from properties.impl_assertions import assert_outputs_match, refusal_message
+from properties.failures import harness_options
+from properties.impl_assertions import assert_outputs_match, fail_refused
 from properties.impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header
 from properties.impl_strategies import (
     AttentionShape,
@@ -44,11 +45,16 @@ from properties.impl_strategies import (
 )
 
 
-def _assert_run(run: ScenarioRun, dtype: torch.dtype) -> None:
+def _assert_run(run: ScenarioRun, dtype: torch.dtype, options: list[str]) -> None:
     assert_outputs_match(
         run.out, run.expected, run.query_owner, run.query_position, run.reports, run.header, dtype,
-        run.mass, run.score_abs, run.num_keys,
+        run.mass, run.score_abs, run.num_keys, options,
     )  # fmt: skip
+
+
+def _options(impl: Impl, policy: Policy, runner_factory: RunnerFactory) -> list[str]:
+    """The harness options of a run, for its rerun line (a distributed factory names its backend)."""
+    return harness_options(impl, policy, getattr(runner_factory, "backend", "inprocess"))
 
 
 def check_cross_attention(
@@ -80,8 +86,8 @@ def check_cross_attention(
             "paged cross-attention could not run", impl, policy, config, widths, guarded, shape
         )
         header.append(f"  encoder lengths {list(case.encoder_lens)} in rows {list(case.rows)}")
-        raise AssertionError(refusal_message(err, header)) from err
-    _assert_run(run, shape.dtype)
+        fail_refused(err, header, _options(impl, policy, runner_factory))
+    _assert_run(run, shape.dtype, _options(impl, policy, runner_factory))
 
 
 def check_self_attention(
@@ -112,8 +118,8 @@ def check_self_attention(
         header = scenario_header(
             "paged self-attention could not run", impl, policy, config, widths, True, shape
         )
-        raise AssertionError(refusal_message(err, header)) from err
-    _assert_run(run, shape.dtype)
+        fail_refused(err, header, _options(impl, policy, runner_factory))
+    _assert_run(run, shape.dtype, _options(impl, policy, runner_factory))
 
 
 @pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])
@@ -137,7 +143,9 @@ def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
     """Two full-page requests in neighbouring rows, as a server batches them."""
     config = known_configs.nemotron_parse().replace(max_num_reqs=2)
     e = known_configs.NEMOTRON_PAGE_TOKENS
-    assert admission.admits(config, e)
+    # The harness's own precondition, not the property: the known config admits its page (else
+    # known_configs changed, and no policy or implementation is to blame).
+    assert admission.admits(config, e), f"{e} encoder tokens are no longer admitted by the known config"
     case = CrossCase(rows=(0, 1), encoder_lens=(e, e), num_queries=(1, 1))
     shape = AttentionShape(num_heads=1, head_dim=4, dtype=torch.float32)
     widths = checked_widths(policy, config)
@@ -148,8 +156,8 @@ def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
         header = scenario_header(
             "Nemotron-Parse page could not run", impl, policy, config, widths, guarded, shape
         )
-        raise AssertionError(refusal_message(err, header)) from err
-    _assert_run(run, shape.dtype)
+        fail_refused(err, header, harness_options(impl, policy))
+    _assert_run(run, shape.dtype, harness_options(impl, policy))
 
 
 @pytest.mark.parametrize("guarded", [False, True], ids=["unguarded", "guarded"])

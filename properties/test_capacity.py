@@ -16,6 +16,7 @@ from hypothesis import example, given
 
 from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import Policy
+from crossattn_sizing.results import PropertyFailure
 from properties.assertions import assert_invariant
 from properties.capacity_strategies import CapacityCase, capacity_cases
 from properties.regressions import pinned_cases, record_failure
@@ -28,7 +29,7 @@ def _property(invariant: Invariant):  # type: ignore[no-untyped-def]
     def prop(sizing_policy: Policy, sizing_policy_spec: str, case: CapacityCase) -> None:
         try:
             assert_invariant(sizing_policy, case, invariant, sizing_policy_spec)
-        except AssertionError:
+        except PropertyFailure:
             record_failure(case, f"test_{invariant}", sizing_policy_spec)
             raise
 

@@ -17,28 +17,16 @@ import warnings
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from crossattn_sizing.findings import (
-    FindingWarning,
-    dcp_cross_attention_finding,
-    faithful_cross_overflow,
-    sharded_cross_fits,
-    sharded_cross_refusal,
-)
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
-from crossattn_sizing.results import PropertyFailure
-from properties.assertions import reproduce_command
-from properties.capacity_strategies import CapacityCase
+from crossattn_sizing.findings import FindingWarning, dcp_cross_attention_finding, faithful_cross_overflow
+from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths
+from properties.assertions import assert_finding_stands, assert_sharded_cross_fits
 from properties.finding_strategies import dcp_cross_cases
 
 
 def test_engine_cross_path_overflows_mrv2_width_under_dcp() -> None:
     """With C > 1 the engine-faithful (unsharded) write path needs more columns than mrv2 gives."""
-    finding = dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"])
-    assert finding is not None, "no DCP cross-attention overflow found under mrv2: has the engine changed?"
-    assert finding.config.dcp_size > 1
-    assert finding.needed > finding.width >= finding.allocated
-    widths = checked_widths(BUILTIN_POLICIES["mrv2"], finding.config)
-    assert sharded_cross_fits(finding.config, widths, finding.encoder_len), finding.detail
+    mrv2 = BUILTIN_POLICIES["mrv2"]
+    finding = assert_finding_stands(dcp_cross_attention_finding(mrv2), mrv2)
     warnings.warn(FindingWarning(f"{finding.title}\n{finding.detail}"), stacklevel=1)
 
 
@@ -49,11 +37,4 @@ def test_sharded_cross_path_fits(data: st.DataObject, sizing_policy: Policy, siz
     widths = checked_widths(sizing_policy, config)
     if faithful_cross_overflow(config, widths, e) is not None:
         event("engine's unsharded path would overflow here")
-    refusal = sharded_cross_refusal(config, widths, e)
-    if refusal is not None:
-        g = config.cross_groups()[0]
-        raise PropertyFailure(
-            f"sharded cross-attention does not fit under {policy_name(sizing_policy)}: {e} encoder tokens, "
-            f"row width {widths[g]} entries\n  config: {config.describe()}\n  {refusal}",
-            reproduce_command(sizing_policy_spec, CapacityCase(config, (e,))),
-        )
+    assert_sharded_cross_fits(sizing_policy, sizing_policy_spec, config, e)

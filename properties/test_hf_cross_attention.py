@@ -36,10 +36,10 @@ from crossattn_sizing import admission
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
-from crossattn_sizing.results import PropertyFailure
 from crossattn_sizing.runner import PagedRunner
 from properties.assertions import reproduce_command
 from properties.capacity_strategies import CapacityCase
+from properties.failures import fail, fail_rerun, harness_options
 from properties.hf_strategies import (
     FAMILIES,
     HFCrossCase,
@@ -179,20 +179,23 @@ def assert_matches_transformers(
     try:
         run = run_case(case, impl, policy, wiring)
     except CapacityError as exc:
-        scenario = case.scenario()
-        command = reproduce_command(policy_spec or policy_name(policy),
-                                    CapacityCase(scenario.config, tuple(case.encoder_lens)))
-        raise PropertyFailure(
-            f"sizing policy {policy_spec or policy_name(policy)!r} leaves encoder tokens of this "
-            f"{case.family} config without a column (refused before any kernel ran)\n"
-            f"  config:    {scenario.config.describe()}\n"
-            f"  adapters:  M={scenario.max_model_len.value} ({scenario.max_model_len.why})\n"
-            f"  {exc}",
-            command,
-        ) from None
-    problem = mismatch(run)
-    if problem is not None:
-        raise AssertionError(problem)
+        refused = exc  # failed below, out of this handler: the diagnosis says it all, no chained traceback
+    else:
+        problem = mismatch(run)
+        if problem is not None:
+            fail_rerun([problem], harness_options(impl, policy))
+        return
+    scenario, spec = case.scenario(), policy_spec or policy_name(policy)
+    fail(
+        [
+            f"sizing policy {spec!r} leaves encoder tokens of this "
+            f"{case.family} config without a column (refused before any kernel ran)",
+            f"  config:    {scenario.config.describe()}",
+            f"  adapters:  M={scenario.max_model_len.value} ({scenario.max_model_len.why})",
+            f"  {refused}",
+        ],
+        reproduce_command(spec, CapacityCase(scenario.config, tuple(case.encoder_lens))),
+    )
 
 
 # Pinned: BART with --max-model-len below its source length (the pre-fix bug's shape for BART),

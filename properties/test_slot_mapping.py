@@ -15,6 +15,7 @@ from crossattn_sizing.block_table import DeviceBlockTable
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.runner import compute_slots
 from crossattn_sizing.slot_mapping import SlotLayout
+from properties.failures import assert_equal, harness_options
 from properties.impl_assertions import assert_slots_equal
 from properties.impl_strategies import SlotCase, SlotGroup, SlotRequest, seeds, slot_cases
 from reference import slots as ref_slots
@@ -47,6 +48,7 @@ def check_slot_mapping(data: st.DataObject, impl: Impl) -> None:
     pool_seed = data.draw(seeds(), label="pool_seed")
     requests = case.requests
     rows = [r.row for r in requests]
+    options = harness_options(impl)
     for gi, group in enumerate(case.groups):
         blocks = [case.blocks(group, r) for r in requests]
         pool = BlockPool(1 + sum(blocks) + 2, seed=(pool_seed + gi) % 2**32)
@@ -68,12 +70,9 @@ def check_slot_mapping(data: st.DataObject, impl: Impl) -> None:
             f"  group {gi}: {group.kind}, bs={group.block_size}, kbs={group.kbs}, width {group.width} "
             f"blocks ({group.width * group.bpk} entries); DCP {case.dcp_size} x interleave {case.interleave}",
         ]
-        for request in requests:
-            got_row, want_row = table.row(request.row), ref.row(request.row)
-            if got_row != want_row:  # spec invariant 3: entry j*bpk+k is id_j*bpk+k
-                raise AssertionError(
-                    "\n".join([*header, f"  row {request.row}: entries {got_row}, expected {want_row}"])
-                )
+        for request in requests:  # spec invariant 3: entry j*bpk+k is id_j*bpk+k
+            assert_equal(f"row {request.row}'s entries", table.row(request.row), ref.row(request.row), header,
+                         options)
         positions = [case.positions(group, r) for r in requests]
         num_tokens = sum(len(p) for p in positions)
         pad_to = num_tokens + case.pad_extra
@@ -83,7 +82,7 @@ def check_slot_mapping(data: st.DataObject, impl: Impl) -> None:
             got = compute_slots(impl, table, rows, positions, _layout(case, group, rank), pad_to).tolist()
             expected = [s for r in requests for s in _expected(case, group, r, ref.row(r.row), rank)]
             expected += [ref_slots.PAD_SLOT_ID] * case.pad_extra
-            assert_slots_equal(got, expected, tokens, [*header, f"  rank {rank}"])
+            assert_slots_equal(got, expected, tokens, [*header, f"  rank {rank}"], options)
 
 
 @given(data=st.data())

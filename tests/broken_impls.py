@@ -12,9 +12,11 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import replace
+from unittest import mock
 
 import torch
 
+from crossattn_sizing import attention
 from crossattn_sizing.attention import torch_paged_attention
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.slot_mapping import PAD_SLOT_ID, token_requests
@@ -109,13 +111,22 @@ class KeysAndValuesSwapped(TorchImpl):
         super().write_kv(key=value, value=key, key_cache=key_cache, value_cache=value_cache, step=step)
 
 
+def _no_shift(scores: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(scores[..., :1])
+
+
 class SoftmaxWithoutMax(TorchImpl):
-    """Softmax as ``exp(s) / sum(exp(s))`` without subtracting the row maximum: inf/inf past s = 88.7."""
+    """Softmax as ``exp(s) / sum(exp(s))`` without subtracting the row maximum: inf/inf past s = 88.7.
+
+    The working kernel with its shift patched to 0 for this call, so it
+    exponentiates raw scores and is otherwise the same kernel.
+    """
 
     name = "broken-softmax-without-max"
 
     def paged_attention(self, *, query, key_cache, value_cache, step):  # type: ignore[no-untyped-def]
-        return torch_paged_attention(query, key_cache, value_cache, step, subtract_max=False)
+        with mock.patch.object(attention, "softmax_shift", _no_shift):
+            return torch_paged_attention(query, key_cache, value_cache, step)
 
 
 class MergeEmptyRankAsZeroLse(TorchImpl):

@@ -202,11 +202,16 @@ def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker
     assert fixed.holds, fixed.problems
 
 
-def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(workers: dict[str, Worker]) -> None:
+def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(
+    workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Meta-test on the recorded 0.25.0 BlockTables: one alignment step (8 blocks of 16) less is caught."""
     policy = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
-    shrunk = [b - 128 // 16 for b in policy.sizing(NEMOTRON)["blocks"]]
-    result = engine_coverage(policy, NEMOTRON, [3329, 100], blocks=shrunk, first_row=0)
+    real = policy.sizing(NEMOTRON)
+    assert engine_coverage(policy, NEMOTRON, [3329, 100], first_row=0).holds
+    shrunk = [b - 128 // 16 for b in real["blocks"]]
+    monkeypatch.setattr(policy, "sizing", lambda config: {**real, "blocks": shrunk})
+    result = engine_coverage(policy, NEMOTRON, [3329, 100], first_row=0)
     assert not result.holds and "appended to a row of 208" in result.problems[0]
 
 

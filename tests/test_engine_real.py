@@ -115,11 +115,13 @@ class _Shrunk:
         return tuple(b * g.bpk for b, g in zip(self.blocks(config), config.groups, strict=True))
 
 
-def test_shrunk_025_widths_are_caught_by_the_coverage_property() -> None:
+def test_shrunk_025_widths_are_caught_by_the_coverage_property(monkeypatch: pytest.MonkeyPatch) -> None:
     shrunk = _Shrunk(VllmPolicy("vllm==0.25.0"))
     assert shrunk_counterexample(shrunk, "coverage") is not None
-    blocks = shrunk.blocks(NEMOTRON)
-    result = engine_coverage(shrunk.policy, NEMOTRON, [3329, 100], blocks=blocks, first_row=0)
+    real, blocks = shrunk.policy.sizing(NEMOTRON), shrunk.blocks(NEMOTRON)
+    # The release's block tables, given rows as long as the shrunk sizing says.
+    monkeypatch.setattr(shrunk.policy, "sizing", lambda config: {**real, "blocks": blocks})
+    result = engine_coverage(shrunk.policy, NEMOTRON, [3329, 100], first_row=0)
     assert not result.holds and "appended to a row of 208" in result.problems[0]
 
 

@@ -69,6 +69,21 @@ def test_a_property_failure_carries_its_fields_and_prints_both() -> None:
     assert result.replay_lines() == ["  reproduce: crossattn-sizing check --policy x"]
 
 
+def test_a_rerun_line_keeps_hypothesis_replay_beside_it() -> None:
+    """A property with no command for its case reruns its test; the example and blob still show."""
+    exc = PropertyFailure("slots differ", "pytest 'properties/x.py::t' --impl torch", reruns_test=True)
+    result = PropertyResult("p")
+    result.fail(exc, "crash line", "prop(x=1)", "@reproduce_failure('v', b'x')")
+    assert result.replay_lines() == [
+        "  reproduce: pytest 'properties/x.py::t' --impl torch",
+        "  shrunk example: prop(x=1)",
+        "  replay it with: @reproduce_failure('v', b'x')",
+    ]
+    merged = PropertyResult("p")
+    merged.merge(result)
+    assert merged.replay_lines() == result.replay_lines()
+
+
 def test_any_other_failure_is_named_with_hypothesis_replay() -> None:
     result = PropertyResult("p")
     result.fail(ValueError("bad slot"), "crash line", "prop(x=1)", "@reproduce_failure('v', b'x')")

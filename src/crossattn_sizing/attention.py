@@ -62,18 +62,24 @@ def resolve_duplicate_slots(slots: torch.Tensor) -> torch.Tensor:
     return torch.where(keep, slots, torch.full_like(slots, PAD_SLOT_ID))
 
 
+def softmax_shift(scores: torch.Tensor) -> torch.Tensor:
+    """What each row of ``scores`` is shifted by before ``exp``: its maximum, 0 for a row with no key.
+
+    Shifting by the maximum keeps every ``exp`` at most 1 (raw scores past 88.7
+    overflow fp32's exp to inf, and inf/inf is NaN); a row masked entirely to
+    ``-inf`` is shifted by 0, so it sums to 0 instead of NaN.
+    """
+    row_max = scores.amax(dim=-1, keepdim=True)
+    return torch.where(torch.isneginf(row_max), torch.zeros_like(row_max), row_max)
+
+
 def torch_paged_attention(
     query: torch.Tensor,
     key_cache: torch.Tensor,
     value_cache: torch.Tensor,
     step: AttentionStep,
-    subtract_max: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of each query over its request's keys on this rank, read through the table.
-
-    ``subtract_max=False`` exponentiates raw scores, as a kernel that forgets
-    the row maximum does (scores past 88.7 overflow fp32's exp); it exists so
-    the meta-tests can show the attention properties catch that kernel.
 
     Batch entry ``b`` owns queries ``query_start_loc[b]:query_start_loc[b+1]``,
     row ``b`` of ``table`` (flat storage, ``row_stride`` entries per row) and
@@ -114,10 +120,7 @@ def torch_paged_attention(
             has_keys = torch.ones(q1 - q0, 1, 1, dtype=torch.bool, device=device)
         # has_keys comes from the mask, not from the softmax sum: a NaN read from a
         # poisoned cell must reach the output, not be mistaken for "no keys".
-        row_max = scores.amax(dim=-1, keepdim=True)
-        safe_max = torch.where(torch.isneginf(row_max), torch.zeros_like(row_max), row_max)
-        if not subtract_max:
-            safe_max = torch.zeros_like(safe_max)
+        safe_max = softmax_shift(scores)
         weights = torch.exp(scores - safe_max)
         total = weights.sum(dim=-1, keepdim=True)
         acc = torch.einsum("qhk,khd->qhd", weights, values)

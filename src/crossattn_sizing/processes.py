@@ -1,18 +1,65 @@
 """Child processes that never outlive their owner: one process group each, killed as a group.
 
-Used by the fleet's redis-server and fuzzing workers and by the distributed
-DCP ranks. Each child is started in its own session (``start_new_session``),
-so it leads a process group that holds it and anything it spawns; ending it
-means signalling the group, waiting, then ``SIGKILL`` for whatever is left.
+Used by the fleet's redis-server and fuzzing workers, the distributed DCP
+ranks and the engine's release workers. Each child is started in its own
+session (``start_new_session``), so it leads a process group that holds it and
+anything it spawns; ending it means signalling the group, waiting, then
+``SIGKILL`` for whatever is left.
+
+Every owner registers its children here with how to end them
+(:func:`register_child`) and forgets them once ended (:func:`forget_child`);
+one ``atexit`` handler (:func:`end_children`) ends whatever is still
+registered, newest first, so a child started to serve an older one (a worker
+talking to the fleet's server) goes before it, and no module keeps an exit
+hook of its own.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
 import subprocess
+import traceback
+from collections.abc import Callable
 from pathlib import Path
+
+_CHILDREN: dict[Callable[[], None], None] = {}
+"""How to end each registered child, oldest first (a dict: ordered, and forgetting is O(1))."""
+
+
+def register_child(end: Callable[[], None]) -> None:
+    """Have ``end`` (ending a child, idempotent) run at interpreter exit unless forgotten first.
+
+    ``end`` is the key :func:`forget_child` takes: pass the same bound method
+    (``self.close``) to both. Registering it again makes it the newest.
+    """
+    _CHILDREN.pop(end, None)
+    _CHILDREN[end] = None
+
+
+def forget_child(end: Callable[[], None]) -> None:
+    """The child ``end`` ends is gone (its owner ended it): nothing to do at exit."""
+    _CHILDREN.pop(end, None)
+
+
+def end_children() -> None:
+    """End every registered child, newest first (the interpreter's exit runs this).
+
+    One that fails to end is reported and the rest still end, as separate
+    ``atexit`` handlers behaved.
+    """
+    while _CHILDREN:
+        end = next(reversed(_CHILDREN))
+        del _CHILDREN[end]
+        try:
+            end()
+        except Exception:  # report it and go on: the others must still end
+            traceback.print_exc()
+
+
+atexit.register(end_children)
 
 
 def signal_group(proc: subprocess.Popen, sig: int) -> None:  # type: ignore[type-arg]

@@ -26,11 +26,17 @@ class PropertyFailure(AssertionError):
     An ``AssertionError`` so pytest and Hypothesis treat it as any failing
     assertion; its text (what pytest prints) is the diagnosis followed by the
     reproduce line, and the suite reads the two fields directly.
+
+    ``reruns_test``: the reproduce line reruns the test (a ``pytest`` line)
+    rather than replaying this case by itself, as a property with no command
+    of its own for its case does; reports then keep Hypothesis's example and
+    ``@reproduce_failure`` beside it.
     """
 
-    def __init__(self, diagnosis: str, reproduce: str = "") -> None:
+    def __init__(self, diagnosis: str, reproduce: str = "", *, reruns_test: bool = False) -> None:
         self.diagnosis = diagnosis
         self.reproduce = reproduce
+        self.reruns_test = reruns_test
         text = f"{diagnosis}\n  reproduce: {reproduce}" if reproduce else diagnosis
         super().__init__(text)
 
@@ -112,6 +118,7 @@ class PropertyResult:
     diagnosis: str = ""
     falsifying_example: str = ""  # Hypothesis's shrunk example, as it prints it
     reproduce: str = ""  # the property's own command that replays the failure, if it gave one
+    reruns_test: bool = False  # ``reproduce`` reruns the test: Hypothesis's replay is still needed
     replay_decorator: str = ""  # Hypothesis's ``@reproduce_failure(...)`` for the same case
     reason: str = ""  # why not applicable, or why not run
     duration_s: float = 0.0
@@ -155,6 +162,7 @@ class PropertyResult:
         leaf = first_failure(exc) if exc is not None else None
         if isinstance(leaf, PropertyFailure):
             self.diagnosis, self.reproduce = leaf.diagnosis, leaf.reproduce
+            self.reruns_test = leaf.reruns_test
         elif leaf is not None:
             self.diagnosis = f"{type(leaf).__name__}: {leaf}".strip()
         else:
@@ -164,13 +172,16 @@ class PropertyResult:
     def replay_lines(self) -> list[str]:
         """How to replay the failure, for reports.
 
-        The property's own command when it gave one (its diagnosis already
-        names the case); else Hypothesis's shrunk example and the decorator
-        that replays it.
+        The property's own command when it gave one that replays the case
+        (its diagnosis already names the case); else Hypothesis's shrunk
+        example and the decorator that replays it, after the property's rerun
+        line if it gave one.
         """
-        if self.reproduce:
+        if self.reproduce and not self.reruns_test:
             return [f"  reproduce: {self.reproduce}"]
-        lines = [f"  shrunk example: {self.falsifying_example}"] if self.falsifying_example else []
+        lines = [f"  reproduce: {self.reproduce}"] if self.reproduce else []
+        if self.falsifying_example:
+            lines.append(f"  shrunk example: {self.falsifying_example}")
         if self.replay_decorator:
             lines.append(f"  replay it with: {self.replay_decorator}")
         return lines
@@ -182,6 +193,7 @@ class PropertyResult:
         self.replayed += other.replayed
         if other.outcome == "fails" and self.outcome != "fails":
             self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
+            self.reruns_test = other.reruns_test
             self.falsifying_example, self.replay_decorator = other.falsifying_example, other.replay_decorator
         elif other.outcome == "holds" and self.outcome in ("not run", "n/a"):
             self.outcome = "holds"

@@ -12,6 +12,7 @@ import pytest
 
 from crossattn_sizing import admission
 from crossattn_sizing.intmath import cdiv
+from crossattn_sizing.results import PropertyFailure
 from properties import test_admission
 
 BROKEN: dict[str, tuple[str, Callable[..., int], Callable[[], None]]] = {
@@ -46,5 +47,5 @@ BROKEN: dict[str, tuple[str, Callable[..., int], Callable[[], None]]] = {
 def test_admission_property_catches(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     attr, broken, prop = BROKEN[name]
     monkeypatch.setattr(admission, attr, broken)
-    with pytest.raises(AssertionError):
+    with pytest.raises(PropertyFailure):
         prop()

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 
 from crossattn_sizing.capacity import Invariant
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.results import PropertyFailure
 from properties.assertions import assert_invariant
 from properties.capacity_strategies import CapacityCase, capacity_cases
 from tests.broken_policies import BROKEN
@@ -35,13 +36,13 @@ def shrunk_counterexample(
     def prop(case: CapacityCase) -> None:
         try:
             assert_invariant(policy, case, invariant)
-        except AssertionError:
+        except PropertyFailure:
             failing.append(case)
             raise
 
     try:
         prop()
-    except AssertionError:
+    except PropertyFailure:
         return failing[-1]
     return None
 

@@ -19,6 +19,7 @@ from crossattn_sizing.findings import dcp_cross_attention_finding
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.known_configs import nemotron_parse
 from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
+from crossattn_sizing.results import PropertyFailure
 from properties.test_dcp_finding import test_sharded_cross_path_fits
 from tests.broken_policies import BROKEN
 
@@ -45,7 +46,7 @@ def test_finding_is_the_least_overflowing_case() -> None:
 @pytest.mark.parametrize("name", ["dcp_twice"])
 def test_sharded_property_catches(name: str) -> None:
     prop = settings(settings.get_profile("ci"), print_blob=False)(test_sharded_cross_path_fits)
-    with pytest.raises(AssertionError):
+    with pytest.raises(PropertyFailure):
         prop(sizing_policy=BROKEN[name], sizing_policy_spec=f"tests.broken_policies:{name}")
 
 

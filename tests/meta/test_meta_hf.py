@@ -25,6 +25,7 @@ from hypothesis import given, settings
 
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.results import PropertyFailure
 from properties.hf_strategies import HFCrossCase, hf_cross_cases
 from properties.test_hf_cross_attention import (
     CORRECT,
@@ -63,7 +64,7 @@ def counterexample(
     def prop(case: HFCrossCase) -> None:
         try:
             assert_matches_transformers(case, impl, policy, wiring=wiring)
-        except AssertionError as exc:
+        except PropertyFailure as exc:
             failing.append((case, str(exc)))
             raise
 

@@ -2,9 +2,10 @@
 
 A property that cannot fail is a defect. Each test runs a property's own body
 (strategies, scenario and assertion) with Hypothesis under the ``ci`` profile's
-settings against an implementation broken in one known way, and demands an
-``AssertionError`` from the property, not a crash. The pre-fix sizing with the
-unguarded tables must fail by showing the wrong output.
+settings against an implementation broken in one known way, and demands a
+``PropertyFailure`` from the property's assertions, not a crash or a bare
+``assert``. The pre-fix sizing with the unguarded tables must fail by showing
+the wrong output.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.impl import Impl, TorchImpl
 from crossattn_sizing.policies import BUILTIN_POLICIES
+from crossattn_sizing.results import PropertyFailure
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 from tests.broken_impls import BROKEN_CROSS, BROKEN_SELF, BROKEN_SLOT_MAPPINGS
@@ -40,7 +42,7 @@ def failure(body: Callable[[st.DataObject], None], budget: settings = CAUGHT) ->
 
     try:
         prop()
-    except AssertionError as exc:
+    except PropertyFailure as exc:
         return str(exc)
     return None
 
@@ -87,7 +89,7 @@ def test_prefix_sizing_guarded_is_refused_with_the_capacity_error() -> None:
 def test_nemotron_parse_page_fails_only_under_the_prefix_sizing(guarded: bool) -> None:
     impl = TorchImpl("cpu")
     check_nemotron_parse(impl, MRV2, guarded)
-    with pytest.raises(AssertionError) as info:
+    with pytest.raises(PropertyFailure) as info:
         check_nemotron_parse(impl, PREFIX, guarded)
     expected = "refused" if guarded else "tokens 2048..3328 (1281 of 3329) had no column"
     assert expected in str(info.value)

@@ -16,14 +16,13 @@ member) and the next request starts a fresh one. :class:`RankFailure` is an
 ``AssertionError``, so a property reports it as a failed example, with the
 rank in the message, and Hypothesis shrinks it like any other failure.
 
-No rank outlives the pool: :meth:`RankPool.close` ends each process group, an
-``atexit`` hook closes every live pool, the pytest plugin closes them at
+No rank outlives the pool: :meth:`RankPool.close` ends each process group, the
+exit handler of :mod:`crossattn_sizing.processes` closes every live pool, the pytest plugin closes them at
 session finish, and a worker exits by itself when its driver's socket closes.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shutil
@@ -33,14 +32,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import weakref
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.distributed.worker import PeerFailed, recv, send
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.processes import describe_exit, end_group
+from crossattn_sizing.processes import describe_exit, end_group, forget_child, register_child
 
 BACKENDS = ("gloo", "nccl")
 
@@ -49,7 +47,7 @@ class RankFailure(AssertionError):
     """A DCP rank died or hung; the message names the rank."""
 
 
-_LIVE: weakref.WeakSet[RankPool] = weakref.WeakSet()
+_LIVE: set[RankPool] = set()  # the running pools, for close_all (the registry holds them too)
 
 
 class RankPool:
@@ -92,6 +90,7 @@ class RankPool:
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # ranks of one machine meet on loopback
         env.setdefault("OMP_NUM_THREADS", "1")
         _LIVE.add(self)
+        register_child(self.close)
         self.starts += 1
         for rank in range(self.world):
             ours, theirs = socket.socketpair()
@@ -140,6 +139,7 @@ class RankPool:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
         _LIVE.discard(self)
+        forget_child(self.close)
 
     # Requests ----------------------------------------------------------------------
     def call(self, op: str, *payload: Any) -> list[Any]:
@@ -214,9 +214,6 @@ class RankPool:
 
 
 def close_all() -> None:
-    """Close every live pool (pytest session finish, interpreter exit)."""
+    """Close every live pool (pytest session finish; at exit each is ended as a registered child)."""
     for pool in list(_LIVE):
         pool.close()
-
-
-atexit.register(close_all)

@@ -6,13 +6,12 @@ release's import (seconds to tens of seconds) is paid once. A worker that dies
 in the middle of a request (a real kernel reading past its allocation can
 segfault) turns into :class:`EngineCrash` for that request, naming the signal;
 the next request starts a fresh worker. Workers read their requests from a
-pipe and exit at its end, and :func:`close_all` (registered with ``atexit``)
-ends them, so none outlives the harness.
+pipe and exit at its end, and :func:`close_all` (registered in
+:mod:`crossattn_sizing.processes`, run at exit) ends them, so none outlives the harness.
 """
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import signal
@@ -33,6 +32,7 @@ from crossattn_sizing.engine.install import (
     resolve_release,
 )
 from crossattn_sizing.errors import NotExpressible
+from crossattn_sizing.processes import register_child
 
 
 def top_level(module: object) -> str | None:
@@ -245,4 +245,4 @@ def close_all() -> None:
         _SIBLINGS.pop().close()
 
 
-atexit.register(close_all)
+register_child(close_all)  # the workers above, ended at exit with every other child

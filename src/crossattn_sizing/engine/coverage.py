@@ -56,17 +56,15 @@ def engine_coverage(
     config: RunnerConfig,
     encoder_lens: Sequence[int],
     *,
-    blocks: Sequence[int] | None = None,
     first_row: int | None = None,
 ) -> EngineCoverage:
     """Run the batch through the release's block tables and judge each encoder position's slot.
 
-    ``blocks`` overrides the per-group row length in manager blocks (the
-    meta-test shrinks it); by default it is what the release's sizing computed.
-    Requests take rows ``first_row ..`` (default: the last rows of the table).
+    Each group's row length in manager blocks is what the release's sizing
+    computed. Requests take rows ``first_row ..`` (default: the last rows of the table).
     """
     sizing = policy.sizing(config)
-    blocks = list(sizing["blocks"] if blocks is None else blocks)
+    blocks = list(sizing["blocks"])
     g = config.cross_groups()[0]
     group = config.groups[g]
     n = len(encoder_lens)

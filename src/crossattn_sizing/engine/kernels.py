@@ -79,8 +79,8 @@ class RankGroup:
     def all_gather(self, tensor: Any, dim: int = 0) -> Any:
         import torch
 
-        own = self.lses[self.rank_in_group]
-        if not torch.equal(tensor.contiguous().view(torch.uint8), own.contiguous().view(torch.uint8)):  # NaN too
+        own = self.lses[self.rank_in_group].contiguous().view(torch.uint8)  # bitwise: NaN equals itself
+        if not torch.equal(tensor.contiguous().view(torch.uint8), own):
             raise AssertionError("the release gathered an LSE other than this rank's own")
         return torch.cat(self.lses, dim=dim)
 

