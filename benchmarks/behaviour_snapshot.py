@@ -120,7 +120,7 @@ def compare(old: dict[str, list[list[str]]], new: dict[str, list[list[str]]]) ->
     status = 0
     for name in IMPLS:
         a, b = old.get(name, []), new.get(name, [])
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
         if first is None and len(a) == len(b):
             print(f"{name}: {len(a)} results, equal bit for bit")
             continue
