@@ -259,6 +259,25 @@ def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str
         run()
 
 
+def _gloo(impl: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "properties/test_distributed_dcp.py", "--impl", impl,
+         "--dcp-backend", "gloo", "-p", "no:cacheprovider", "-q"],
+        capture_output=True, text=True, check=False, timeout=1800, cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+
+
+def test_gloo_ranks_run_the_releases_kernels_and_a_changed_correction_is_caught(tmp_path: Path) -> None:
+    """Over gloo each DCP rank is a process running the release (its own worker); the ranks' partials
+    are combined by the release's cp_lse_ag_out_ar in every rank. A tree whose correction has one
+    line changed fails there."""
+    held = _gloo(f"vllm@{_tree()}")
+    assert held.returncode == 0, held.stdout[-3000:] + held.stderr[-2000:]
+    caught = _gloo(f"vllm@{_broken_copy(_tree(), tmp_path, 'merge')}")
+    assert caught.returncode == 1, caught.stdout[-3000:] + caught.stderr[-2000:]
+    assert "differs from dense attention" in caught.stdout and "raised on DCP rank" not in caught.stdout
+
+
 # vLLM's own hand-written values on the releases' BlockTables ------------------------------
 
 

@@ -160,6 +160,7 @@ class RankPool:
         if errors:
             own = [(r, reply) for r, reply in errors if not isinstance(reply[1], PeerFailed)] or errors
             rank, (_, exc, text) = own[0]
+            _discard_if_not_run(exc)
             note = f"(raised on DCP rank {rank} of {self.world}, {self.backend})"
             if not isinstance(exc, AssertionError | HarnessError):  # unexpected: keep the rank's traceback
                 note += "\n" + text
@@ -217,3 +218,13 @@ def close_all() -> None:
     """Close every live pool (pytest session finish; at exit each is ended as a registered child)."""
     for pool in list(_LIVE):
         pool.close()
+
+
+def _discard_if_not_run(exc: BaseException) -> None:
+    """A case a rank's engine implementation could not run (bf16 in Triton's interpreter, a kernel the
+    interpreter refuses) is discarded here, with its reason, as in one process: no verdict, never a
+    failure. The rank cannot discard it itself: it runs outside the Hypothesis example."""
+    from crossattn_sizing.engine.vllm import NotRun, not_run
+
+    if isinstance(exc, NotRun):
+        not_run(exc.reason)

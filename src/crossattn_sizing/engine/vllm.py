@@ -204,6 +204,21 @@ class Discarded(Inexpressible, UnsatisfiedAssumption):
         self.location = None
 
 
+class NotRun(Inexpressible):
+    """A case the release's kernels cannot run on this machine (``reason`` says why): no verdict.
+
+    Raised where no Hypothesis example is running (``check``, ``reproduce``, a
+    DCP rank's process, whose driver discards the example with the reason).
+    """
+
+    def __init__(self, spec: str, reason: str) -> None:
+        super().__init__(f"{spec}: {reason}")
+        self.spec, self.reason = spec, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses the DCP ranks' pipes with its fields
+        return (NotRun, (self.spec, self.reason))
+
+
 def _discard(event_text: str, why: str) -> None:
     """Inside a Hypothesis example: count ``event_text`` as an event and raise :class:`Discarded`."""
     from hypothesis import event
@@ -332,14 +347,14 @@ class VllmImpl:
                 for text, why in INTERPRETER_REFUSALS.items():
                     if text in str(exc):
                         not_run(why)
-                        raise Inexpressible(f"{self.spec}: {why}") from None
+                        raise NotRun(self.spec, why) from None
             raise
 
     def _interpreted_bf16(self, *tensors: torch.Tensor) -> None:
         """Refuse a bf16 case on CPU: no verdict (discarded in Hypothesis, an error elsewhere)."""
         if self.device.type == "cpu" and any(t.dtype == torch.bfloat16 for t in tensors):
             not_run(CPU_BF16)
-            raise Inexpressible(f"{self.spec}: {CPU_BF16}")
+            raise NotRun(self.spec, CPU_BF16)
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         if step.row_stride < 1:
