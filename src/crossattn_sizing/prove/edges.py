@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crossattn_sizing.prove.check import ABSENT, Domain, GroupTable
+from crossattn_sizing.prove.domain import ABSENT, Domain, GroupTable
 
 MAX_TOKENS = 1 << 21
 DENSE_MULTIPLES = 8

@@ -19,8 +19,11 @@ from crossattn_sizing import usercode
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.policies import Policy
-from crossattn_sizing.prove.check import Counterexample, Domain, PolicyRaised, prove_all
+from crossattn_sizing.prove.batches import PolicyRaised
+from crossattn_sizing.prove.check import prove_all
+from crossattn_sizing.prove.domain import Domain
 from crossattn_sizing.prove.edges import edge_domain
+from crossattn_sizing.prove.result import Counterexample
 from crossattn_sizing.results import PropertyResult
 
 NAME = "prove::capacity_on_edge_domain"
