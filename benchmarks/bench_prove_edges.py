@@ -1,7 +1,7 @@
 """Wall time of ``crossattn-sizing prove`` on a user's ``module:attr`` policy over the default edge domain.
 
 Why: a user's policy has no vectorised form, so ``prove`` calls it once per
-config; the default domain (:mod:`crossattn_sizing.edges`) is sized so that
+config; the default domain (:mod:`crossattn_sizing.prove.edges`) is sized so that
 this takes well under a minute on 2 cores. This runs the CLI end to end
 (start-up included) as a user would, on policies given as ``module:attr``:
 
@@ -29,8 +29,8 @@ from pathlib import Path
 
 from crossattn_sizing.commands.prove import describe_edges
 from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.policies import widths
+from crossattn_sizing.prove.edges import edge_domain
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_prove_edges.md"

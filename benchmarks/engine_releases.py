@@ -19,8 +19,8 @@ from crossattn_sizing.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import close_all
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import MANIFEST, EngineError, default_engine_cache, read_manifest
+from crossattn_sizing.engine.shims import CPU_SHIMS
 from crossattn_sizing.engine.vllm import VllmPolicy
-from crossattn_sizing.engine.worker import CPU_SHIMS
 
 NEMOTRON = RunnerConfig(
     2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),

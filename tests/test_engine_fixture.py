@@ -33,8 +33,8 @@ from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
-from crossattn_sizing.proof import prove_property
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
+from crossattn_sizing.prove.verdict import prove_property
 from crossattn_sizing.resolve import load_policy
 from tests.engine_tree import FIXTURES, build_tree
 

@@ -30,12 +30,12 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
 
 from crossattn_sizing import capacity
 from crossattn_sizing.config import KVCacheGroup, RunnerConfig
-from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import resolve_release
 from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
 from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.prove import prove_all
+from crossattn_sizing.prove.edges import edge_domain
 from tests.meta.test_meta_capacity import shrunk_counterexample
 from tests.vllm_test_values import SLOT_CASES, TABLE_CASES, SlotCase, TableCase
 

@@ -34,7 +34,7 @@ LAYERS: Layers = (
     ("implementation", ("impl", "slot_mapping", "attention", "triton_kernels", "block_table", "runner",
                         "devices")),
     # What is proved or found about a policy, and the result records a property's outcome fills.
-    ("proving", ("prove", "proof", "edges", "findings", "graph_capture", "capacity_map", "results")),
+    ("proving", ("prove", "findings", "graph_capture", "capacity_map", "results")),
     # Adapters to code and data outside the harness: an engine release's own code, the audit of
     # its sources, Hugging Face models, multi-process runners, the fleet's example database; and
     # the one place a spec string is resolved to any of them (resolve).

@@ -10,17 +10,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from crossattn_sizing import edges
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, NotExpressible
 from crossattn_sizing.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
-from crossattn_sizing.proof import prove_property
 from crossattn_sizing.prove import (
     ABSENT,
     Domain,
     DomainError,
+    edges,
     group_table,
     parse_values,
     prove,
@@ -29,6 +28,8 @@ from crossattn_sizing.prove import (
     vector_form,
     vector_widths,
 )
+from crossattn_sizing.prove import check as prove_check
+from crossattn_sizing.prove.verdict import prove_property
 from tests.broken_policies import BROKEN
 
 SMALL = {
@@ -122,13 +123,13 @@ def test_vector_widths_equal_scalar_widths_on_random_configs() -> None:
         assert fast.tolist() == slow, (length, alignment)
 
 
-@pytest.mark.parametrize(("tile", "chunk"), [(5, 3), (64, 50), (prove_mod.TILE, 10**6)])
+@pytest.mark.parametrize(("tile", "chunk"), [(5, 3), (64, 50), (prove_check.TILE, 10**6)])
 @pytest.mark.parametrize("name", ["mrv2-prefix", "mrv2-prefix-noalign", "mrv2-prefix-gcd"])
 def test_vectorised_failures_are_exactly_the_scalar_ones(
     monkeypatch: pytest.MonkeyPatch, name: str, tile: int, chunk: int
 ) -> None:
     """Same count and same canonical order, however the product is cut into chunks and tiles."""
-    monkeypatch.setattr(prove_mod, "TILE", tile)
+    monkeypatch.setattr(prove_check, "TILE", tile)
     domain, expected = expected_failures(name)
     result = prove(domain, BUILTIN_POLICIES[name], examples=len(expected) + 1, chunk_size=chunk)
     assert result.vectorised

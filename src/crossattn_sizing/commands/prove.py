@@ -1,6 +1,6 @@
 """``crossattn-sizing prove``: check the coverage invariant on every config of a bounded domain.
 
-With no domain option the domain is :func:`crossattn_sizing.edges.edge_domain`:
+With no domain option the domain is :func:`crossattn_sizing.prove.edges.edge_domain`:
 dense around every width edge and out to 2M-token contexts, small enough that
 a user's ``module:attr`` policy, called once per config, is checked in seconds.
 Any domain option switches to the grid those options describe (the others
@@ -25,13 +25,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from crossattn_sizing import edges
-from crossattn_sizing.edges import edge_coverage, edge_domain
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outputs import check_outputs, output_file, write_text
 from crossattn_sizing.policies import policy_name
-from crossattn_sizing.proof import stopped_on
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -40,9 +37,12 @@ from crossattn_sizing.prove import (
     PolicyRaised,
     ProveResult,
     batch_method,
+    edges,
     prove_all,
     vector_form,
 )
+from crossattn_sizing.prove.edges import edge_coverage, edge_domain
+from crossattn_sizing.prove.verdict import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
 
 DEFAULTS = {  # the grid's, used where some domain option is given

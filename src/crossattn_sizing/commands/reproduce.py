@@ -8,7 +8,9 @@ the guard refuses and how far the unguarded output drifts from a correctly
 sized run, and exits 1; under ``mrv2`` (the default) it says why the row is
 wide enough and exits 0. ``whisper``, ``bart``, ``mbart`` and ``--config FILE``
 (a transformers config.json or a harness RunnerConfig JSON) run the same way.
-Bad input is one line and exit 2.
+A model's defaults (Nemotron-Parse's page and ``--max-model-len``) are its
+family's :class:`~crossattn_sizing.models.family.KnownCase`: this command
+names no model. Bad input is one line and exit 2.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import math
 import shlex
 from typing import Any
 
-from crossattn_sizing import known_configs
 from crossattn_sizing.audit.sources import check_engine_spec
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.graph_capture import capture_lines
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
+from crossattn_sizing.models.families import FAMILIES
+from crossattn_sizing.models.family import KnownCase
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
 from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.resolve import load_checked_policy
@@ -38,12 +41,6 @@ DESCRIPTION = (
     "given, what the guard refuses and how far the unguarded output drifts, and exits 1; under mrv2 (the "
     "default) it says why the row is wide enough and exits 0. Bad input: one line, exit 2."
 )
-DEFAULTS: dict[str, dict[str, Any]] = {
-    # The shape that overflows before the fix: a page wider than the default one, M well below e.
-    "nemotron-parse": {
-        "image_size": known_configs.NEMOTRON_PAGE, "max_model_len": known_configs.NEMOTRON_MAX_MODEL_LEN
-    },
-}
 DEFAULT_BLOCK_SIZE = 16
 MAX_SIMULATED_TOKENS = 1 << 16  # the drift run allocates e tokens of K/V per request on the host
 
@@ -113,19 +110,19 @@ def build(args: argparse.Namespace) -> ModelScenario:
             return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp,
                                            encoder_tokens=tokens)
         hf_config = adapters.hf_config_from_dict(data)
-        defaults: dict[str, Any] = {}
+        case = KnownCase()  # a config the user gave: its own values, no reproducer's defaults
     else:
         if args.model not in adapters.MODEL_NAMES:
             known = ", ".join(adapters.MODEL_NAMES)
             raise ConfigError("model", args.model, f"must be one of {known} (or use --config FILE)")
         hf_config = adapters.default_hf_config(args.model)
-        defaults = DEFAULTS.get(args.model, {})
-    if image_size is None and adapters.model_type(hf_config) == nemotron_parse.MODEL_TYPE:
-        image_size = defaults.get("image_size")
-    default_m = max_model_len is None and "max_model_len" in defaults
+        case = FAMILIES[args.model].known_case or KnownCase()
+    if image_size is None:
+        image_size = case.image_size
+    default_m = max_model_len is None and case.max_model_len is not None
     scenario = adapters.build_scenario(
         hf_config,
-        max_model_len=defaults["max_model_len"] if default_m else max_model_len,
+        max_model_len=case.max_model_len if default_m else max_model_len,
         block_size=block_size if block_size is not None else DEFAULT_BLOCK_SIZE,
         dcp_size=dcp if dcp is not None else 1,
         max_num_batched_tokens=batched,
@@ -135,7 +132,7 @@ def build(args: argparse.Namespace) -> ModelScenario:
     )
     if default_m:
         m = scenario.max_model_len
-        default = f"the reproducer's default for {args.model} (the shape that overflows);"
+        default = f"the reproducer's default for {args.model} ({case.why});"
         why = m.why.replace("given;", default)
         scenario = dataclasses.replace(scenario, max_model_len=adapters.Derived(m.value, why))
     return scenario

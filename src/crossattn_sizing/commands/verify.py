@@ -32,14 +32,14 @@ from rich.progress import (
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.capacity_map import draw, require_matplotlib
-from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.limits import check_seed, int_arg
 from crossattn_sizing.outputs import check_outputs, output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.profiles import PROFILES, with_max_examples
-from crossattn_sizing.proof import NAME as PROVE_ROW
-from crossattn_sizing.proof import prove_property
+from crossattn_sizing.prove.edges import edge_domain
+from crossattn_sizing.prove.verdict import NAME as PROVE_ROW
+from crossattn_sizing.prove.verdict import prove_property
 from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.results import PropertyResult

@@ -1,6 +1,6 @@
 """The release's own KV-write, attention and merge kernels, found and called inside its worker.
 
-Imported by :mod:`crossattn_sizing.engine.worker` only (it needs the release
+Imported by :mod:`crossattn_sizing.engine.release` only (it needs the release
 on ``sys.path``). Each step of the implementation interface has a list of
 places vLLM has kept the function (paths move between releases): the first
 that imports is the one that runs, and its dotted name is the step's

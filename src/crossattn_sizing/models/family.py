@@ -46,6 +46,20 @@ LengthDraw = Callable[[st.DrawFn, int, int], "tuple[int, int | None, tuple[int, 
 
 
 @dataclass(frozen=True)
+class KnownCase:
+    """The shape ``reproduce NAME`` runs where the user gives none: a real input where the sizing bites.
+
+    A field left ``None`` falls back to what the config derives. ``why`` is
+    said beside a value taken from here, so the output tells a default the
+    reproducer chose from one the config gave.
+    """
+
+    max_model_len: int | None = None
+    image_size: tuple[int, int] | None = None  # for a family that ``takes_image_size``
+    why: str = ""
+
+
+@dataclass(frozen=True)
 class Family:
     """One model family: its adapter, encoder-token rule, HF module builder and strategy."""
 
@@ -55,6 +69,7 @@ class Family:
     config_class: Callable[..., Any] | None = None  # None: transformers' AutoConfig.for_model
     check_fields: Callable[[Mapping[str, Any]], None] | None = None
     takes_image_size: bool = False
+    known_case: KnownCase | None = None  # ``reproduce NAME``'s defaults, where it has some
     # The transformers differential property (None where transformers has no module for it):
     attention_class: Callable[[], type] | None = None
     query_prescaled: bool = False  # the module scales q_proj's output instead of the scores

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from crossattn_sizing import known_configs
 from crossattn_sizing.models import nemotron_parse
-from crossattn_sizing.models.family import Derived, Family, refuse_source_len
+from crossattn_sizing.models.family import Derived, Family, KnownCase, refuse_source_len
 
 
 def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
@@ -35,4 +36,10 @@ FAMILY = Family(
     config_class=nemotron_parse.NemotronParseConfig,
     check_fields=check_fields,
     takes_image_size=True,
+    # The shape that overflows before PR #46753's fix: a page wider than the default one, M well below e.
+    known_case=KnownCase(
+        max_model_len=known_configs.NEMOTRON_MAX_MODEL_LEN,
+        image_size=known_configs.NEMOTRON_PAGE,
+        why="the shape that overflows",
+    ),
 )

@@ -1,7 +1,7 @@
 """The ``prove`` verdict of a policy's capacity invariants, as one row of the verify report.
 
 Why in verify: the properties sample; ``prove`` checks every config of the
-bounded edge domain (:mod:`crossattn_sizing.edges`). A policy that fails
+bounded edge domain (:mod:`crossattn_sizing.prove.edges`). A policy that fails
 anywhere there must never be shown as holding because 200 samples missed it,
 so verify runs both and a failure of either fails the policy. A policy that
 raises, or answers in the wrong shape, on some config of the domain is bad
@@ -17,10 +17,13 @@ from collections.abc import Callable
 
 from crossattn_sizing import usercode
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.edges import edge_domain
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.policies import Policy
-from crossattn_sizing.prove import Counterexample, Domain, PolicyRaised, prove_all
+from crossattn_sizing.prove.batches import PolicyRaised
+from crossattn_sizing.prove.check import prove_all
+from crossattn_sizing.prove.domain import Domain
+from crossattn_sizing.prove.edges import edge_domain
+from crossattn_sizing.prove.result import Counterexample
 from crossattn_sizing.results import PropertyResult
 
 NAME = "prove::capacity_on_edge_domain"

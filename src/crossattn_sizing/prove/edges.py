@@ -20,7 +20,7 @@ product over every block size would multiply them all together). Per part:
   people configure (:data:`MODEL_LENS`);
 * ``S``: absent, 0, and the values real configs carry (:data:`SOURCE_POSITIONS`).
 
-Every config sets ``E`` and takes ``B = max(M, E)`` (see :mod:`crossattn_sizing.prove`):
+Every config sets ``E`` and takes ``B = max(M, E)`` (see :mod:`crossattn_sizing.prove.domain`):
 a policy's branch on ``E`` being unset is the property suite's to find.
 """
 
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crossattn_sizing.prove import ABSENT, Domain, GroupTable
+from crossattn_sizing.prove.domain import ABSENT, Domain, GroupTable
 
 MAX_TOKENS = 1 << 21
 DENSE_MULTIPLES = 8

@@ -1,0 +1,255 @@
+"""One vLLM release, imported inside its worker: its objects, caches, and the operations asked of it.
+
+Why apart from the loop: the loop (:mod:`crossattn_sizing.engine.worker`)
+only reads requests and writes answers; what each ``op`` does with the
+release is here, built from the release's own classes through
+:mod:`crossattn_sizing.engine.quirks` (where releases differ), with the CPU
+shims of :mod:`crossattn_sizing.engine.shims` applied on a machine with no GPU.
+The release is imported from ``sys.path`` when an :class:`Engine` is made,
+never at import of this module.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import itertools
+from pathlib import Path
+from typing import Any
+
+from crossattn_sizing.engine import protocol, quirks
+from crossattn_sizing.engine.shims import cpu_buffers, cpu_kernels
+
+MAX_CACHED_ROWS = 1 << 16
+"""Distinct ``BlockTables`` argument lists (and group specs) a worker keeps (thousands over ``prove``)."""
+
+
+class Engine:
+    """The imported release: spec classes, BlockTables and the sizing source."""
+
+    def __init__(self, device: str, shims: list[str] | None = None) -> None:
+        """Import the release from ``sys.path``; ``shims``: those already applied (the environment)."""
+        import torch
+
+        self.torch = torch
+        self.device = torch.device(device)
+        self.shims: list[str] = list(shims or [])
+        if quirks.answer_tree_version():
+            self.shims.append("importlib.metadata.version('vllm')")
+        import vllm
+
+        self.version = getattr(vllm, "__version__", "?")
+        self.path = str(Path(vllm.__file__).parent)
+        from vllm.v1.worker.gpu import block_table, buffer_utils
+
+        if self.device.type == "cpu":
+            self.shims += cpu_buffers(torch, buffer_utils)
+        self.block_table = block_table
+        self.kv = importlib.import_module("vllm.v1.kv_cache_interface")
+        from crossattn_sizing.engine.sizing_exec import RUNNER_PATH, load_sizing_source
+
+        runner_file = Path(self.path).parent / RUNNER_PATH
+        self.sizing = load_sizing_source(runner_file.read_text(), str(runner_file))
+        self._bound: Any = None  # the sizing with its module names resolved, on first use
+        self._row_widths: dict[tuple[Any, ...], list[int]] = {}
+        self._specs: dict[tuple[Any, ...], Any] = {}
+        self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
+
+    # Objects -----------------------------------------------------------------
+    def resolve(self, module: str, attr: str, name: str) -> Any:
+        mod = importlib.import_module(module)
+        return getattr(mod, attr) if attr else mod
+
+    def shared_spec(self, group: Any, cfg: Any) -> Any:
+        """:func:`.quirks.spec_for`, made once per distinct input when the spec class is frozen (immutable).
+
+        ``prove`` asks about millions of configs with a handful of group shapes;
+        filling the spec's fields by name each time cost a tenth of a config.
+        """
+        key = (group, cfg.dcp_size, cfg.max_model_len, cfg.num_speculative_blocks)
+        spec = self._specs.get(key)
+        if spec is None:
+            spec = quirks.spec_for(self.kv, self.version, group.to_dict(), cfg)
+            if type(spec).__dataclass_params__.frozen:
+                if len(self._specs) >= MAX_CACHED_ROWS:
+                    self._specs.clear()
+                self._specs[key] = spec
+        return spec
+
+    def block_tables(self, **kw: Any) -> Any:
+        """``BlockTables`` with the keyword arguments this release's constructor takes."""
+        accepted = quirks.table_arguments(self.table_params, kw)
+        return self.block_table.BlockTables(device=self.device, **accepted)
+
+    @functools.cached_property
+    def table_params(self) -> Any:
+        """The parameters this release's ``BlockTables`` constructor takes."""
+        return inspect.signature(self.block_table.BlockTables).parameters
+
+    def row_widths(self, **kw: Any) -> list[int]:
+        """Each group's row length in the ``BlockTables`` these arguments build (entries per row).
+
+        Cached by the arguments: a table's shape is a function of them, and
+        building the tables (a dozen tensors) cost more than the sizing itself.
+        """
+        key = tuple(tuple(v) if isinstance(v, list) else v for v in kw.values())
+        widths = self._row_widths.get(key)
+        if widths is None:
+            if len(self._row_widths) >= MAX_CACHED_ROWS:
+                self._row_widths.clear()
+            tables = self.block_tables(**kw)
+            widths = self._row_widths[key] = [int(t.gpu.shape[1]) for t in tables.block_tables]
+        return widths
+
+    @property
+    def kernels(self) -> Any:
+        """The release's own kernels (:mod:`crossattn_sizing.engine.kernels`), found on first use.
+
+        Not at start-up: a worker that only sizes never imports the attention ops (nor their imports).
+        """
+        if self._kernels is None:
+            from crossattn_sizing.engine.kernels import ReleaseKernels
+
+            if self.device.type == "cpu":
+                self.shims += cpu_kernels(self.torch)
+            self._kernels = ReleaseKernels(self.torch)
+        return self._kernels
+
+    # Operations --------------------------------------------------------------
+    def op_kernels(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Which function runs each step (dotted name, or None where this release has none), and the shims."""
+        kernels = self.kernels
+        return {"provenance": kernels.provenance, "tried": kernels.tried, "shims": self.shims}
+
+    def op_write_kv(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's KV write into the caches sent; the caches as it left them."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        key_cache, value_cache = decode(req["key_cache"]), decode(req["value_cache"])
+        self.kernels.write_kv(decode(req["key"]), decode(req["value"]), key_cache, value_cache,
+                              decode(req["slots"]))  # fmt: skip
+        return {"key_cache": encode(key_cache), "value_cache": encode(value_cache)}
+
+    def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's paged attention over the rows and lengths sent: fp32 ``out`` and ``lse``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse = self.kernels.paged_attention(
+            decode(req["query"]), decode(req["key_cache"]), decode(req["value_cache"]),
+            decode(req["req_to_token"]), decode(req["seq_lens"]), float(req["scale"]),
+        )  # fmt: skip
+        return {"out": encode(out), "lse": encode(lse)}
+
+    def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's merge of the rank partials sent: ``out``, ``lse`` and ``ran`` (what ran)."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out, lse, ran = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
+        return {"out": encode(out), "lse": encode(lse), "ran": ran}
+
+    def widths(self, cfg: Any) -> dict[str, Any]:
+        """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
+        from crossattn_sizing.engine.sizing_exec import bind
+
+        quirks.check_kernel_blocks(self.table_params, self.version, cfg)
+        if self._bound is None:
+            self._bound = bind(self.sizing, self.resolve)
+        specs = [self.shared_spec(g, cfg) for g in cfg.groups]
+        out = self._bound(quirks.stand_in_runner(cfg, self.device), quirks.kv_cache_config(self.kv, specs))
+        blocks = [int(b) for b in out["max_num_blocks_per_group"]]
+        widths = self.row_widths(
+            block_sizes=[g.block_size for g in cfg.groups],
+            max_num_reqs=1,
+            max_num_batched_tokens=1,
+            max_num_blocks_per_group=blocks,
+            kernel_block_sizes=[g.kbs for g in cfg.groups],
+            dcp_sharded=[g.dcp_sharded for g in cfg.groups],
+        )
+        return {"blocks": blocks, "widths": widths, "length": int(out["block_table_max_model_len"])}
+
+    def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
+        from crossattn_sizing.config import RunnerConfig
+
+        return self.widths(RunnerConfig.from_dict(req["config"]))
+
+    def op_widths_many(self, req: dict[str, Any]) -> dict[str, Any]:
+        """``widths`` of every config listed: one answer per config, in order, each ok or its error.
+
+        A config that raises is that config's answer and the rest still run. A
+        module the release imports on first use fails the whole request
+        instead, so the client installs it and asks again, as for ``widths``.
+        """
+        from crossattn_sizing.config import RunnerConfig
+
+        results = []
+        for data in req["configs"]:
+            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data)))
+            if answer.get("missing_module"):
+                raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
+            results.append(answer)
+        return {"results": results}
+
+    def op_scenario(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Append, apply the staged writes, then per step gather and compute slot mappings."""
+        torch = self.torch
+        num_groups = len(req["block_sizes"])
+        bt = self.block_tables(
+            block_sizes=req["block_sizes"],
+            max_num_reqs=req["max_num_reqs"],
+            max_num_batched_tokens=req["max_num_batched_tokens"],
+            max_num_blocks_per_group=req["max_num_blocks_per_group"],
+            kernel_block_sizes=req.get("kernel_block_sizes", req["block_sizes"]),
+            cp_size=req.get("cp_size", 1),
+            cp_rank=req.get("cp_rank", 0),
+            cp_interleave=req.get("cp_interleave", 1),
+        )
+        try:
+            for req_index, ids in req["appends"]:
+                bt.append_block_ids(req_index, tuple(ids), False)
+        except RuntimeError as exc:  # 0.34+ refuses a row overflow on the host
+            return {"refused": str(exc)}
+        bt.apply_staged_writes()
+        steps = []
+        for step in req["steps"]:
+            idx = torch.tensor(step["idx_mapping"], dtype=torch.int32, device=self.device)
+            lens = [len(p) for p in step["positions"]]
+            qsl = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=self.device)
+            flat = [p for ps in step["positions"] for p in ps]
+            pos = torch.tensor(flat, dtype=torch.int64, device=self.device)
+            gathered = bt.gather_block_tables(idx, step.get("num_reqs_padded", len(lens)))
+            slots = bt.compute_slot_mappings(idx, qsl, pos, len(flat))
+            steps.append(
+                {
+                    "slots": [slots[g, : len(flat)].tolist() for g in range(num_groups)],
+                    "gathered": [gathered[g].tolist() for g in range(num_groups)],
+                }
+            )
+        return {
+            "rows": [t.gpu.tolist() for t in bt.block_tables],
+            "num_blocks": bt.num_blocks.np.tolist(),
+            "steps": steps,
+        }
+
+    def op_slots(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's slot-mapping kernel over a table the harness filled (the Impl path)."""
+        torch = self.torch
+        storage, stride = req["storage"], req["row_stride"]
+        rows = max(1, -(-len(storage) // stride))
+        bt = self.block_tables(
+            block_sizes=[req["kbs"]],
+            max_num_reqs=rows,
+            max_num_batched_tokens=max(req["out_len"], 1),
+            max_num_blocks_per_group=[stride],
+            kernel_block_sizes=[req["kbs"]],
+            cp_size=req["dcp_size"],
+            cp_rank=req["rank"],
+            cp_interleave=req["interleave"],
+        )
+        flat = bt.block_tables[0].gpu.view(-1)
+        flat[: len(storage)] = torch.tensor(storage, dtype=torch.int32, device=self.device)
+        idx = torch.tensor(req["req_rows"], dtype=torch.int32, device=self.device)
+        qsl = torch.tensor(req["qsl"], dtype=torch.int32, device=self.device)
+        pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
+        slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
+        return {"slots": slots[0, : req["out_len"]].tolist()}

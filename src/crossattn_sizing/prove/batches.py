@@ -1,0 +1,139 @@
+"""Asking a policy about a tile of configs: one batched call where it can, else one call each.
+
+Why: a policy behind a process boundary (``vllm==X``) pays a round trip per
+call, so ``prove`` asks a whole tile through its ``widths_many`` when it has
+one; a plain callable is asked config by config. Either way every config
+gets exactly one answer, its widths or why there is none, and a policy that
+raises stops ``prove`` at that config (:class:`PolicyRaised`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from crossattn_sizing import usercode
+from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.errors import HarnessError, NotExpressible, PolicyCallError
+from crossattn_sizing.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.prove.domain import ABSENT, Domain
+
+
+class PolicyRaised(Exception):
+    """The policy raised on one config of the domain (a worker that died included); prove stops there.
+
+    Not a :class:`HarnessError`: the policy failed on a config it was asked
+    about, which is a verdict (that config has no widths), not bad input.
+    """
+
+    def __init__(self, config: RunnerConfig, error: Exception) -> None:
+        super().__init__(f"{type(error).__name__}: {error}")
+        self.config = config
+        self.error = error
+
+
+Answer = tuple[int, ...] | Exception
+"""One config's answer from a batch: its widths, or what asking about it raised."""
+
+BatchWidths = Callable[[Sequence[RunnerConfig]], list[Answer]]
+"""A policy's optional ``widths_many(configs)``: one :data:`Answer` per config, in order.
+
+The list may end right after an exception (the configs after it were not
+asked). What it answers must be what calling the policy on each config
+would; prove uses it when present, so a policy behind a process boundary
+(``vllm==X``) pays one round trip per batch instead of one per config. An
+optional ``end_batches()`` is called when ``prove_all`` is done.
+"""
+
+
+def batch_method(policy: Policy) -> BatchWidths | None:
+    """The policy's ``widths_many`` when it has one (:data:`BatchWidths`), else None."""
+    many = getattr(policy, "widths_many", None)
+    return many if callable(many) else None
+
+
+def _tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> list[RunnerConfig]:
+    """The configs of a tile, group rows outer, length indices inner.
+
+    The first config of each group row is built and validated as usual, and
+    the rest copy its fields with ``M``, ``B``, ``E`` and ``S`` changed (the
+    domain only holds valid configs, so validating each again proves nothing
+    and took half the time of a cheap policy's call).
+    """
+    m, e, s = domain.lengths(j0, j1)
+    lengths = list(zip(m.tolist(), e.tolist(), s.tolist(), strict=True))
+    new = object.__new__
+    out = []
+    for g in range(g0, g1):
+        fields = dict(domain.config(g, j0).__dict__)
+        for mi, ei, si in lengths:
+            fields["max_model_len"] = mi
+            fields["max_num_batched_tokens"] = mi if mi > ei else ei
+            fields["max_num_encoder_input_tokens"] = ei
+            fields["max_source_positions"] = None if si == ABSENT else si
+            config = new(RunnerConfig)
+            config.__dict__.update(fields)
+            out.append(config)
+    return out
+
+
+def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
+    """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
+
+    A single call that raises (or answers nonsense) stops here with a
+    :class:`PolicyRaised` holding the :class:`PolicyCallError`; a batch's
+    exception is its item.
+    """
+    many = batch_method(policy)
+    if many is not None:
+        yield from usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
+                                 "widths_many", passthrough=(HarnessError,))  # fmt: skip
+        return
+    for config in configs:
+        try:
+            # The user-code boundary: whatever the policy raises or does to its config is a
+            # PolicyCallError naming the config (bad input), which stops prove.
+            yield checked_widths(policy, config)
+        except NotExpressible as exc:  # no answer for this config: its item, not a stop
+            yield exc
+        except PolicyCallError as exc:  # prove stops at this config, and says which
+            raise PolicyRaised(config, exc) from None
+
+
+def policy_widths(
+    domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The policy's cross width for every config of a tile (:func:`_tile_configs`, :func:`_answers`).
+
+    What it costs is the policy's own time. An answer that is not a 1-tuple
+    of a non-negative int goes through :func:`checked_widths`, which accepts
+    any sequence and names a bad one. The second array marks the configs the
+    policy could not be asked about (:class:`NotExpressible`): not judged.
+    """
+    configs = _tile_configs(domain, g0, g1, j0, j1)
+    out = np.empty(len(configs), dtype=np.int64)
+    unasked = np.zeros(len(configs), dtype=bool)
+    done = 0
+    answers = iter(_answers(policy, configs))
+    for config, w in zip(configs, answers, strict=False):
+        if isinstance(w, NotExpressible):
+            out[done], unasked[done] = 0, True
+            done += 1
+            continue
+        if isinstance(w, Exception):
+            if isinstance(w, HarnessError):
+                raise w
+            raise PolicyRaised(config, w) from w
+        if type(w) is tuple and len(w) == 1 and type(w[0]) is int and w[0] >= 0:
+            out[done] = w[0]
+        else:
+            out[done] = checked_widths(policy, config)[0]
+        done += 1
+    if done != len(configs) or next(answers, None) is not None:
+        raise PolicyCallError(
+            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {len(configs)} "
+            "configs exactly once (expected one answer per config, in order)"
+        )
+    shape = (g1 - g0, j1 - j0)
+    return out.reshape(shape), unasked.reshape(shape)
