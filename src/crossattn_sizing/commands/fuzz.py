@@ -32,9 +32,10 @@ from rich.table import Table
 
 from crossattn_sizing import interrupts, profiles
 from crossattn_sizing import settings as env
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
-from crossattn_sizing.limits import check_seed, float_arg, int_arg
+from crossattn_sizing.limits import float_arg, int_arg
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.report import PLAIN
@@ -50,20 +51,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "fuzz",
         help="fuzz the property suite for a time budget (nightly profile)",
-        epilog="exit status: 0 every property ran and held; 1 a property fails; 2 bad input; "
-        "3 nothing failed but some property never ran; 130 Ctrl-C",
+        epilog="--seed N: round n uses seed+n-1, and Hypothesis then leaves the example database alone "
+        "(without it: random, database used). exit status: 0 every property ran and held; 1 a property "
+        "fails; 2 bad input; 3 nothing failed but some property never ran; 130 Ctrl-C",
     )
     p.add_argument("--minutes", type=float_arg, default=10.0,
                    help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
     p.add_argument("--max-rounds", type=int_arg,
                    help="stop after this many rounds (default: only the time budget)")  # fmt: skip
-    p.add_argument("--seed", type=int_arg,
-                   help="Hypothesis seed of round 1 (round n uses seed+n-1), for a run that repeats "
-                        "exactly; Hypothesis then leaves the example database alone "
-                        "(default: random, database used)")  # fmt: skip
-    p.add_argument("--policy", action="append", help="policy to fuzz (repeatable; default mrv2)")
-    p.add_argument("--impl", default="torch")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    options.SEED.add(p, shown_default="random")
+    options.POLICY.add(p, shown_default="mrv2", repeatable=True)
+    options.IMPL.add(p, default="torch")
+    options.DEVICE.add(p, default="cpu")
     p.add_argument(
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
@@ -72,10 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--regressions", type=Path, help="new regression files go here (default properties/regressions)"
     )
-    p.add_argument(
-        "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
-    )
-    p.add_argument("--json", type=Path, help="write the summary as JSON")
+    options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
+    options.JSON.add(p)
     p.add_argument("--workers", type=int_arg, default=1,
                    help="fuzzing processes sharing the example database (default 1; see --redis-url)")
     p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
@@ -138,7 +135,6 @@ def check_options(args: argparse.Namespace) -> None:
     if args.workers > max_workers():
         raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
                           f"({WORKERS_PER_CORE} per CPU core it may use)")  # fmt: skip
-    check_seed("--seed", args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
