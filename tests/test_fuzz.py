@@ -8,12 +8,14 @@ set far above anything these runs need and is never what ends them.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from crossattn_sizing.cli import main
 from tests.processes import cli, run
 
 pytestmark = pytest.mark.slow
@@ -97,3 +99,41 @@ def test_a_spent_time_budget_ends_the_run_normally(tmp_path: Path) -> None:
     assert summary["rounds"] >= 1
     assert proc.returncode in (0, 3) and proc.returncode == summary["exit_status"]  # 3: a test never reached
     assert all(p["outcome"] in ("holds", "not run") for p in summary["properties"])
+
+
+OWN_TEST_VARIABLE = "PYTEST_CURRENT_TEST"
+"""pytest's name of the running test: the inner run clears the outer run's (pytest's doing, not fuzz's)."""
+
+
+def environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != OWN_TEST_VARIABLE}
+
+
+def test_an_in_process_run_leaves_the_environment_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """fuzz hands its folders to the suite as the plugin's options, so the process's environment
+    (what the user set, read only by ``crossattn_sizing.settings``) is the same after the run."""
+    for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the suite's hub guard sets them when unset
+        monkeypatch.setenv(name, os.environ.get(name, "1"))
+    before = environment()
+    argv = ["fuzz", "--minutes", NEVER_REACHED, "--max-rounds", "1", "--seed", "0", "--policy", "mrv2",
+            "--regressions", str(tmp_path / "regressions"), "--db", str(tmp_path / "db"),
+            "-k", "test_capacity", "--examples-per-round", "5"]  # fmt: skip
+    assert main(argv) == 0
+    assert environment() == before
+
+
+def test_the_regressions_folder_reaches_the_suite_as_an_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A folder holding a broken regression file stops the run: the suite read the folder fuzz named."""
+    folder = tmp_path / "regressions"
+    folder.mkdir()
+    (folder / "test_coverage-broken.json").write_text(json.dumps({"config": {"max_model_len": 1},
+                                                                  "encoder_lens": [1]}))  # fmt: skip
+    argv = ["fuzz", "--max-rounds", "1", "--policy", "mrv2", "--regressions", str(folder),
+            "--db", str(tmp_path / "db"), "-k", "test_capacity", "--examples-per-round", "5"]  # fmt: skip
+    assert main(argv) == 2
+    assert "regression file" in capsys.readouterr().err
+    assert "CROSSATTN_REGRESSIONS_DIR" not in os.environ

@@ -118,8 +118,6 @@ def test_every_command_exits_130_on_ctrl_c_at_any_moment(
     extra = ["--json", str(tmp_path / "out.json")] if argv[0] in ("verify", "fuzz", "prove", "audit") else []
     if argv[0] == "fuzz":
         extra += ["--regressions", str(tmp_path / "regressions"), "--db", str(tmp_path / "db")]
-        for key in ("CROSSATTN_REGRESSIONS_DIR", "CROSSATTN_RECORD_REGRESSIONS", "CROSSATTN_DB"):
-            monkeypatch.setenv(key, "")  # fuzz sets them for its rounds; restored after the test
     before = signal.getsignal(signal.SIGINT)
     assert main([*argv, *extra]) == 130
     out, err = capsys.readouterr()

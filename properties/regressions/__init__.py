@@ -12,19 +12,18 @@ import hashlib
 import json
 from pathlib import Path
 
-from crossattn_sizing import admission, known_configs, settings
+from crossattn_sizing import admission, known_configs, pytest_plugin
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
 from properties.capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent
-DIR_ENV = settings.REGRESSIONS_DIR  # where regression files are read and written
-RECORD_ENV = settings.RECORD_REGRESSIONS  # set by `crossattn-sizing fuzz`
 
 
 def regressions_dir() -> Path:
-    return settings.regressions_dir(HERE)
+    """The plugin's ``--regressions`` (``fuzz`` passes it), else the user's variable, else this folder."""
+    return pytest_plugin.regressions_dir(HERE)
 
 
 def nemotron_parse(max_model_len: int) -> CapacityCase:
@@ -94,7 +93,7 @@ def record_failure(case: CapacityCase, prop: str, policy: str) -> Path | None:
     """
     from hypothesis.control import current_build_context
 
-    if not settings.record_regressions() or not current_build_context().is_final:
+    if not pytest_plugin.record_regressions() or not current_build_context().is_final:
         return None
     if case in hand_pinned_cases():  # these already replay on every run
         return None

@@ -50,12 +50,6 @@ def check_range(option: str, value: int, minimum: int, maximum: int | None = Non
         raise OptionError(option, value, f"must be <= {maximum}")
 
 
-def check_seed(option: str, value: int | None) -> None:
-    """A seed the random generators take: ``0 .. 2**64-1``."""
-    if value is not None:
-        check_range(option, value, 0, MAX_SEED)
-
-
 def int_arg(text: str) -> int:
     """argparse ``type=`` for integer options: a number with thousands of digits is one short line."""
     if too_long(text):

@@ -36,12 +36,17 @@ PROFILES = env.PROFILES
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
 
-def example_database() -> ExampleDatabase:
-    """The local directory database, with the fleet's Redis and the shared read-only copy beneath it."""
+def example_database(directory: Path | None = None, url: str | None = None) -> ExampleDatabase:
+    """The local directory database, with the fleet's Redis and the shared read-only copy beneath it.
+
+    ``directory`` and ``url`` are what a command's options name (``fuzz --db``, ``--redis-url``),
+    passed here rather than through the environment; not given, the user's variables decide.
+    """
     from crossattn_sizing.fleet.database import redis_database, redis_url
 
-    layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(str(env.database_dir(DEFAULT_DB)))]
-    url = redis_url()
+    local = directory or env.database_dir(DEFAULT_DB)
+    layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(str(local))]
+    url = url or redis_url()
     if url:
         layers.append(redis_database(url))
     shared = env.shared_database_dir()

@@ -2,14 +2,19 @@
 
 ``--sizing-policy`` picks the sizing policy (a built-in name or
 ``module:attr``), ``--impl`` the accelerator implementation, ``--device`` where
-it runs. Bad values stop the run at start-up with one line (a usage error),
-not a failure inside every test.
+it runs. ``--regressions`` and ``--record-regressions`` say where the regression
+files are read and whether new ones are written (``fuzz`` passes them: options
+reach the run as options, never through the process's environment). Bad values
+stop the run at start-up with one line (a usage error), not a failure inside
+every test.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +35,38 @@ try:
     _PROFILE_ERROR: HarnessError | None = None
 except HarnessError as exc:  # e.g. CROSSATTN_DB naming a file: reported as a usage error below
     _PROFILE_ERROR = exc
+
+
+
+@dataclass(frozen=True)
+class RegressionFiles:
+    """``--regressions`` and ``--record-regressions`` of the run in progress; None: not given.
+
+    Module state, because the property suite reads it while its modules are
+    imported (the pinned examples are decorators), where no pytest config is at
+    hand; set when the run starts and cleared when it ends.
+    """
+
+    folder: Path | None = None
+    record: bool | None = None
+
+
+_regression_files = RegressionFiles()
+
+
+def regressions_dir(default: Path) -> Path:
+    """Where regression files are read and written: ``--regressions``, else the user's
+    ``CROSSATTN_REGRESSIONS_DIR``, else ``default``."""
+    return _regression_files.folder or env.regressions_dir(default) or default
+
+
+def record_regressions() -> bool:
+    """Whether a new shrunk failure is written as a regression file: ``--record-regressions``, else the
+    user's ``CROSSATTN_RECORD_REGRESSIONS``."""
+    if _regression_files.record is not None:
+        return _regression_files.record
+    return env.record_regressions()
+
 
 last_usage_error = ""
 """The message of the last usage error raised at start-up, for in-process callers
@@ -76,11 +113,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: checked in pytest_configure, like the variable
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
     )
+    group.addoption(
+        "--regressions",
+        default=None,  # CROSSATTN_REGRESSIONS_DIR, else properties/regressions
+        help="folder of regression files to replay, and to write new ones to (default: the suite's own)",
+    )
+    group.addoption(
+        "--record-regressions",
+        action="store_true",
+        default=None,  # CROSSATTN_RECORD_REGRESSIONS, else no
+        help="write each new shrunk capacity failure as a regression file (what fuzz does)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``--hypothesis-profile`` names a registered profile, or the run stops with one usage error.
+    """``--hypothesis-profile`` names a registered profile, or the run stops with one usage error;
+    then this run's regression files are set (the suite's conftest reads them while configuring).
 
     Checked before any plugin is configured: Hypothesis's own plugin loads the profile in its
     ``pytest_configure``, where an unknown name is an INTERNALERROR.
@@ -89,9 +138,15 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         env.check_environment()
         if _PROFILE_ERROR is not None:
             raise _PROFILE_ERROR
+        files = _regression_files_of(config)
     except HarnessError as exc:
         raise usage_error(str(exc)) from None
-    name = config.getoption("hypothesis_profile", None)
+    _check_profile(config.getoption("hypothesis_profile", None))
+    global _regression_files
+    _regression_files = files  # last: a usage error above leaves no state (no unconfigure clears it)
+
+
+def _check_profile(name: str | None) -> None:
     if name is None:
         return
     from hypothesis import settings
@@ -169,7 +224,18 @@ def _option_defaults(config: pytest.Config) -> None:
             setattr(config.option, name, read())
 
 
+def _regression_files_of(config: pytest.Config) -> RegressionFiles:
+    """This run's ``--regressions`` (a folder, or one that may be made) and ``--record-regressions``."""
+    text = config.getoption("regressions", None)
+    folder = None if text is None else Path(text).expanduser()
+    if folder is not None and folder.exists() and not folder.is_dir():
+        raise OptionError("--regressions", shown(text), "is not a folder; name a folder")
+    return RegressionFiles(folder, config.getoption("record_regressions", None))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    global _regression_files
+    _regression_files = RegressionFiles()  # the next in-process run reads its own options
     stack = getattr(config, "_crossattn_sigint", None)
     if stack is not None:
         stack.close()

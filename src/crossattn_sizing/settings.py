@@ -8,8 +8,9 @@ plugin), never a traceback or a verdict on something that was not checked.
 the plugin call it before any work, and each reader below checks its own
 variable again, so a module used on its own is never fed a bad value either.
 
-Values are read when asked for, not at import: ``fuzz`` points the property
-suite at its folders by setting the variables for the run.
+Only what the user set is read here: the harness never writes these variables
+into its own process (``fuzz`` hands its folders to the property suite as the
+plugin's options). Values are read when asked for, not at import.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ DB = "CROSSATTN_DB"  # fuzz --db: the local example database folder
 SHARED_DB = "CROSSATTN_SHARED_DB"  # a read-only example database folder layered under it
 REDIS_URL = "CROSSATTN_REDIS_URL"  # fuzz --redis-url: the fleet's shared database
 PROPERTIES = "CROSSATTN_PROPERTIES"  # the property suite's folder
-REGRESSIONS_DIR = "CROSSATTN_REGRESSIONS_DIR"  # fuzz --regressions: regression files, read and written
-RECORD_REGRESSIONS = "CROSSATTN_RECORD_REGRESSIONS"  # set by fuzz: write a file per new failure
+REGRESSIONS_DIR = "CROSSATTN_REGRESSIONS_DIR"  # the plugin's --regressions: files read and written
+RECORD_REGRESSIONS = "CROSSATTN_RECORD_REGRESSIONS"  # --record-regressions: write a file per new failure
 ENGINE_CACHE = "CROSSATTN_ENGINE_CACHE"  # where vLLM releases are unpacked to run
 OFFLINE = "CROSSATTN_OFFLINE"  # audit --offline: never download
 ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long batch

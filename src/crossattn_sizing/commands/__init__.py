@@ -2,5 +2,9 @@
 
 Each module here exposes ``register(subparsers)``, which adds its parser and
 sets ``func`` to a ``run(args) -> int`` callable. The CLI discovers them, so a
-new command is one new module and no edit elsewhere.
+new command is one new module and no edit elsewhere. The modules in
+:data:`SHARED` are not commands: they hold what the commands share (each
+option declared once, :mod:`crossattn_sizing.commands.options`).
 """
+
+SHARED = frozenset({"options"})

@@ -28,6 +28,7 @@ from crossattn_sizing.audit.sources import (
     provenance,
 )
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.outputs import check_outputs, output_file
 
@@ -64,11 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         help=f"wheel cache (default: {default_cache_dir()})")  # fmt: skip
     parser.add_argument("--offline", action="store_true",
                         help="never download: use only wheels already in the cache")  # fmt: skip
-    parser.add_argument("--json", metavar="FILE", default=None, help="also write the verdicts as JSON")
-    parser.add_argument(
-        "--markdown", metavar="FILE", default=None,
-        help="also write the report as Markdown (first line: the command that regenerates it)",
-    )  # fmt: skip
+    options.JSON.add(parser)
+    options.MARKDOWN.add(parser)  # its first line: the command that regenerates it
     parser.add_argument("--read-only", action="store_true",
                         help="never execute a release's code: read every runner from the source")  # fmt: skip
     parser.set_defaults(func=run)

@@ -10,6 +10,7 @@ import argparse
 
 from crossattn_sizing import admission
 from crossattn_sizing.capacity import violations
+from crossattn_sizing.commands import options
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_option
@@ -20,8 +21,8 @@ from crossattn_sizing.resolve import load_checked_policy
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
-    p.add_argument("--policy", default="mrv2", help="built-in policy name or module:attr (default mrv2)")
-    p.add_argument("--config", required=True, help="the runner config as JSON text or a path to a JSON file")
+    options.POLICY.add(p, default="mrv2")
+    options.CONFIG.add(p, required=True)
     p.add_argument(
         "--encoder-lens",
         required=True,

@@ -19,7 +19,6 @@ import contextlib
 import io
 import json
 import math
-import os
 import signal
 import threading
 import time
@@ -31,10 +30,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from crossattn_sizing import interrupts, profiles
-from crossattn_sizing import settings as env
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
-from crossattn_sizing.limits import check_seed, float_arg, int_arg
+from crossattn_sizing.limits import float_arg, int_arg
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.report import PLAIN
@@ -50,20 +49,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "fuzz",
         help="fuzz the property suite for a time budget (nightly profile)",
-        epilog="exit status: 0 every property ran and held; 1 a property fails; 2 bad input; "
-        "3 nothing failed but some property never ran; 130 Ctrl-C",
+        epilog="--seed N: round n uses seed+n-1, and Hypothesis then leaves the example database alone "
+        "(without it: random, database used). exit status: 0 every property ran and held; 1 a property "
+        "fails; 2 bad input; 3 nothing failed but some property never ran; 130 Ctrl-C",
     )
     p.add_argument("--minutes", type=float_arg, default=10.0,
                    help=f"time budget in minutes, at most {MAX_MINUTES} (default 10)")  # fmt: skip
     p.add_argument("--max-rounds", type=int_arg,
                    help="stop after this many rounds (default: only the time budget)")  # fmt: skip
-    p.add_argument("--seed", type=int_arg,
-                   help="Hypothesis seed of round 1 (round n uses seed+n-1), for a run that repeats "
-                        "exactly; Hypothesis then leaves the example database alone "
-                        "(default: random, database used)")  # fmt: skip
-    p.add_argument("--policy", action="append", help="policy to fuzz (repeatable; default mrv2)")
-    p.add_argument("--impl", default="torch")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    options.SEED.add(p, shown_default="random")
+    options.POLICY.add(p, shown_default="mrv2", repeatable=True)
+    options.IMPL.add(p, default="torch")
+    options.DEVICE.add(p, default="cpu")
     p.add_argument(
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
@@ -72,10 +69,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--regressions", type=Path, help="new regression files go here (default properties/regressions)"
     )
-    p.add_argument(
-        "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
-    )
-    p.add_argument("--json", type=Path, help="write the summary as JSON")
+    options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
+    options.JSON.add(p)
     p.add_argument("--workers", type=int_arg, default=1,
                    help="fuzzing processes sharing the example database (default 1; see --redis-url)")
     p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
@@ -138,7 +133,6 @@ def check_options(args: argparse.Namespace) -> None:
     if args.workers > max_workers():
         raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
                           f"({WORKERS_PER_CORE} per CPU core it may use)")  # fmt: skip
-    check_seed("--seed", args.seed)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,10 +143,9 @@ def run(args: argparse.Namespace) -> int:
     specs = args.policy or ["mrv2"]
     for spec in specs:
         load_checked_policy(spec)
-    if args.redis_url:
-        os.environ[REDIS_URL_ENV] = args.redis_url
-    if redis_url():
-        check_reachable(redis_url())  # type: ignore[arg-type]
+    url = args.redis_url or redis_url()
+    if url:
+        check_reachable(url)
     default_regressions = properties_dir() / "regressions"
     check_outputs({"--json": args.json}, args.regressions or default_regressions)
     json_path = output_file("--json", args.json)
@@ -168,11 +161,11 @@ def run(args: argparse.Namespace) -> int:
     previous_handler = signal.getsignal(HARD_STOP_SIGNAL)
     timer: threading.Timer | None = None
     try:
-        check_impl(args)  # before the rounds' settings: bad input leaves the environment as it was
-        set_up_rounds(args, regressions, db)
+        check_impl(args)  # before the rounds are set up: bad input is found first
+        set_up_rounds(args, db, url)
         deadline = time.monotonic() + args.minutes * 60  # the budget is for fuzzing, not start-up
         timer = _hard_stop(deadline, grace=min(600.0, max(10.0, args.minutes * 6)))
-        run_rounds(args, specs, totals, deadline)
+        run_rounds(args, specs, totals, deadline, regressions)
     except KeyboardInterrupt:
         pass  # Ctrl-C (recorded by the handler) or the budget's hard stop: report what ran
     finally:
@@ -190,13 +183,10 @@ def run(args: argparse.Namespace) -> int:
     return status
 
 
-def set_up_rounds(args: argparse.Namespace, regressions: Path, db: Path | None) -> None:
-    """The environment and Hypothesis profile every round of this process runs under."""
-    os.environ[env.REGRESSIONS_DIR] = str(regressions)  # read by the property suite
-    os.environ[env.RECORD_REGRESSIONS] = "1"
-    if db:
-        os.environ[profiles.DB_ENV] = str(db)
-    profiles.register_profiles()  # re-read the database location
+def set_up_rounds(args: argparse.Namespace, db: Path | None, url: str | None) -> None:
+    """The Hypothesis profile every round of this process runs under, on the example database the
+    options name (given to it here: this process's environment is left as the user set it)."""
+    profiles.register_profiles()
     from hypothesis import Phase, settings
 
     # No explicit phase: pinned cases replay in every plain run; the fuzzer looks for new ones.
@@ -205,7 +195,13 @@ def set_up_rounds(args: argparse.Namespace, regressions: Path, db: Path | None) 
         settings.get_profile("nightly"),
         max_examples=args.examples_per_round,
         phases=[Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+        database=profiles.example_database(db, url),
     )
+
+
+def regression_args(regressions: Path) -> list[str]:
+    """The plugin's options that make a round replay and write the regression files in ``regressions``."""
+    return ["--regressions", str(regressions), "--record-regressions"]
 
 
 def check_impl(args: argparse.Namespace) -> None:
@@ -215,7 +211,8 @@ def check_impl(args: argparse.Namespace) -> None:
     load_impl(args.impl, args.device)
 
 
-def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadline: float) -> None:
+def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadline: float,
+               regressions: Path) -> None:  # fmt: skip
     """Rounds of the suite per policy until a budget ends them (or every property of a policy fails).
 
     Round 1 always starts. Ctrl-C, or the hard stop of a test that overruns,
@@ -250,6 +247,7 @@ def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadl
                         select=args.select,
                         deselect=totals.failing_nodeids(spec),
                         stop_at=deadline,
+                        extra_args=regression_args(regressions),
                     )
                 totals.add(spec, results)
                 if code == 2:  # pytest's INTERRUPTED: the time budget or Ctrl-C stopped the round

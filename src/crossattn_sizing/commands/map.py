@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 
 from crossattn_sizing.capacity_map import FORMATS, check_out, draw, require_matplotlib
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.commands import options
 from crossattn_sizing.outputs import output_file
 from crossattn_sizing.resolve import load_checked_policy
+
+DEFAULT_BLOCK_SIZE = 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,31 +26,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog="exit status: 0 drawn; 2 bad input (unknown policy, bad --block-size, --out not "
         f"{'/'.join(FORMATS)} or not writable, matplotlib missing); 130 Ctrl-C",
     )
-    p.add_argument("--policy", action="append", required=True,
-                   help="policy to draw (built-in name or module:attr); repeatable: panels side by side")
-    p.add_argument("--block-size", action="append", dest="block_sizes",
-                   help="block size of the KV-cache groups (default 16); repeatable: one row of panels each")
+    # Repeated: one panel per policy, side by side; one row of panels per block size.
+    options.POLICY.add(p, required=True, repeatable=True)
+    options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE), repeatable=True)
     p.add_argument("--out", required=True, help="the picture to write: a .png or .svg file")
     p.set_defaults(func=run)
 
 
-def block_sizes(values: list[str] | None) -> list[int]:
-    out = []
-    for text in values or ["16"]:
-        try:
-            size = int(text)
-        except ValueError:
-            raise OptionError("--block-size", repr(text), "must be an integer") from None
-        if size < 1:
-            raise OptionError("--block-size", size, "must be >= 1")
-        out.append(size)
-    return list(dict.fromkeys(out))
+def block_sizes(values: list[int] | None) -> list[int]:
+    """The block sizes asked for, each once, in order (parsed and bounded by ``--block-size``)."""
+    return list(dict.fromkeys(values or [DEFAULT_BLOCK_SIZE]))
 
 
 def run(args: argparse.Namespace) -> int:
     require_matplotlib()
     policies = {spec: load_checked_policy(spec) for spec in args.policy}
-    sizes = block_sizes(args.block_sizes)
+    sizes = block_sizes(args.block_size)
     out = output_file("--out", args.out)
     assert out is not None  # required
     check_out(out)

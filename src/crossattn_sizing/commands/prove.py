@@ -25,6 +25,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outputs import check_outputs, output_file, write_text
@@ -75,7 +76,7 @@ def register(subparsers: Any) -> None:
             "Exit 0: holds; 1: counterexamples; 2: bad arguments; 3: nothing could be judged; 130: Ctrl-C."
         ),
     )
-    p.add_argument("--policy", required=True, metavar="P", help="built-in policy name or module:attr")
+    options.POLICY.add(p, required=True)
     axes = {
         "block_sizes": "bs, manager",
         "kernel_block_sizes": "kernel block sizes, kept where they divide bs; 'all' = every divisor",
@@ -97,7 +98,7 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="(M, E, S) combinations decoded at once, ~150 bytes each (%(default)s)",
     )
-    p.add_argument("--json", metavar="FILE", help="also write the result as JSON")
+    options.JSON.add(p)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--dry-run", action="store_true", help="print the domain and its size; check nothing")
     p.add_argument("--force", action="store_true",

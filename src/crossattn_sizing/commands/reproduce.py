@@ -23,9 +23,9 @@ import shlex
 from typing import Any
 
 from crossattn_sizing.audit.sources import check_engine_spec
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.graph_capture import capture_lines
-from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.families import FAMILIES
@@ -44,6 +44,17 @@ DESCRIPTION = (
 DEFAULT_BLOCK_SIZE = 16
 MAX_SIMULATED_TOKENS = 1 << 16  # the drift run allocates e tokens of K/V per request on the host
 
+# reproduce's own counts, parsed as every integer option is (``prove`` takes the same names as LISTs).
+MAX_MODEL_LEN = options.Option("--max-model-len", "decoder length M", metavar="N", parse=options.integer(1))
+DCP = options.Option("--dcp", "decode-context-parallel size C", metavar="N", parse=options.integer(1))
+ENCODER_TOKENS = options.Option(
+    "--encoder-tokens",
+    "encoder tokens of the request (BART source length; required for a model with no rule)",
+    metavar="N", parse=options.integer(1),
+)  # fmt: skip
+BATCHED_TOKENS = options.Option("--max-num-batched-tokens", "B", metavar="N", parse=options.integer(1))
+ENCODER_BUDGET = options.Option("--max-num-encoder-input-tokens", "E", metavar="N", parse=options.integer(1))
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -51,53 +62,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a real model's config (nemotron-parse, whisper, bart, mbart, or --config) under a policy",
         description=DESCRIPTION,
     )
-    # Plain strings, checked in run(): a bad value then reads as one line, not argparse's usage block.
     p.add_argument("model", nargs="?", help=f"one of {', '.join(adapters.MODEL_NAMES)}")
-    p.add_argument("--config", help="a transformers config.json or a harness RunnerConfig JSON file")
-    p.add_argument("--policy", default="mrv2", help="built-in policy name or module:attr (default mrv2)")
+    options.CONFIG.add(p)
+    options.POLICY.add(p, default="mrv2")
     p.add_argument("--image-size", help="nemotron-parse page HEIGHTxWIDTH in pixels (default 2048x1664)")
-    p.add_argument("--max-model-len", help="decoder length M (default: derived from the config; 2048 "
-                                           "for nemotron-parse)")
-    p.add_argument("--block-size", help=f"KV-cache block size (default {DEFAULT_BLOCK_SIZE})")
-    p.add_argument("--dcp", help="decode-context-parallel size C (default 1)")
-    p.add_argument("--encoder-tokens", help="encoder tokens of the request (BART source length; "
-                                            "required for a model with no rule)")
-    p.add_argument("--max-num-batched-tokens", help="B (default: smallest power of two >= max(M, e))")
-    p.add_argument("--max-num-encoder-input-tokens", help="E (default: B, as the scheduler)")
-    p.add_argument("--impl", default="torch", help="implementation for the drift run (default torch)")
-    p.add_argument("--seed", default="0", help="seed of the drift run's random keys and values (default 0)")
+    MAX_MODEL_LEN.add(p, shown_default="derived from the config; 2048 for nemotron-parse")
+    options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE))
+    DCP.add(p, shown_default="1")
+    ENCODER_TOKENS.add(p)
+    BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
+    ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
+    options.IMPL.add(p, default="torch")
+    options.SEED.add(p, default=0)
     p.add_argument("--engine", help="vllm==X, vllm@PATH (a folder holding vllm/) or vllm: run that "
                                     "code's own sizing, block tables and kernels (sets --policy and --impl "
                                     "to it)")
     p.set_defaults(func=run)
 
 
-def _int_option(name: str, text: str | None, minimum: int = 1, maximum: int | None = None) -> int | None:
-    if text is None:
-        return None
-    if too_long(text):
-        raise ConfigError(name, text, f"must be an integer of at most {MAX_INT_DIGITS} digits")
-    try:
-        value = int(text)
-    except ValueError:
-        raise ConfigError(name, text, "must be an integer") from None
-    if value < minimum:
-        raise ConfigError(name, value, f"must be >= {minimum}")
-    if maximum is not None and value > maximum:
-        raise ConfigError(name, value, f"must be <= {maximum}")
-    return value
-
-
 def build(args: argparse.Namespace) -> ModelScenario:
     """The scenario the options describe; every bad combination is a ConfigError."""
     if (args.model is None) == (args.config is None):
         raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
-    max_model_len = _int_option("--max-model-len", args.max_model_len)
-    block_size = _int_option("--block-size", args.block_size, maximum=MAX_BLOCK_SIZE)
-    dcp = _int_option("--dcp", args.dcp)
-    tokens = _int_option("--encoder-tokens", args.encoder_tokens)
-    batched = _int_option("--max-num-batched-tokens", args.max_num_batched_tokens)
-    encoder_budget = _int_option("--max-num-encoder-input-tokens", args.max_num_encoder_input_tokens)
+    max_model_len, block_size, dcp = args.max_model_len, args.block_size, args.dcp
+    tokens, batched = args.encoder_tokens, args.max_num_batched_tokens
+    encoder_budget = args.max_num_encoder_input_tokens
     image_size = nemotron_parse.parse_image_size(args.image_size) if args.image_size else None
     if args.config is not None:
         data = loading.read_json(args.config)
@@ -216,8 +205,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine:
         args.policy = args.impl = check_engine_spec("--engine", args.engine)
     policy = load_checked_policy(args.policy)
-    seed = _int_option("--seed", args.seed, minimum=0, maximum=MAX_SEED)
-    assert seed is not None  # has a default
+    seed = args.seed
     scenario = build(args)
     impl, why_not = load_drift_impl(args.impl)
     config = scenario.config

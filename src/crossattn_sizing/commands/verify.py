@@ -32,8 +32,9 @@ from rich.progress import (
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.capacity_map import draw, require_matplotlib
+from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
-from crossattn_sizing.limits import check_seed, int_arg
+from crossattn_sizing.limits import int_arg
 from crossattn_sizing.outputs import check_outputs, output_file
 from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.profiles import PROFILES, with_max_examples
@@ -52,32 +53,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "verify",
         help="run every property against each sizing policy and report verdicts",
-        epilog="exit status: 0 every policy ran and those expected to hold hold; 1 one of them fails; "
-        "2 bad input; 3 nothing failed but something did not run; 130 Ctrl-C",
+        epilog="Without --seed, profiles other than ci are random. --markdown writes one capacity map per "
+        "policy beside the report (FILE-map-POLICY.png; needs the 'map' extra). exit status: 0 every "
+        "policy ran and those expected to hold hold; 1 one of them fails; 2 bad input; 3 nothing failed "
+        "but something did not run; 130 Ctrl-C",
     )
-    p.add_argument(
-        "--policy",
-        action="append",
-        help="policy to verify (built-in name or module:attr); repeatable; default: every built-in",
-    )
-    p.add_argument("--impl", default="torch", help="implementation under test: torch, triton or module:attr")
-    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    options.POLICY.add(p, shown_default="every built-in", repeatable=True)
+    options.IMPL.add(p, default="torch")
+    options.DEVICE.add(p, default="cpu")
     p.add_argument(
         "--profile", default="ci", choices=PROFILES, help="Hypothesis settings profile (default ci)"
     )
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
-    p.add_argument("--seed", type=int_arg,
-                   help="Hypothesis seed, 0..2**64-1 (profiles other than ci are random without it)")
-    p.add_argument(
-        "-k", dest="select", action="append", default=[], help="only properties matching (pytest -k)"
-    )
+    options.SEED.add(p, shown_default="random, or fixed by the profile")
+    options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes for the shared run of several policies (default: 2 where there are "
                    "2 or more CPUs); the verdicts do not depend on it")  # fmt: skip
-    p.add_argument("--json", type=Path, help="write the report as JSON to this file")
+    options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
-    p.add_argument("--markdown", type=Path, help="write the report as Markdown to this file, with one "
-                   "capacity map per policy beside it (FILE-map-POLICY.png; needs the 'map' extra)")
+    options.MARKDOWN.add(p)
     p.set_defaults(func=run)
 
 
@@ -130,7 +125,6 @@ def check_impl(spec: str, device: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     specs = args.policy or list(BUILTIN_POLICIES)
-    check_seed("--seed", args.seed)
     # Everything the user typed is checked before any suite runs.
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
     check_outputs({"--json": args.json, "--junit-xml": args.junit_xml})

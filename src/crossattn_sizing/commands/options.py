@@ -1,0 +1,131 @@
+"""The options several commands take, each declared once: flag, metavar, parser, help and rule.
+
+An option means one thing wherever it is typed: ``--seed 18446744073709551616``
+is refused with the same line by ``verify``, ``fuzz`` and ``reproduce``, and
+``--policy`` names a policy the same way whether a command takes one or many.
+So each shared option is one :class:`Option` here, and a command adds it with
+:meth:`Option.add`, saying only what differs by command: its default, whether
+it is required, and whether it may be repeated (each value is then parsed
+alone, as the single-value form parses it).
+
+A value is parsed and checked while the command line is read: a bad one is an
+:class:`~crossattn_sizing.errors.OptionError` (``--OPTION VALUE: rule``), which
+the CLI prints as one line with exit 2. Options whose value names something
+that must be loaded (a policy, an implementation, a file) are checked where the
+command loads it, as before: loading imports user code and may be slow.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_SEED, parse_int
+from crossattn_sizing.settings import DEVICES
+
+Parse = Callable[[str, str], Any]
+"""``(option, text) -> value``, raising :class:`~crossattn_sizing.errors.OptionError` on bad text."""
+
+
+def integer(minimum: int, maximum: int | None = None) -> Parse:
+    """The parser of an integer option in ``[minimum, maximum]`` (digits bounded by :mod:`limits`)."""
+
+    def parse(option: str, text: str) -> int:
+        return parse_int(option, text, minimum, maximum)
+
+    parse.__name__ = f"integer in [{minimum}, {'...' if maximum is None else maximum}]"
+    return parse
+
+
+class _ParsedValue(argparse.Action):
+    """Stores (or appends) the option's parsed value; argparse's ``type=`` would turn our
+    one-line :class:`OptionError` into its own "invalid value" message and lose the rule."""
+
+    def __init__(self, *args: Any, parse: Parse, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.parse = parse
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        value = self.parse(self.option_strings[-1], values)
+        super().__call__(parser, namespace, value, option_string)  # type: ignore[misc]
+
+
+class _Store(_ParsedValue, argparse._StoreAction):
+    pass
+
+
+class _Append(_ParsedValue, argparse._AppendAction):
+    pass
+
+
+@dataclass(frozen=True)
+class Option:
+    """One shared option: what every command that takes it shows and accepts."""
+
+    flag: str
+    help: str
+    metavar: str | None = None
+    parse: Parse | None = None
+    choices: tuple[str, ...] | None = None
+    dest: str | None = None
+
+    def add(
+        self,
+        parser: argparse.ArgumentParser,
+        *,
+        default: Any = None,
+        shown_default: str | None = None,
+        required: bool = False,
+        repeatable: bool = False,
+    ) -> argparse.Action:
+        """Add this option to a command's parser; the help is :attr:`help`, then the shape and default.
+
+        ``shown_default`` says the default in words where the parsed default
+        (often None: "not given") does not.
+        """
+        said = f"{self.help}; repeatable" if repeatable else self.help
+        shown = shown_default if shown_default is not None else (None if default is None else str(default))
+        if shown is not None and not required:
+            said += f" (default {shown})"
+        kwargs: dict[str, Any] = {"default": default, "required": required, "help": said}
+        if self.metavar is not None:
+            kwargs["metavar"] = self.metavar
+        if self.dest is not None:
+            kwargs["dest"] = self.dest
+        if self.choices is not None:
+            kwargs["choices"] = self.choices
+        if self.parse is not None:
+            kwargs["parse"] = self.parse
+            action = parser.add_argument(self.flag, action=_Append if repeatable else _Store, **kwargs)
+        else:
+            action = parser.add_argument(self.flag, action="append" if repeatable else "store", **kwargs)
+        action.shared = self  # type: ignore[attr-defined]  # read by tests/test_options.py
+        return action
+
+
+POLICY = Option("--policy", "sizing policy: a built-in name or module:attr", metavar="POLICY")
+IMPL = Option(
+    "--impl",
+    "implementation: torch, triton, module:attr, or a vLLM release's own kernels (vllm, vllm==X, vllm@PATH)",
+    metavar="IMPL",
+)
+DEVICE = Option("--device", "device the implementation runs on", choices=DEVICES)
+SEED = Option(
+    "--seed", "seed of the run's random draws, 0..2**64-1: the same seed repeats the run",
+    metavar="N", parse=integer(0, MAX_SEED),
+)  # fmt: skip
+SELECT = Option("-k", "only properties matching this pytest -k expression", metavar="EXPR", dest="select")
+CONFIG = Option(
+    "--config",
+    "the config as JSON text or the path of a JSON file: a harness RunnerConfig (reproduce also takes "
+    "a transformers config.json)",
+    metavar="JSON",
+)
+JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
+MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")
+BLOCK_SIZE = Option(
+    "--block-size", "tokens per KV-cache block", metavar="N", parse=integer(1, MAX_BLOCK_SIZE),
+)  # fmt: skip

@@ -1,0 +1,74 @@
+"""An option typed in two commands is one option: same parser, metavar, help and error line.
+
+Read off the parsers the CLI builds, so a command that declares a shared
+option its own way again (an ``int`` here, a string there) fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections import defaultdict
+
+import pytest
+
+from crossattn_sizing.cli import build_parser, main
+from crossattn_sizing.commands.options import Option
+
+LISTS = {("prove", "--dcp"), ("prove", "--max-model-len"), ("prove", "--encoder-tokens")}
+"""prove's domain axes: a LIST of N, LO-HI and LO-HI:STEP items (parsed by ``prove.Domain``), the
+same quantity over a range where reproduce takes one value; a shape of its own, not a disagreement."""
+
+
+def actions_by_flag() -> dict[str, dict[str, argparse.Action]]:
+    """Flag -> {command: its action}, for every option of every command."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out: dict[str, dict[str, argparse.Action]] = defaultdict(dict)
+    for command, p in sub.choices.items():
+        for action in p._actions:
+            for flag in action.option_strings:
+                if flag not in ("-h", "--help") and (command, flag) not in LISTS:
+                    out[flag][command] = action
+    return out
+
+
+SHARED = {flag: by for flag, by in actions_by_flag().items() if len(by) > 1}
+
+
+def test_options_of_several_commands_are_found() -> None:
+    assert {"--policy", "--seed", "--impl", "--device", "--json", "-k", "--block-size"} <= set(SHARED)
+
+
+@pytest.mark.parametrize("flag", sorted(SHARED))
+def test_every_command_takes_a_shared_option_as_declared_once(flag: str) -> None:
+    by_command = SHARED[flag]
+    options = {command: getattr(a, "shared", None) for command, a in by_command.items()}
+    assert all(isinstance(o, Option) for o in options.values()), f"{flag} declared in place: {options}"
+    assert len({id(o) for o in options.values()}) == 1, f"{flag} declared more than once"
+    option = next(iter(options.values()))
+    for command, action in by_command.items():
+        assert action.type is None and getattr(action, "parse", None) is option.parse, command
+        assert (action.metavar, action.choices) == (option.metavar, option.choices), command
+        assert action.help is not None and action.help.startswith(option.help), command
+        rest = action.help.removeprefix(option.help).removeprefix("; repeatable")
+        assert rest == "" or rest.startswith(" (default "), (command, rest)
+
+
+BAD = [
+    ("--seed", "-1", "--seed -1: must be >= 0"),
+    ("--seed", "x", "--seed 'x': must be an integer"),
+    ("--block-size", "0", "--block-size 0: must be >= 1"),
+    ("--block-size", str(2**20), "--block-size 1048576: must be <= 65536"),
+]
+REQUIRED = {"check": ["--config", "{}", "--encoder-lens", "1"], "map": ["--policy", "mrv2", "--out", "m.png"],
+            "prove": ["--policy", "mrv2"], "reproduce": ["whisper"]}  # fmt: skip
+
+
+@pytest.mark.parametrize(("flag", "value", "says"), BAD)
+def test_a_bad_value_gets_the_same_line_from_every_command(
+    flag: str, value: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for command in SHARED[flag]:
+        assert main([command, *REQUIRED.get(command, []), flag, value]) == 2, command
+        err = capsys.readouterr().err
+        assert err == f"crossattn-sizing: error: {says}\n", command
