@@ -26,7 +26,7 @@ LAYERS: Layers = (
     # Utilities every layer may use: errors, integer maths, limits and environment settings,
     # loading and calling the user's code, Ctrl-C and child processes. No model of the engine.
     ("base", ("__init__", "errors", "intmath", "limits", "settings", "jsoninput", "callables", "usercode",
-              "interrupts", "processes")),
+              "interrupts", "processes", "outcome")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
     ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs")),

@@ -35,7 +35,7 @@ def test_a_policy_holds_only_when_something_ran_and_held(
 ) -> None:
     props = [prop(o, f"p{i}") for i, o in enumerate(outcomes)]
     v = PolicyVerdict("mrv2", True, props, interrupted=interrupted)
-    assert v.verdict == verdict
+    assert v.outcome == verdict
     assert v.holds == (verdict == "holds")
 
 

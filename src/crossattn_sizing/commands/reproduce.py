@@ -28,6 +28,7 @@ from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, to
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.resolve import load_checked_policy
 
@@ -236,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  source positions: {shown_s}")
     print(f"  config:           {config.describe()}")
     print(f"  widths given:     {verdict.widths} entries per group")
-    if verdict.safe:
+    if verdict.outcome == Outcome.HOLDS:
         for line in safe_reason(verdict, scenario):
             print(f"OK    {line}")
         for cv in verdict.cross:
@@ -255,7 +256,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine:
         for line in engine_lines(policy, scenario):
             print(f"  {line}")
-    if not verdict.safe:
+    if verdict.outcome == Outcome.FAILS:
         print(f"  fix:       {fixed_width_hint(scenario)}")
         print(f"  reproduce: {check_command(args.policy, scenario)}")
-    return 0 if verdict.safe else 1
+    return 0 if verdict.outcome == Outcome.HOLDS else 1

@@ -15,6 +15,7 @@ from crossattn_sizing import admission
 from crossattn_sizing.capacity import Violation, violations
 from crossattn_sizing.config import GroupKind, RunnerConfig
 from crossattn_sizing.models.adapters import ModelScenario
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import Policy, checked_widths, sizing_length
 
 
@@ -51,8 +52,9 @@ class Verdict:
     violations: tuple[Violation, ...]
 
     @property
-    def safe(self) -> bool:
-        return not self.violations
+    def outcome(self) -> Outcome:
+        """Holds when the request breaks no invariant, else fails (there is no other ending here)."""
+        return Outcome.FAILS if self.violations else Outcome.HOLDS
 
 
 def judge(policy: Policy, scenario: ModelScenario) -> Verdict:
