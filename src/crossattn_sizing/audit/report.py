@@ -106,8 +106,8 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
     if verdict.outcome == Outcome.FAILS and verdict.counterexample is not None:
         c = verdict.counterexample
         lines.append(
-            f"  counterexample ({c.check}, cross group {c.group}): {c.config.describe()}: "
-            f"{c.encoder_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given} "
+            f"  counterexample ({c.invariant}, cross group {c.group}): {c.config.describe()}: "
+            f"{c.num_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given} "
             f"({verdict.configs_failing} of {verdict.configs_checked} configs fail)"
         )
     if verdict.nemotron is not None and verdict.outcome == Outcome.FAILS:

@@ -41,6 +41,7 @@ from crossattn_sizing.audit.extract import (
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
+from crossattn_sizing.capacity import Shortfall
 from crossattn_sizing.config import ConfigError, KVCacheGroup, RunnerConfig
 from crossattn_sizing.known_configs import encoder_decoder_groups
 from crossattn_sizing.outcome import Outcome
@@ -56,27 +57,17 @@ EXECUTED_PATH = "executed"
 KERNEL_IDS, MANAGER_IDS = "kernel-block ids", "manager-block ids"
 
 
-@dataclass(frozen=True)
-class Shortfall:
-    """A cross-attention row too narrow for ``encoder_tokens``: entries needed vs given."""
-
-    config: RunnerConfig
-    group: int
-    check: str  # "coverage" or "allocation"
-    encoder_tokens: int
-    needed: int
-    given: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.to_dict(),
-            "describe": self.config.describe(),
-            "group": self.group,
-            "check": self.check,
-            "encoder_tokens": self.encoder_tokens,
-            "columns_needed": self.needed,
-            "columns_given": self.given,
-        }
+def counterexample_json(found: Shortfall) -> dict[str, Any]:
+    """A counterexample as the audit's JSON states it (its keys predate :class:`Shortfall`)."""
+    return {
+        "config": found.config.to_dict(),
+        "describe": found.config.describe(),
+        "group": found.group,
+        "check": found.invariant,
+        "encoder_tokens": found.num_tokens,
+        "columns_needed": found.needed,
+        "columns_given": found.given,
+    }
 
 
 @dataclass
@@ -119,7 +110,7 @@ class RunnerVerdict:
             "reason": self.reason,
             "configs_checked": self.configs_checked,
             "configs_failing": self.configs_failing,
-            "counterexample": self.counterexample.to_dict() if self.counterexample else None,
+            "counterexample": counterexample_json(self.counterexample) if self.counterexample else None,
             "nemotron_parse": self.nemotron,
             "whisper": self.whisper,
             "assumed_conditions": self.conditions,
@@ -139,9 +130,7 @@ def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
     hold ``encoder_tokens`` (default: the admitted bound)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
-    over = capacity.cross_overflow(widths, config, encoder_tokens)
-    return None if over is None else Shortfall(config, over.group, over.invariant, over.encoder_tokens,
-                                               over.entries, over.width)  # fmt: skip
+    return capacity.cross_overflow(widths, config, encoder_tokens)
 
 
 def manager_twin(config: RunnerConfig) -> RunnerConfig:
