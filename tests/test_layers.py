@@ -29,7 +29,8 @@ LAYERS: Layers = (
               "interrupts", "processes", "outcome")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
-    ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs")),
+    ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs",
+              "check_line")),
     # The implementation under test and the harness's runner of it (torch, Triton, devices).
     ("implementation", ("impl", "slot_mapping", "attention", "triton_kernels", "block_table", "runner",
                         "devices")),

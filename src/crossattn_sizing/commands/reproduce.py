@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
-import shlex
 from typing import Any
 
 from crossattn_sizing import known_configs
 from crossattn_sizing.audit.sources import check_engine_spec
+from crossattn_sizing.check_line import check_line
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.graph_capture import capture_lines
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, MAX_SEED, too_long
@@ -190,14 +189,6 @@ def drift_lines(scenario: ModelScenario, verdict: Verdict, impl: Any, why_not: s
     return lines
 
 
-def check_command(policy_spec: str, scenario: ModelScenario) -> str:
-    """The ``crossattn-sizing check`` line that replays the capacity verdict alone."""
-    config = json.dumps(scenario.config.to_dict(), separators=(",", ":"), sort_keys=True)
-    lens = ",".join([str(scenario.encoder_len.value)] * scenario.config.max_num_reqs)
-    return (f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(config)} "
-            f"--encoder-lens {lens}")
-
-
 def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
     """The request through the release's own BlockTables and kernel: beside another request, and last."""
     from crossattn_sizing.engine.coverage import engine_coverage
@@ -258,5 +249,6 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}")
     if verdict.outcome == Outcome.FAILS:
         print(f"  fix:       {fixed_width_hint(scenario)}")
-        print(f"  reproduce: {check_command(args.policy, scenario)}")
+        lens = [scenario.encoder_len.value] * config.max_num_reqs
+        print(f"  reproduce: {check_line(args.policy, config, lens)}")
     return 0 if verdict.outcome == Outcome.HOLDS else 1
