@@ -202,7 +202,7 @@ def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker
     assert fixed.holds, fixed.problems
 
 
-def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(
+def test_shrinking_the_fixed_widths_by_one_alignment_multiple_is_caught(
     workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Meta-test on the recorded 0.25.0 BlockTables: one alignment step (8 blocks of 16) less is caught."""
