@@ -43,7 +43,7 @@ LAYERS: Layers = (
                   "resolve")),
     # Running the property suite and reporting it: the pytest plugin (which wires the adapters
     # in), profiles, verify's shared run and worker, the fuzzing fleet's processes, outputs.
-    ("runs", ("suite", "pytest_plugin", "profiles", "report", "shared_run",
+    ("runs", ("suite", "pytest_plugin", "profiles", "verify_report", "shared_run",
               "shared_worker", "outputs", "fleet.workers")),
     # The CLI: commands and the reports only a command writes.
     ("commands", ("commands", "cli", "__main__", "audit.report", "audit.markdown")),

@@ -38,10 +38,10 @@ from crossattn_sizing.limits import check_seed, float_arg, int_arg
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.processes import describe_exit
-from crossattn_sizing.report import PLAIN
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.suite import properties_dir, run_suite
+from crossattn_sizing.verify_report import PLAIN
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
