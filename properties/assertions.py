@@ -7,26 +7,14 @@ outside pytest and Hypothesis.
 
 from __future__ import annotations
 
-import json
-import shlex
-
 from crossattn_sizing.admission import encoder_bound
 from crossattn_sizing.capacity import Invariant, violations
+from crossattn_sizing.check_line import check_line
 from crossattn_sizing.config import RunnerConfig
 from crossattn_sizing.findings import DcpCrossAttentionFinding, sharded_cross_fits, sharded_cross_refusal
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from properties.capacity_strategies import CapacityCase
 from properties.failures import fail, fail_rerun
-
-
-def reproduce_command(policy_spec: str, case: CapacityCase) -> str:
-    """The ``crossattn-sizing check`` line that replays a case."""
-    config = json.dumps(case.config.to_dict(), separators=(",", ":"), sort_keys=True)
-    lens = ",".join(str(e) for e in case.encoder_lens)
-    return (
-        f"crossattn-sizing check --policy {shlex.quote(policy_spec)} "
-        f"--config {shlex.quote(config)} --encoder-lens {lens}"
-    )
 
 
 def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, policy_spec: str = "") -> None:
@@ -45,7 +33,7 @@ def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, p
     ]
     if len(found) > 4:
         lines.append(f"  ... and {len(found) - 4} more")
-    fail(lines, reproduce_command(spec, case))
+    fail(lines, check_line(spec, case.config, case.encoder_lens))
 
 
 def assert_sharded_cross_fits(policy: Policy, policy_spec: str, config: RunnerConfig, e: int) -> None:
@@ -62,7 +50,7 @@ def assert_sharded_cross_fits(policy: Policy, policy_spec: str, config: RunnerCo
             f"  config: {config.describe()}",
             f"  {refusal}",
         ],
-        reproduce_command(policy_spec or policy_name(policy), CapacityCase(config, (e,))),
+        check_line(policy_spec or policy_name(policy), config, (e,)),
     )
 
 

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -50,6 +49,7 @@ from hypothesis import strategies as st
 
 from crossattn_sizing import admission
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.policies import alignment_multiple
 from properties.config_strategies import (
     batched_tokens,
     divisors,
@@ -172,17 +172,12 @@ def dials(size: int = DIAL_BYTES) -> st.SearchStrategy[Dials]:
     return st.binary(min_size=size, max_size=size).map(Dials)
 
 
-def alignment_units(bs: int) -> tuple[int, ...]:
-    """Block multiples engines align a width to: the v0.34 rule's and the v0.21-0.25 rule's."""
-    pow2 = 128 // bs if bs <= 128 else 1
-    return tuple(sorted({128 // math.gcd(128, bs), pow2}))
-
-
 @functools.cache
 def width_units(group: KVCacheGroup, dcp_factor: int) -> tuple[int, ...]:
     """Token spans at whose multiples a group's width changes: entry, block, aligned span (times ``C_g``)."""
     units = {group.kbs * dcp_factor, group.block_size * dcp_factor}
-    units.update(group.block_size * dcp_factor * a for a in alignment_units(group.block_size))
+    bs = group.block_size
+    units.update(bs * dcp_factor * alignment_multiple(bs, rule) for rule in ("gcd", "pow2"))
     return tuple(sorted(units))
 
 

@@ -33,12 +33,11 @@ import torch
 from hypothesis import example, given
 
 from crossattn_sizing import admission
+from crossattn_sizing.check_line import check_line
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.runner import PagedRunner
-from properties.assertions import reproduce_command
-from properties.capacity_strategies import CapacityCase
 from properties.failures import fail, fail_rerun, harness_options
 from properties.hf_strategies import (
     FAMILIES,
@@ -194,7 +193,7 @@ def assert_matches_transformers(
             f"  adapters:  M={scenario.max_model_len.value} ({scenario.max_model_len.why})",
             f"  {refused}",
         ],
-        reproduce_command(spec, CapacityCase(scenario.config, tuple(case.encoder_lens))),
+        check_line(spec, scenario.config, case.encoder_lens),
     )
 
 

@@ -16,15 +16,8 @@ import pytest
 from crossattn_sizing import cli
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, open_dir
-from crossattn_sizing.audit.verdicts import (
-    ABSENT,
-    FAILS,
-    HOLDS,
-    NEMOTRON,
-    UNREADABLE,
-    audit_tree,
-    sweep_configs,
-)
+from crossattn_sizing.audit.verdicts import NEMOTRON, audit_tree, sweep_configs
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import widths
 
 LENGTHS = {
@@ -437,7 +430,7 @@ def test_extracted_widths_equal_the_spec_formula(tmp_path, length, align, model_
 
 def test_prefix_shape_fails_with_the_nemotron_counterexample(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files("prefix", "pow2")), ["v2"])
-    assert verdict.status == FAILS
+    assert verdict.outcome == Outcome.FAILS
     assert verdict.counterexample is not None
     assert verdict.counterexample.config == NEMOTRON
     assert verdict.nemotron == {
@@ -452,7 +445,7 @@ def test_prefix_shape_fails_with_the_nemotron_counterexample(tmp_path):
 @pytest.mark.parametrize("align", ["none", "pow2", "gcd"])
 def test_fixed_shape_holds(tmp_path, align):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files("fixed", align)), ["v2"], SAMPLE)
-    assert verdict.status == HOLDS, verdict.reason
+    assert verdict.outcome == Outcome.HOLDS, verdict.reason
     assert verdict.configs_checked == len(SAMPLE)
     assert verdict.nemotron is not None and verdict.nemotron["holds"]
 
@@ -468,7 +461,7 @@ def test_width_computed_inside_the_block_table_class(tmp_path):
         if config.dcp_size == 1 and all(g.kbs == g.block_size for g in config.groups):
             assert policy(config) == widths(config, "prefix", "none")
     (verdict,) = audit_tree(tree, ["v2"])
-    assert verdict.status == FAILS
+    assert verdict.outcome == Outcome.FAILS
     assert verdict.counterexample is not None and verdict.counterexample.config == NEMOTRON
 
 
@@ -495,25 +488,25 @@ def test_v1_runner_through_input_batch_and_block_table(tmp_path):
     met = {c for config in SAMPLE for c in policy.read(config).conditions}
     assert met == {"block_sizes != self._init_block_sizes"}
     (verdict,) = audit_tree(tree, ["v1"], SAMPLE)
-    assert verdict.status == HOLDS
+    assert verdict.outcome == Outcome.HOLDS
 
 
 def test_renamed_method_is_not_read(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files(method="initialize_kv_caches")), ["v2"])
-    assert verdict.status == UNREADABLE
+    assert verdict.outcome == Outcome.UNREADABLE
     assert verdict.reason == "method initialize_kv_cache not found in vllm/v1/worker/gpu/model_runner.py"
 
 
 def test_unknown_name_in_the_max_is_not_read(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files("unknown", "pow2")), ["v2"])
-    assert verdict.status == UNREADABLE
+    assert verdict.outcome == Outcome.UNREADABLE
     assert "self.model_config.max_encoder_len" in verdict.reason
     assert "vllm/v1/worker/gpu/block_table.py" in verdict.reason
 
 
 def test_release_without_a_v2_runner(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v1_files()), ["v2"])
-    assert verdict.status == ABSENT
+    assert verdict.outcome == Outcome.ABSENT
     assert verdict.reason == "vllm/v1/worker/gpu/ not found: no ModelRunner V2 in this release"
 
 

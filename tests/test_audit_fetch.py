@@ -118,7 +118,7 @@ def test_zip_tree_reads_members_without_extracting(tmp_path):
         "vllm/v1/worker/gpu/model_runner.py",
     ]
     (v2,) = audit_tree(tree, ["v2"])
-    assert v2.status == "holds", v2.reason
+    assert v2.outcome == "holds", v2.reason
 
 
 def test_cli_audits_a_cached_release(tmp_path, capsys):

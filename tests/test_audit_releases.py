@@ -23,18 +23,9 @@ import json
 import pytest
 
 from crossattn_sizing.audit.extract import read_runner
-from crossattn_sizing.audit.verdicts import (
-    ABSENT,
-    FAILS,
-    HOLDS,
-    KERNEL_IDS,
-    MANAGER_IDS,
-    UNREADABLE,
-    audit_tree,
-    manager_twin,
-    sweep_configs,
-)
+from crossattn_sizing.audit.verdicts import KERNEL_IDS, MANAGER_IDS, audit_tree, manager_twin, sweep_configs
 from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import widths
 from tests.test_audit_extract import (
     LENGTHS,
@@ -255,7 +246,7 @@ def test_a_replicated_group_is_not_divided_by_the_dcp_size(tmp_path):
 
 def test_manager_id_rows_are_checked_on_the_manager_twin_and_match_mrv2(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, spec_field_files()), ["v2"], SAMPLE)
-    assert verdict.status == HOLDS, verdict.reason
+    assert verdict.outcome == Outcome.HOLDS, verdict.reason
     assert verdict.row_entries == MANAGER_IDS
     assert f"on {len(SPLIT)} configs" in (verdict.row_entries_why or "")
     assert verdict.matches == ["mrv2"]
@@ -265,14 +256,14 @@ def test_manager_id_rows_are_checked_on_the_manager_twin_and_match_mrv2(tmp_path
 
 def test_manager_id_rows_with_the_pre_fix_length_still_fail(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, spec_field_files("prefix")), ["v2"], SAMPLE)
-    assert verdict.status == FAILS
+    assert verdict.outcome == Outcome.FAILS
     assert verdict.matches == ["mrv2-prefix-gcd"]
     assert verdict.counterexample is not None and verdict.counterexample.given < verdict.counterexample.needed
 
 
 def test_kernel_id_rows_are_read_from_the_width(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files("fixed", "pow2")), ["v2"], SAMPLE)
-    assert verdict.status == HOLDS, verdict.reason
+    assert verdict.outcome == Outcome.HOLDS, verdict.reason
     assert verdict.row_entries == KERNEL_IDS
     assert verdict.matches == ["mrv2-pow2"]
 
@@ -286,7 +277,7 @@ def test_a_table_class_that_handles_kernel_blocks_but_ignores_them_in_the_width_
         "max_num_blocks = max_num_blocks_per_group[i]",
     )
     (verdict,) = audit_tree(tree_of(tmp_path, files), ["v2"], SAMPLE)
-    assert verdict.status == UNREADABLE
+    assert verdict.outcome == Outcome.UNREADABLE
     assert "the row width ignores the kernel block size, but the table class handles kernel blocks" in (
         verdict.reason or ""
     )
@@ -299,7 +290,7 @@ def test_a_release_without_kernel_blocks_matches_the_unaligned_pre_fix_policy(tm
         "vllm/v1/worker/gpu/block_table.py": V2_BLOCK_TABLE_019,
     }
     (verdict,) = audit_tree(tree_of(tmp_path, files), ["v2"], SAMPLE)
-    assert verdict.status == FAILS
+    assert verdict.outcome == Outcome.FAILS
     assert verdict.row_entries == MANAGER_IDS
     # Without DCP in the 0.19-style class every sample config agrees with the model's DCP-free rule.
     no_dcp = [c for c in SAMPLE if c.dcp_size == 1]
@@ -309,7 +300,7 @@ def test_a_release_without_kernel_blocks_matches_the_unaligned_pre_fix_policy(tm
 
 def test_prefix_sizing_fails_in_general_but_fits_whisper(tmp_path):
     (verdict,) = audit_tree(tree_of(tmp_path, v2_files("prefix", "pow2")), ["v2"], SAMPLE)
-    assert verdict.status == FAILS
+    assert verdict.outcome == Outcome.FAILS
     assert verdict.matches == ["mrv2-prefix"]
     assert verdict.whisper is not None and verdict.whisper["holds"] is True
     assert verdict.whisper["encoder_tokens"] == 1500 and verdict.whisper["configs"] == 7
@@ -323,7 +314,7 @@ def test_a_rule_without_a_built_in_is_named_with_the_closest_built_in(tmp_path):
         "vllm/v1/worker/block_table.py": V1_BLOCK_TABLE,
     }
     (verdict,) = audit_tree(tree_of(tmp_path, files), ["v1"], SAMPLE)
-    assert verdict.status == HOLDS
+    assert verdict.outcome == Outcome.HOLDS
     assert verdict.matches == []
     assert verdict.rules == ["L = max(M, E), alignment pow2"]
     assert verdict.closest is not None
@@ -347,8 +338,8 @@ def test_subclasses_of_the_v2_runner_are_not_taken_for_v1(tmp_path):
     files["vllm/v1/worker/mm_encoder_model_runner.py"] = V2_SUBCLASS_NEXT_TO_V1
     tree = tree_of(tmp_path, files)
     v2, v1 = audit_tree(tree, ["v2", "v1"], SAMPLE[:3])
-    assert v2.status == HOLDS, v2.reason
-    assert v1.status == ABSENT
+    assert v2.outcome == Outcome.HOLDS, v2.reason
+    assert v1.outcome == Outcome.ABSENT
     assert v1.reason == (
         "vllm/v1/worker/gpu_model_runner.py not found: no ModelRunner V1 in this release (the only "
         "classes under vllm/v1/worker/ with initialize_kv_cache belong to another runner: "
@@ -391,7 +382,7 @@ def test_cli_reports_the_matching_built_in_and_the_row_entries(tmp_path, capsys)
 @pytest.mark.parametrize("length", ["prefix", "fixed"])
 def test_every_split_config_is_checked_in_one_unit(tmp_path, length):
     (verdict,) = audit_tree(tree_of(tmp_path, spec_field_files(length)), ["v2"], SPLIT)
-    assert verdict.status in (HOLDS, FAILS)
+    assert verdict.outcome in (Outcome.HOLDS, Outcome.FAILS)
     assert verdict.row_entries == MANAGER_IDS
     if verdict.counterexample is not None:
         # The counterexample is stated for the config the release runs: kernel block = manager block.

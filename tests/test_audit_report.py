@@ -14,7 +14,8 @@ import pytest
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.report import exit_status
 from crossattn_sizing.audit.scope import DISPATCH_PATH, v2_encoder_decoder_scope
-from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict, audit_tree
+from crossattn_sizing.audit.verdicts import RunnerVerdict, audit_tree
+from crossattn_sizing.outcome import Outcome
 from tests.test_audit_extract import fixture, run_cli, tree_of, v1_files, v2_files, write_tree
 
 
@@ -25,13 +26,13 @@ def verdict(source: str, runner: str, status: str) -> RunnerVerdict:
 @pytest.mark.parametrize(
     ("statuses", "expected"),
     [
-        ({"a": [HOLDS, HOLDS]}, 0),
-        ({"a": [HOLDS, ABSENT]}, 0),  # a release without V1 whose V2 holds passes
-        ({"a": [ABSENT]}, 3),  # nothing of the release was checked
-        ({"a": [HOLDS, ABSENT], "b": [ABSENT, ABSENT]}, 3),
-        ({"a": [HOLDS, UNREADABLE]}, 3),
-        ({"a": [FAILS, UNREADABLE]}, 1),
-        ({"a": [FAILS, ABSENT]}, 1),
+        ({"a": [Outcome.HOLDS, Outcome.HOLDS]}, 0),
+        ({"a": [Outcome.HOLDS, Outcome.ABSENT]}, 0),  # a release without V1 whose V2 holds passes
+        ({"a": [Outcome.ABSENT]}, 3),  # nothing of the release was checked
+        ({"a": [Outcome.HOLDS, Outcome.ABSENT], "b": [Outcome.ABSENT, Outcome.ABSENT]}, 3),
+        ({"a": [Outcome.HOLDS, Outcome.UNREADABLE]}, 3),
+        ({"a": [Outcome.FAILS, Outcome.UNREADABLE]}, 1),
+        ({"a": [Outcome.FAILS, Outcome.ABSENT]}, 1),
         ({}, 3),  # no verdict at all is not a pass
     ],
 )

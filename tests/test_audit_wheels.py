@@ -13,7 +13,8 @@ import os
 import pytest
 
 from crossattn_sizing.audit.sources import open_release
-from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, NEMOTRON, audit_tree, sweep_configs
+from crossattn_sizing.audit.verdicts import NEMOTRON, audit_tree, sweep_configs
+from crossattn_sizing.outcome import Outcome
 
 pytestmark = [
     pytest.mark.audit_wheels,
@@ -30,21 +31,21 @@ SAMPLE = [NEMOTRON, *sweep_configs()[1::7]]
 
 def expected_v2(version: str) -> str:
     """Pre-fix max(M, S) through 0.24.0, fixed from 0.25.0 (PR #46753)."""
-    return FAILS if int(version.split(".")[1]) <= 24 else HOLDS
+    return Outcome.FAILS if int(version.split(".")[1]) <= 24 else Outcome.HOLDS
 
 
 def expected_v1(version: str) -> str:
     """V1 always sized with max(M, E); it is gone from 0.34.0."""
-    return HOLDS if int(version.split(".")[1]) <= 33 else ABSENT
+    return Outcome.HOLDS if int(version.split(".")[1]) <= 33 else Outcome.ABSENT
 
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_release_verdicts(version):
     v2, v1 = audit_tree(open_release(version), ["v2", "v1"], SAMPLE)
-    assert v2.status == expected_v2(version), v2.reason
-    assert v1.status == expected_v1(version), v1.reason
+    assert v2.outcome == expected_v2(version), v2.reason
+    assert v1.outcome == expected_v1(version), v1.reason
     assert v2.path == v1.path == "read"
-    if v2.status == FAILS:
+    if v2.outcome == Outcome.FAILS:
         assert v2.nemotron is not None
         assert (v2.nemotron["columns_needed"], v2.nemotron["columns_given"]) == (209, 128)
         assert v2.whisper is not None and v2.whisper["holds"]

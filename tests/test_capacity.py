@@ -46,7 +46,7 @@ def test_cross_overflow_names_the_first_invariant_broken() -> None:
 
     config = known_configs.nemotron_parse()
     over = capacity.cross_overflow((128, 128), config, known_configs.NEMOTRON_PAGE_TOKENS)
-    assert over == capacity.CrossOverflow(1, "coverage", 3329, 209, 128)
+    assert over == capacity.Shortfall("coverage", 1, "cross", 0, 3329, 209, 128, 2048, config)
     assert capacity.cross_overflow((128, 209), config, 3329) is None
 
 
@@ -56,7 +56,7 @@ def test_cross_overflow_defaults_to_the_admitted_bound() -> None:
 
     config = known_configs.nemotron_parse()
     assert capacity.cross_overflow((256, 256), config) is None  # 4096 tokens need 256 entries of 16
-    expected = capacity.CrossOverflow(1, "coverage", 4096, 256, 255)
+    expected = capacity.Shortfall("coverage", 1, "cross", 0, 4096, 256, 255, 4080, config)
     assert capacity.cross_overflow((256, 255), config) == expected
 
 

@@ -202,7 +202,7 @@ def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker
     assert fixed.holds, fixed.problems
 
 
-def test_shrinking_the_fixed_widths_by_one_aligned_step_is_caught(
+def test_shrinking_the_fixed_widths_by_one_alignment_multiple_is_caught(
     workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Meta-test on the recorded 0.25.0 BlockTables: one alignment step (8 blocks of 16) less is caught."""
@@ -320,15 +320,16 @@ def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], t
     """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
     from crossattn_sizing.audit.report import detail_lines
     from crossattn_sizing.audit.sources import DirTree
-    from crossattn_sizing.audit.verdicts import FAILS, HOLDS, audit_tree, sweep_configs
+    from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
     from crossattn_sizing.engine.audit_exec import ExecutedPolicy
+    from crossattn_sizing.outcome import Outcome
 
     configs = sweep_configs()[:25]
     tree = DirTree(build_tree(tmp_path, "0.24.0") / "vllm", label="0.24.0")
-    for version, status in (("0.24.0", FAILS), ("0.25.0", HOLDS)):
+    for version, status in (("0.24.0", Outcome.FAILS), ("0.25.0", Outcome.HOLDS)):
         executed = {"v2": (ExecutedPolicy(VllmPolicy(f"vllm=={version}", worker=workers[version])), "")}
         (verdict,) = audit_tree(tree, ["v2"], configs, executed=executed)
-        assert (verdict.path, verdict.status) == ("executed", status)
+        assert (verdict.path, verdict.outcome) == ("executed", status)
         assert verdict.where is not None and verdict.where.startswith("executed: ")
         assert verdict.wall_s > 0 and verdict.to_dict()["path"] == "executed"
     assert verdict.nemotron is not None and verdict.nemotron["holds"]

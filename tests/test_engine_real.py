@@ -99,9 +99,9 @@ def test_prove_on_edge_parts_gives_the_verdict_of_the_releases_model(version: st
 
 
 class _Shrunk:
-    """The real 0.25.0 widths less one aligned step (``128 // bs`` blocks for bs <= 128), per group."""
+    """The real 0.25.0 widths less one alignment multiple (``128 // bs`` blocks for bs <= 128), per group."""
 
-    name = "vllm==0.25.0 shrunk by one aligned step"
+    name = "vllm==0.25.0 shrunk by one alignment multiple"
 
     def __init__(self, policy: VllmPolicy) -> None:
         self.policy = policy

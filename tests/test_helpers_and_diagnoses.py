@@ -186,7 +186,7 @@ def checks_config() -> RunnerConfig:
 
 
 def test_violations_report_every_field_of_each_broken_row() -> None:
-    from crossattn_sizing.capacity import Violation, violations
+    from crossattn_sizing.capacity import Shortfall, violations
 
     config = checks_config()
 
@@ -198,18 +198,18 @@ def test_violations_report_every_field_of_each_broken_row() -> None:
     # Every request's full row needs cdiv(100, 16) = 7 > 6 (coverage) and receives 7 (allocation).
     found = violations(narrow, config, [8, 33])
     assert found == [
-        Violation("allocation", 0, "cross", 1, 33, 8, 5, 32),
-        Violation("coverage", 1, "full", 0, 100, 7, 6, 96),
-        Violation("allocation", 1, "full", 0, 100, 7, 6, 96),
-        Violation("coverage", 1, "full", 1, 100, 7, 6, 96),
-        Violation("allocation", 1, "full", 1, 100, 7, 6, 96),
+        Shortfall("allocation", 0, "cross", 1, 33, 8, 5, 32, config),
+        Shortfall("coverage", 1, "full", 0, 100, 7, 6, 96, config),
+        Shortfall("allocation", 1, "full", 0, 100, 7, 6, 96, config),
+        Shortfall("coverage", 1, "full", 1, 100, 7, 6, 96, config),
+        Shortfall("allocation", 1, "full", 1, 100, 7, 6, 96, config),
     ]
     for invariant in ("coverage", "allocation"):
         only = violations(narrow, config, [8, 33], (invariant,))
         assert only == [v for v in found if v.invariant == invariant]
     # Coverage of the cross row: 41 tokens need cdiv(41, 8) = 6 > 5; token 5 * 8 = 40 has no column.
-    assert violations(narrow, config, [41], ("coverage",))[0] == Violation(
-        "coverage", 0, "cross", 0, 41, 6, 5, 40
+    assert violations(narrow, config, [41], ("coverage",))[0] == Shortfall(
+        "coverage", 0, "cross", 0, 41, 6, 5, 40, config
     )
     assert violations(lambda c: (28, 7, 1), config, [1, 200]) == []
 
@@ -234,13 +234,14 @@ def test_request_tokens_per_group_kind() -> None:
 
 
 def test_explain_reads_as_a_diagnosis() -> None:
-    from crossattn_sizing.capacity import Violation
+    from crossattn_sizing.capacity import Shortfall
 
-    assert Violation("coverage", 1, "cross", 0, 3329, 209, 128, 2048).explain() == (
+    config = checks_config()  # explain() reads only the numbers the record carries
+    assert Shortfall("coverage", 1, "cross", 0, 3329, 209, 128, 2048, config).explain() == (
         "coverage: group 1 (cross) request 0 has 3329 encoder tokens needing 209 columns but the row "
         "has 128; token 2048 is the first without a column"
     )
-    assert Violation("allocation", 0, "full", 2, 100, 7, 6, 96).explain() == (
+    assert Shortfall("allocation", 0, "full", 2, 100, 7, 6, 96, config).explain() == (
         "allocation: group 0 (full) request 2 receives 7 block-table entries for 100 decoder tokens "
         "but the row has 6; 1 entries spill into the next row"
     )

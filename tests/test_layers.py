@@ -26,10 +26,11 @@ LAYERS: Layers = (
     # Utilities every layer may use: errors, integer maths, limits and environment settings,
     # loading and calling the user's code, Ctrl-C and child processes. No model of the engine.
     ("base", ("__init__", "errors", "intmath", "limits", "settings", "jsoninput", "callables", "usercode",
-              "interrupts", "processes")),
+              "interrupts", "processes", "outcome")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
-    ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs")),
+    ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs",
+              "check_line")),
     # The implementation under test and the harness's runner of it (torch, Triton, devices).
     ("implementation", ("impl", "slot_mapping", "attention", "triton_kernels", "block_table", "runner",
                         "devices")),
@@ -42,7 +43,7 @@ LAYERS: Layers = (
                   "resolve")),
     # Running the property suite and reporting it: the pytest plugin (which wires the adapters
     # in), profiles, verify's shared run and worker, the fuzzing fleet's processes, outputs.
-    ("runs", ("suite", "pytest_plugin", "profiles", "report", "shared_run",
+    ("runs", ("suite", "pytest_plugin", "profiles", "verify_report", "shared_run",
               "shared_worker", "outputs", "fleet.workers")),
     # The CLI: commands and the reports only a command writes.
     ("commands", ("commands", "cli", "__main__", "audit.report", "audit.markdown")),

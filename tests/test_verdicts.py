@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.report import PolicyVerdict, VerifyReport
 from crossattn_sizing.results import PropertyResult
+from crossattn_sizing.verify_report import PolicyVerdict, VerifyReport
 from tests.processes import cli, run
 
 
@@ -35,7 +35,7 @@ def test_a_policy_holds_only_when_something_ran_and_held(
 ) -> None:
     props = [prop(o, f"p{i}") for i, o in enumerate(outcomes)]
     v = PolicyVerdict("mrv2", True, props, interrupted=interrupted)
-    assert v.verdict == verdict
+    assert v.outcome == verdict
     assert v.holds == (verdict == "holds")
 
 

@@ -5,9 +5,9 @@ token, ``cdiv(n, kbs*C)`` entries) and allocation fit (the entries the manager
 appends, ``cdiv(n, bs*C) * bpk``, fit in the row). Properties, the ``check``,
 ``verify`` and ``prove`` commands, the audit and the findings all take their
 answer from here: :func:`demand` and :class:`Demand` for one row,
-:func:`violations` for a batch (as :class:`Violation` records that carry
+:func:`violations` for a batch (as :class:`Shortfall` records that carry
 everything a diagnosis needs), :func:`cross_overflow` for the first cross
-group that falls short, and :func:`vector_overflows` for numpy arrays of
+group that falls short (a :class:`Shortfall` too), and :func:`vector_overflows` for numpy arrays of
 configs (``prove``), which a property holds equal to the scalar form.
 """
 
@@ -50,19 +50,9 @@ def demand(config: RunnerConfig, group: KVCacheGroup, num_tokens: int) -> Demand
     )
 
 
-class CrossOverflow(NamedTuple):
-    """The first cross group whose row is too narrow: which, by which invariant, by how much."""
-
-    group: int
-    invariant: Invariant
-    encoder_tokens: int
-    entries: int  # needed (coverage) or received (allocation)
-    width: int
-
-
 def cross_overflow(
     widths: Sequence[int], config: RunnerConfig, encoder_tokens: int | None = None
-) -> CrossOverflow | None:
+) -> Shortfall | None:
     """The first cross group (coverage before allocation) whose row cannot hold ``encoder_tokens``.
 
     ``encoder_tokens`` defaults to the largest admitted length, the one every
@@ -73,7 +63,7 @@ def cross_overflow(
         over = demand(config, config.groups[gi], e).overflows(widths[gi])
         if over:
             invariant, entries = over[0]
-            return CrossOverflow(gi, invariant, e, entries, widths[gi])
+            return shortfall(config, gi, invariant, 0, e, entries, widths[gi])
     return None
 
 
@@ -103,17 +93,23 @@ def vector_overflows(
 
 
 @dataclass(frozen=True)
-class Violation:
-    """One request whose row cannot hold its tokens in one group."""
+class Shortfall:
+    """A row too narrow: one request's tokens in one group of ``config`` need more entries than it has.
+
+    The one record of "too narrow" in the package: ``check``, the properties,
+    ``reproduce`` and the audit all state a failure of a policy with it, so a
+    diagnosis names the same numbers wherever it is printed.
+    """
 
     invariant: Invariant
     group: int
     kind: str
     request: int
-    num_tokens: int
+    num_tokens: int  # tokens the row must hold (the encoder's, in a cross group)
     needed: int  # row entries the request needs (coverage) or receives (allocation)
     given: int  # row width in entries
     first_uncovered_token: int  # first token position without a column
+    config: RunnerConfig
 
     def explain(self) -> str:
         what = "encoder" if self.kind == GroupKind.CROSS.value else "decoder"
@@ -130,6 +126,17 @@ class Violation:
                 f"{self.given}; {self.needed - self.given} entries spill into the next row"
             )
         return head
+
+
+def shortfall(config: RunnerConfig, gi: int, invariant: Invariant, request: int, num_tokens: int,
+              entries: int, width: int) -> Shortfall:  # fmt: skip
+    """The record of group ``gi``'s row of ``width`` entries falling ``entries`` short for one request."""
+    group = config.groups[gi]
+    if invariant == "coverage":
+        first = width * admission.tokens_per_entry(config, group)
+    else:
+        first = (width // group.bpk) * group.block_size * config.dcp_factor(group)
+    return Shortfall(invariant, gi, group.kind.value, request, num_tokens, entries, width, first, config)
 
 
 def request_tokens(config: RunnerConfig, kind: GroupKind, encoder_len: int) -> int | None:
@@ -151,8 +158,8 @@ def violations(
     config: RunnerConfig,
     encoder_lens: Sequence[int],
     invariants: Sequence[Invariant] = ("coverage", "allocation"),
-) -> list[Violation]:
-    """Every violation of the chosen invariants for a batch of admitted requests.
+) -> list[Shortfall]:
+    """Every shortfall, by the chosen invariants, of a batch of admitted requests.
 
     Encoder lengths the config does not admit are the caller's error: the
     scheduler never shows them to a block table, so they cannot be held
@@ -164,19 +171,13 @@ def violations(
                 f"encoder length {e} is not admitted (bound {admission.encoder_bound(config)})"
             )
     widths = checked_widths(policy, config)
-    found: list[Violation] = []
+    found: list[Shortfall] = []
     for gi, group in enumerate(config.groups):
-        width = widths[gi]
-        per_entry = admission.tokens_per_entry(config, group)
         for ri, e in enumerate(encoder_lens):
             n = request_tokens(config, group.kind, e)
             if n is None:
                 continue
-            for invariant, entries in demand(config, group, n).overflows(width):
-                if invariant == "coverage" and "coverage" in invariants:
-                    first = width * per_entry
-                    found.append(Violation(invariant, gi, group.kind.value, ri, n, entries, width, first))
-                if invariant == "allocation" and "allocation" in invariants:
-                    first = (width // group.bpk) * group.block_size * config.dcp_factor(group)
-                    found.append(Violation(invariant, gi, group.kind.value, ri, n, entries, width, first))
+            for invariant, entries in demand(config, group, n).overflows(widths[gi]):
+                if invariant in invariants:
+                    found.append(shortfall(config, gi, invariant, ri, n, entries, widths[gi]))
     return found

@@ -45,7 +45,13 @@ def sizing_length(config: RunnerConfig, length: Length) -> int:
 
 
 def alignment_multiple(block_size: int, alignment: Alignment) -> int:
-    """The multiple a width is rounded up to, per the engine release's rule."""
+    """The alignment rule: the block multiple a row's width (in manager blocks) is rounded up to.
+
+    ``none`` keeps the width, ``pow2`` (v0.21-0.25) rounds it to ``128 // bs``
+    blocks for ``bs <= 128``, ``gcd`` (v0.34) to ``128 / gcd(128, bs)``. ``bs``
+    times the multiple is the aligned span: the tokens at whose multiples a
+    width changes, which the property strategies aim at.
+    """
     if alignment == "none":
         return 1
     if alignment == "pow2":  # v0.21 .. v0.25

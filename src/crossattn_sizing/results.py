@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.outcome import Outcome
+
 
 class PropertyFailure(AssertionError):
     """A property's own failure: the diagnosis to print and the command that replays it.
@@ -114,7 +116,7 @@ class PropertyResult:
     """
 
     name: str
-    outcome: str = "not run"  # holds | fails | n/a | not run
+    outcome: Outcome = Outcome.NOT_RUN  # holds | fails | n/a | not run
     diagnosis: str = ""
     falsifying_example: str = ""  # Hypothesis's shrunk example, as it prints it
     reproduce: str = ""  # the property's own command that replays the failure, if it gave one
@@ -137,10 +139,13 @@ class PropertyResult:
     # this policy's own run judged it.
     shared: str = ""
 
+    def __post_init__(self) -> None:
+        self.outcome = Outcome(self.outcome)  # a word read back from JSON (fuzz's workers, verify's)
+
     def finish(self) -> None:
         """The verdict once every test of the property has reported."""
-        if self.unjudged and self.outcome != "fails":
-            self.outcome, self.reason = "not run", self.unjudged
+        if self.unjudged and self.outcome != Outcome.FAILS:
+            self.outcome, self.reason = Outcome.NOT_RUN, self.unjudged
 
     def observe(self, status: str, how_generated: str, phase: str | None, features: dict[str, Any]) -> None:
         """Fold one test-case observation in: an example that ran, its events and target scores."""
@@ -158,7 +163,7 @@ class PropertyResult:
         reached the suite (a failure in a fixture's teardown, say); ``example``
         and ``blob`` come from Hypothesis's observation of the failing case.
         """
-        self.outcome = "fails"
+        self.outcome = Outcome.FAILS
         leaf = first_failure(exc) if exc is not None else None
         if isinstance(leaf, PropertyFailure):
             self.diagnosis, self.reproduce = leaf.diagnosis, leaf.reproduce
@@ -191,14 +196,14 @@ class PropertyResult:
         self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
         self._count(other.examples, other.events, other.best_targets)
         self.replayed += other.replayed
-        if other.outcome == "fails" and self.outcome != "fails":
-            self.outcome, self.diagnosis, self.reproduce = "fails", other.diagnosis, other.reproduce
+        if other.outcome == Outcome.FAILS and self.outcome != Outcome.FAILS:
+            self.outcome, self.diagnosis, self.reproduce = Outcome.FAILS, other.diagnosis, other.reproduce
             self.reruns_test = other.reruns_test
             self.falsifying_example, self.replay_decorator = other.falsifying_example, other.replay_decorator
-        elif other.outcome == "holds" and self.outcome in ("not run", "n/a"):
-            self.outcome = "holds"
-        elif other.outcome == "n/a" and self.outcome == "not run":
-            self.outcome, self.reason = "n/a", other.reason
+        elif other.outcome == Outcome.HOLDS and self.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE):
+            self.outcome = Outcome.HOLDS
+        elif other.outcome == Outcome.NOT_APPLICABLE and self.outcome == Outcome.NOT_RUN:
+            self.outcome, self.reason = Outcome.NOT_APPLICABLE, other.reason
 
     def _count(self, examples: int, events: dict[str, int], targets: dict[str, float]) -> None:
         """The one place counts add up: examples and events sum, target scores keep their best."""

@@ -23,6 +23,7 @@ import pytest
 
 from crossattn_sizing import interrupts, settings
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, could_not_judge, property_name
 
 PROPERTIES_ENV = settings.PROPERTIES
@@ -190,23 +191,24 @@ class _Collector:
         unjudged = could_not_judge(self._exceptions.get(report.nodeid)) if report.failed else ""
         if unjudged:
             result.unjudged = result.unjudged or unjudged
-        elif report.failed and result.outcome != "fails":
+        elif report.failed and result.outcome != Outcome.FAILS:
             crash = getattr(report.longrepr, "reprcrash", None)
             message = crash.message if crash is not None else (report.longreprtext.splitlines() or [""])[-1]
             example, blob = self._failing_case.get(report.nodeid, ("", ""))
             result.fail(self._exceptions.get(report.nodeid), message, example, blob)
-        elif report.skipped and report.when in ("setup", "call") and result.outcome == "not run":
+        elif report.skipped and report.when in ("setup", "call") and result.outcome == Outcome.NOT_RUN:
             longrepr = report.longrepr
             result.reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
             # Hypothesis skips a test it was given no phase to run (the replay profile on a property
             # with no pinned example): nothing ran, which is not "does not apply".
             if NO_TEST_CASES not in result.reason:
-                result.outcome = "n/a"
-        elif report.passed and report.when == "call" and result.outcome in ("not run", "n/a"):
+                result.outcome = Outcome.NOT_APPLICABLE
+        elif report.passed and report.when == "call" and result.outcome in (Outcome.NOT_RUN,
+                                                                            Outcome.NOT_APPLICABLE):
             before = self._examples_before.get(report.nodeid, 0)
             if self._examples_ran(report.nodeid, result, before):
-                result.outcome, result.reason = "holds", ""
-            elif result.outcome == "not run":
+                result.outcome, result.reason = Outcome.HOLDS, ""
+            elif result.outcome == Outcome.NOT_RUN:
                 result.reason = "its test passed without running a single example"
         if report.when == "teardown":
             self.done += 1

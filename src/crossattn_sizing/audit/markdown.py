@@ -13,7 +13,8 @@ from pathlib import Path
 
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.report import EXIT_MEANINGS, detail_lines, exit_status
-from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
+from crossattn_sizing.audit.verdicts import RunnerVerdict
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.outputs import write_text
 
 Results = list[tuple[str, list[RunnerVerdict]]]
@@ -22,9 +23,9 @@ Results = list[tuple[str, list[RunnerVerdict]]]
 def _cell(verdict: RunnerVerdict | None) -> str:
     if verdict is None:
         return "not asked"
-    if verdict.status == HOLDS:
+    if verdict.outcome == Outcome.HOLDS:
         text = f"holds ({verdict.configs_checked} configs)"
-    elif verdict.status == FAILS:
+    elif verdict.outcome == Outcome.FAILS:
         text = f"**fails**: {verdict.configs_failing} of {verdict.configs_checked} configs"
         n = verdict.nemotron
         if n is not None and not n["holds"]:
@@ -32,11 +33,11 @@ def _cell(verdict: RunnerVerdict | None) -> str:
         w = verdict.whisper
         if w is not None:
             text += "; Whisper fits" if w["holds"] else "; Whisper overflows"
-    elif verdict.status == ABSENT:
+    elif verdict.outcome == Outcome.ABSENT:
         text = "absent (no such runner in this release)"
     else:
         text = f"could not be read: {verdict.reason}"
-    if verdict.scope is not None and verdict.status != UNREADABLE:
+    if verdict.scope is not None and verdict.outcome != Outcome.UNREADABLE:
         text += f"; serves {verdict.scope.text}"
     return text.replace("|", "\\|")
 
@@ -67,7 +68,7 @@ def _rule_table(results: Results) -> list[str]:
     ]
     for label, verdicts in results:
         for v in verdicts:
-            if v.status not in (HOLDS, FAILS):
+            if v.outcome not in (Outcome.HOLDS, Outcome.FAILS):
                 continue
             if v.matches:
                 match = ", ".join(f"`{m}`" for m in v.matches)

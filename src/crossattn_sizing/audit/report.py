@@ -21,7 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from crossattn_sizing.audit.extract import RUNNERS
-from crossattn_sizing.audit.verdicts import ABSENT, FAILS, HOLDS, UNREADABLE, RunnerVerdict
+from crossattn_sizing.audit.verdicts import RunnerVerdict
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.outputs import write_text
 
 EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
@@ -30,20 +31,21 @@ EXIT_MEANINGS = {
     "1": "some runner fails",
     "3": "some runner could not be read, or a release had none of the runners",
 }
-_STYLE = {HOLDS: "green", FAILS: "bold red", UNREADABLE: "yellow", ABSENT: "dim"}
+_STYLE = {Outcome.HOLDS: "green", Outcome.FAILS: "bold red", Outcome.UNREADABLE: "yellow",
+          Outcome.ABSENT: "dim"}  # fmt: skip
 
 
 def exit_status(verdicts: list[RunnerVerdict]) -> int:
     """0 all present runners hold, 1 some fail, 3 some could not be read or a release had nothing to check."""
-    statuses = {v.status for v in verdicts}
-    if FAILS in statuses:
+    statuses = {v.outcome for v in verdicts}
+    if Outcome.FAILS in statuses:
         return EXIT_FAILS
-    if UNREADABLE in statuses:
+    if Outcome.UNREADABLE in statuses:
         return EXIT_UNREADABLE
     by_release: dict[str, set[str]] = {}
     for v in verdicts:
-        by_release.setdefault(v.source, set()).add(v.status)
-    if not verdicts or any(s == {ABSENT} for s in by_release.values()):
+        by_release.setdefault(v.source, set()).add(v.outcome)
+    if not verdicts or any(s == {Outcome.ABSENT} for s in by_release.values()):
         return EXIT_UNREADABLE
     return EXIT_HOLDS
 
@@ -51,10 +53,10 @@ def exit_status(verdicts: list[RunnerVerdict]) -> int:
 def _cell(verdict: RunnerVerdict | None) -> str:
     if verdict is None:
         return "-"
-    text = f"[{_STYLE[verdict.status]}]{verdict.status}[/]"
-    if verdict.status in (UNREADABLE, ABSENT):
+    text = f"[{_STYLE[verdict.outcome]}]{verdict.outcome}[/]"
+    if verdict.outcome in (Outcome.UNREADABLE, Outcome.ABSENT):
         return text + _path_and_time(verdict)
-    if verdict.status == HOLDS:
+    if verdict.outcome == Outcome.HOLDS:
         text = f"{text}\n{verdict.configs_checked} configs"
     elif verdict.nemotron is not None and not verdict.nemotron["holds"]:
         n = verdict.nemotron
@@ -94,28 +96,28 @@ def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | No
 
 def detail_lines(verdict: RunnerVerdict) -> list[str]:
     """Plain-text lines explaining one verdict (counterexample, reproduction, reason, matching rule)."""
-    head = f"{verdict.source} {verdict.title}: {verdict.status}"
-    if verdict.status in (UNREADABLE, ABSENT) and verdict.where is None:
+    head = f"{verdict.source} {verdict.title}: {verdict.outcome}"
+    if verdict.outcome in (Outcome.UNREADABLE, Outcome.ABSENT) and verdict.where is None:
         why = f" (executing it failed too: {verdict.path_why})" if verdict.path_why else ""
         return [f"{head}: {verdict.reason}{why}"]
     lines = [f"{head} ({verdict.where})"]
-    if verdict.status == UNREADABLE:
+    if verdict.outcome == Outcome.UNREADABLE:
         lines.append(f"  {verdict.reason}")
-    if verdict.status == FAILS and verdict.counterexample is not None:
+    if verdict.outcome == Outcome.FAILS and verdict.counterexample is not None:
         c = verdict.counterexample
         lines.append(
-            f"  counterexample ({c.check}, cross group {c.group}): {c.config.describe()}: "
-            f"{c.encoder_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given} "
+            f"  counterexample ({c.invariant}, cross group {c.group}): {c.config.describe()}: "
+            f"{c.num_tokens} admitted encoder tokens need {c.needed} columns, the row has {c.given} "
             f"({verdict.configs_failing} of {verdict.configs_checked} configs fail)"
         )
-    if verdict.nemotron is not None and verdict.status == FAILS:
+    if verdict.nemotron is not None and verdict.outcome == Outcome.FAILS:
         n = verdict.nemotron
         outcome = "overflows" if not n["holds"] else "fits"
         lines.append(
             f"  Nemotron-Parse-like reproduction (2048x1664 page, {n['encoder_tokens']} encoder tokens; "
             f"{n['config']}): {n['columns_needed']} columns needed, {n['columns_given']} given: {outcome}"
         )
-    if verdict.whisper is not None and verdict.status == FAILS:
+    if verdict.whisper is not None and verdict.outcome == Outcome.FAILS:
         w = verdict.whisper
         outcome = (
             "fits"
@@ -123,7 +125,7 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
             else (f"overflows at {w['config']}: {w['columns_needed']} needed, {w['columns_given']} given")
         )
         lines.append(f"  Whisper ({w['encoder_tokens']} frames, {w['configs']} block shapes): {outcome}")
-    if verdict.status != UNREADABLE:
+    if verdict.outcome != Outcome.UNREADABLE:
         lines.extend(_rule_lines(verdict))
     if verdict.scope is not None:
         where = f" ({verdict.scope.where})" if verdict.scope.where else ""

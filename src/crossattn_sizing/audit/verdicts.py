@@ -41,8 +41,10 @@ from crossattn_sizing.audit.extract import (
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
+from crossattn_sizing.capacity import Shortfall
 from crossattn_sizing.config import ConfigError, KVCacheGroup, RunnerConfig
 from crossattn_sizing.known_configs import encoder_decoder_groups
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import BUILTIN_POLICIES, widths
 
 # The shapes the audit replays (docs/spec.md), from the one module that writes them out.
@@ -50,33 +52,22 @@ NEMOTRON_TOKENS = known_configs.NEMOTRON_PAGE_TOKENS
 NEMOTRON = known_configs.nemotron_parse()
 WHISPER_TOKENS = known_configs.WHISPER_FRAMES
 
-HOLDS, FAILS, UNREADABLE, ABSENT = "holds", "fails", "could not be read", "absent"
 READ_PATH = "read"
 EXECUTED_PATH = "executed"
 KERNEL_IDS, MANAGER_IDS = "kernel-block ids", "manager-block ids"
 
 
-@dataclass(frozen=True)
-class Shortfall:
-    """A cross-attention row too narrow for ``encoder_tokens``: entries needed vs given."""
-
-    config: RunnerConfig
-    group: int
-    check: str  # "coverage" or "allocation"
-    encoder_tokens: int
-    needed: int
-    given: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "config": self.config.to_dict(),
-            "describe": self.config.describe(),
-            "group": self.group,
-            "check": self.check,
-            "encoder_tokens": self.encoder_tokens,
-            "columns_needed": self.needed,
-            "columns_given": self.given,
-        }
+def counterexample_json(found: Shortfall) -> dict[str, Any]:
+    """A counterexample as the audit's JSON states it (its keys predate :class:`Shortfall`)."""
+    return {
+        "config": found.config.to_dict(),
+        "describe": found.config.describe(),
+        "group": found.group,
+        "check": found.invariant,
+        "encoder_tokens": found.num_tokens,
+        "columns_needed": found.needed,
+        "columns_given": found.given,
+    }
 
 
 @dataclass
@@ -86,7 +77,7 @@ class RunnerVerdict:
     source: str
     runner: str
     title: str
-    status: str
+    outcome: Outcome  # holds, fails, could not be read, or absent
     where: str | None = None
     reason: str | None = None
     configs_checked: int = 0
@@ -112,14 +103,14 @@ class RunnerVerdict:
             "source": self.source,
             "runner": self.runner,
             "title": self.title,
-            "verdict": self.status,
+            "verdict": self.outcome,
             "path": self.path,
             "wall_s": None if self.wall_s is None else round(self.wall_s, 2),
             "where": self.where,
             "reason": self.reason,
             "configs_checked": self.configs_checked,
             "configs_failing": self.configs_failing,
-            "counterexample": self.counterexample.to_dict() if self.counterexample else None,
+            "counterexample": counterexample_json(self.counterexample) if self.counterexample else None,
             "nemotron_parse": self.nemotron,
             "whisper": self.whisper,
             "assumed_conditions": self.conditions,
@@ -139,9 +130,7 @@ def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
     hold ``encoder_tokens`` (default: the admitted bound)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
-    over = capacity.cross_overflow(widths, config, encoder_tokens)
-    return None if over is None else Shortfall(config, over.group, over.invariant, over.encoder_tokens,
-                                               over.entries, over.width)  # fmt: skip
+    return capacity.cross_overflow(widths, config, encoder_tokens)
 
 
 def manager_twin(config: RunnerConfig) -> RunnerConfig:
@@ -340,10 +329,10 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
         try:
             policy = read_runner(index, runner, label)
         except RunnerAbsent as exc:
-            return RunnerVerdict(label, runner, title, ABSENT, reason=str(exc))
+            return RunnerVerdict(label, runner, title, Outcome.ABSENT, reason=str(exc))
         except ReadError as exc:
-            return RunnerVerdict(label, runner, title, UNREADABLE, reason=str(exc))
-    verdict = RunnerVerdict(label, runner, title, HOLDS, where=policy.where,
+            return RunnerVerdict(label, runner, title, Outcome.UNREADABLE, reason=str(exc))
+    verdict = RunnerVerdict(label, runner, title, Outcome.HOLDS, where=policy.where,
                             path=READ_PATH if executed is None else EXECUTED_PATH)  # fmt: skip
     try:
         nemo_read = read_sizing(policy, NEMOTRON)
@@ -368,13 +357,13 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
         met = [*nemo_read.conditions, *(c for item in [*checked, *whisper] for c in item.conditions)]
         verdict.conditions = list(dict.fromkeys(met))
     except ReadError as exc:
-        verdict.status, verdict.reason = UNREADABLE, str(exc)
+        verdict.outcome, verdict.reason = Outcome.UNREADABLE, str(exc)
         return verdict
     verdict.configs_checked = len(checked)
     failing = [f for f in (shortfall_of(c.widths, c.config) for c in checked) if f is not None]
     verdict.configs_failing = len(failing)
     if failing:
-        verdict.status, verdict.counterexample = FAILS, failing[0]
+        verdict.outcome, verdict.counterexample = Outcome.FAILS, failing[0]
     return verdict
 
 

@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
         close_all()
         results.append((tree.label, verdicts))
-        done = ", ".join(f"{v.title} {v.status} ({v.path}, {v.wall_s or 0:.1f} s)" for v in verdicts)
+        done = ", ".join(f"{v.title} {v.outcome} ({v.path}, {v.wall_s or 0:.1f} s)" for v in verdicts)
         print(f"crossattn-sizing: [{n}/{len(trees)}] {tree.label}: {done}", file=sys.stderr, flush=True)
     render(results)
     if json_path:

@@ -34,12 +34,13 @@ from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.processes import describe_exit
-from crossattn_sizing.report import PLAIN
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.suite import properties_dir, run_suite
+from crossattn_sizing.verify_report import PLAIN
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -86,7 +87,7 @@ class Totals:
 
     def failing_nodeids(self, policy: str) -> list[str]:
         """Tests already failing for a policy: later rounds skip them, their failure is recorded."""
-        failing = [r for (p, _), r in self.by_key.items() if p == policy and r.outcome == "fails"]
+        failing = [r for (p, _), r in self.by_key.items() if p == policy and r.outcome == Outcome.FAILS]
         return [n for r in failing for n in r.nodeids]
 
     def add(self, policy: str, results: list[PropertyResult]) -> None:
@@ -261,9 +262,9 @@ def exit_status(totals: Totals, interrupted: bool) -> int:
     if interrupted:
         return 130
     outcomes = {r.outcome for r in totals.by_key.values()}
-    if "fails" in outcomes:
+    if Outcome.FAILS in outcomes:
         return 1
-    if not outcomes or "not run" in outcomes:
+    if not outcomes or Outcome.NOT_RUN in outcomes:
         return 3
     return 0
 
@@ -275,7 +276,7 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         table.add_column(col, overflow="fold")
     for (policy, name), r in sorted(totals.by_key.items()):
         targets = ", ".join(f"{v:g}" for v in r.best_targets.values()) or "-"
-        color = {"fails": "red", "holds": "green"}.get(r.outcome, "yellow")
+        color = {Outcome.FAILS: "red", Outcome.HOLDS: "green"}.get(r.outcome, "yellow")
         table.add_row(policy, name, str(r.examples), f"[{color}]{r.outcome}[/]", targets)
     console.print(table)
     replayed = sum(r.replayed for r in totals.by_key.values())
@@ -288,7 +289,7 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
             for event, n in sorted(r.events.items(), key=lambda x: -x[1]):
                 console.print(f"  {n:>7}  {event}", markup=False, highlight=False)
     for (policy, name), r in sorted(totals.by_key.items()):
-        if r.outcome == "fails":
+        if r.outcome == Outcome.FAILS:
             console.print(f"\n[bold]{policy} / {name}[/] fails:")
             console.print(r.diagnosis.removeprefix("AssertionError: "), **PLAIN)
             for line in r.replay_lines():
@@ -349,7 +350,7 @@ def run_fleet(args: argparse.Namespace) -> int:
             for w in fleet.workers
         ]
         write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
-    if any(r.outcome == "fails" for r in totals.by_key.values()):
+    if any(r.outcome == Outcome.FAILS for r in totals.by_key.values()):
         return 1
     if interrupted and not dead:
         return 130

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
-import shlex
 from typing import Any
 
 from crossattn_sizing.audit.sources import check_engine_spec
+from crossattn_sizing.check_line import check_line
 from crossattn_sizing.commands import options
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.graph_capture import capture_lines
@@ -31,6 +30,7 @@ from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.families import FAMILIES
 from crossattn_sizing.models.family import KnownCase
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.resolve import load_checked_policy
 
@@ -175,14 +175,6 @@ def drift_lines(scenario: ModelScenario, verdict: Verdict, impl: Any, why_not: s
     return lines
 
 
-def check_command(policy_spec: str, scenario: ModelScenario) -> str:
-    """The ``crossattn-sizing check`` line that replays the capacity verdict alone."""
-    config = json.dumps(scenario.config.to_dict(), separators=(",", ":"), sort_keys=True)
-    lens = ",".join([str(scenario.encoder_len.value)] * scenario.config.max_num_reqs)
-    return (f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(config)} "
-            f"--encoder-lens {lens}")
-
-
 def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
     """The request through the release's own BlockTables and kernel: beside another request, and last."""
     from crossattn_sizing.engine.coverage import engine_coverage
@@ -221,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"  source positions: {shown_s}")
     print(f"  config:           {config.describe()}")
     print(f"  widths given:     {verdict.widths} entries per group")
-    if verdict.safe:
+    if verdict.outcome == Outcome.HOLDS:
         for line in safe_reason(verdict, scenario):
             print(f"OK    {line}")
         for cv in verdict.cross:
@@ -240,7 +232,8 @@ def run(args: argparse.Namespace) -> int:
     if args.engine:
         for line in engine_lines(policy, scenario):
             print(f"  {line}")
-    if not verdict.safe:
+    if verdict.outcome == Outcome.FAILS:
         print(f"  fix:       {fixed_width_hint(scenario)}")
-        print(f"  reproduce: {check_command(args.policy, scenario)}")
-    return 0 if verdict.safe else 1
+        lens = [scenario.encoder_len.value] * config.max_num_reqs
+        print(f"  reproduce: {check_line(args.policy, config, lens)}")
+    return 0 if verdict.outcome == Outcome.HOLDS else 1

@@ -41,12 +41,12 @@ from crossattn_sizing.profiles import PROFILES, with_max_examples
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verdict import NAME as PROVE_ROW
 from crossattn_sizing.prove.verdict import prove_property
-from crossattn_sizing.report import Finding, PolicyVerdict, VerifyReport
 from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.shared_worker import Worker, split
 from crossattn_sizing.suite import properties_dir, run_suite
+from crossattn_sizing.verify_report import Finding, PolicyVerdict, VerifyReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -12,15 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from crossattn_sizing import admission
-from crossattn_sizing.capacity import Violation, violations
+from crossattn_sizing.capacity import Shortfall, violations
 from crossattn_sizing.config import GroupKind, RunnerConfig
 from crossattn_sizing.models.adapters import ModelScenario
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.policies import Policy, checked_widths, sizing_length
 
 
 @dataclass(frozen=True)
-class CrossVerdict:
-    """One cross-attention group's row against the scenario's request."""
+class CrossRow:
+    """One cross-attention group's row against the scenario's request, wide enough or not.
+
+    Not a verdict (that is :class:`Verdict`'s) nor a shortfall (a :class:`Shortfall`
+    says that): what ``reproduce`` needs to say *why* a row is wide enough.
+    """
 
     group: int
     width: int  # row entries given
@@ -34,34 +39,28 @@ class CrossVerdict:
         """Encoder tokens the row has columns for."""
         return self.width * self.tokens_per_entry
 
-    @property
-    def missing(self) -> tuple[int, int] | None:
-        """First and last token position without a column, or None when all have one."""
-        if self.covered_tokens >= self.encoder_len:
-            return None
-        return self.covered_tokens, self.encoder_len - 1
-
 
 @dataclass(frozen=True)
 class Verdict:
     """The policy's widths for a scenario, what breaks, and the lines that say so."""
 
     widths: tuple[int, ...]
-    cross: tuple[CrossVerdict, ...]
-    violations: tuple[Violation, ...]
+    cross: tuple[CrossRow, ...]
+    shortfalls: tuple[Shortfall, ...]
 
     @property
-    def safe(self) -> bool:
-        return not self.violations
+    def outcome(self) -> Outcome:
+        """Holds when the request breaks no invariant, else fails (there is no other ending here)."""
+        return Outcome.FAILS if self.shortfalls else Outcome.HOLDS
 
 
 def judge(policy: Policy, scenario: ModelScenario) -> Verdict:
-    """The widths ``policy`` gives the scenario's config, and every violation for its request."""
+    """The widths ``policy`` gives the scenario's config, and every shortfall of its request."""
     config = scenario.config
     e = scenario.encoder_len.value
     widths = checked_widths(policy, config)
     cross = tuple(
-        CrossVerdict(
+        CrossRow(
             g,
             widths[g],
             admission.entries_needed(config, config.groups[g], e),
@@ -85,25 +84,28 @@ def bound_label(config: RunnerConfig) -> str:
 
 
 def failure_lines(verdict: Verdict, config: RunnerConfig) -> list[str]:
-    """The diagnosis of a failing verdict: missing tokens, columns needed and given, spills."""
+    """The diagnosis of a failing verdict: missing tokens, columns needed and given, spills.
+
+    Every request of a scenario is the same, so one line per group and
+    invariant says it all; the encoder tokens without a column come first.
+    """
     lines: list[str] = []
-    for cv in verdict.cross:
-        missing = cv.missing
-        if missing is None:
+    seen: set[tuple[int, str]] = set()
+    cross = GroupKind.CROSS.value
+    uncovered = [s for s in verdict.shortfalls if s.invariant == "coverage" and s.kind == cross]
+    for s in [*uncovered, *(s for s in verdict.shortfalls if s not in uncovered)]:
+        if (s.group, s.invariant) in seen:
             continue
-        first, last = missing
+        seen.add((s.group, s.invariant))
+        if s not in uncovered:
+            lines.append(s.explain())
+            continue
+        first, last = s.first_uncovered_token, s.num_tokens - 1
+        per_column = admission.tokens_per_entry(config, config.groups[s.group])
         lines.append(
             f"tokens {first}..{last} ({last - first + 1} tokens) have no column in cross group "
-            f"{cv.group}: needed {cv.needed} columns, given {cv.width} "
-            f"({cv.tokens_per_entry} tokens per column)"
+            f"{s.group}: needed {s.needed} columns, given {s.given} ({per_column} tokens per column)"
         )
-    seen = {(cv.group, "coverage") for cv in verdict.cross if cv.missing is not None}
-    for v in verdict.violations:
-        # Every request of a scenario is the same, so one line per group and invariant says it all.
-        if (v.group, v.invariant) in seen or (v.invariant == "coverage" and v.kind == GroupKind.CROSS.value):
-            continue
-        seen.add((v.group, v.invariant))
-        lines.append(v.explain())
     return lines
 
 

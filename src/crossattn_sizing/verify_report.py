@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.outputs import write_text
 from crossattn_sizing.results import PropertyResult
 from crossattn_sizing.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
@@ -43,23 +44,33 @@ class PolicyVerdict:
     def holds(self) -> bool:
         """Every property ran and held (or does not apply), and at least one held."""
         outcomes = {p.outcome for p in self.properties}
-        ran = "holds" in outcomes and outcomes <= {"holds", "n/a"}
+        ran = Outcome.HOLDS in outcomes and outcomes <= {Outcome.HOLDS, Outcome.NOT_APPLICABLE}
         return ran and not self.error and not self.interrupted
 
     @property
-    def verdict(self) -> str:
+    def outcome(self) -> Outcome:
+        """The policy's one word: an error or a failure first, then Ctrl-C, then whether it held."""
         if self.error:
-            return "error"
-        if any(p.outcome == "fails" for p in self.properties):
-            return "fails"
+            return Outcome.ERROR
+        if any(p.outcome == Outcome.FAILS for p in self.properties):
+            return Outcome.FAILS
         if self.interrupted:
-            return "interrupted"
-        return "holds" if self.holds else "not run"
+            return Outcome.INTERRUPTED
+        return Outcome.HOLDS if self.holds else Outcome.NOT_RUN
 
     @property
     def unexpected(self) -> bool:
         """A policy expected to hold that fails (or errors) makes the run fail."""
-        return self.expected_to_hold and self.verdict in ("fails", "error")
+        return self.expected_to_hold and self.outcome in (Outcome.FAILS, Outcome.ERROR)
+
+
+def expected(verdict: PolicyVerdict) -> Outcome:
+    """What the harness expects of the policy: holds, or fails (a policy known to be wrong)."""
+    return Outcome.HOLDS if verdict.expected_to_hold else Outcome.FAILS
+
+
+EXIT_OUTCOMES = {130: Outcome.INTERRUPTED, 1: Outcome.FAILS, 3: Outcome.NOT_RUN, 0: Outcome.HOLDS}
+"""Each exit status of a run and the word that says it (verify's and fuzz's)."""
 
 
 @dataclass
@@ -87,14 +98,14 @@ class VerifyReport:
             return 130
         if any(v.unexpected for v in self.verdicts):
             return 1
-        if not self.verdicts or any(v.verdict == "not run" for v in self.verdicts):
+        if not self.verdicts or any(v.outcome == Outcome.NOT_RUN for v in self.verdicts):
             return 3
         return 0
 
     @property
-    def verdict(self) -> str:
+    def outcome(self) -> Outcome:
         """The run's one word: what the exit status says."""
-        return {130: "interrupted", 1: "fails", 3: "not run", 0: "holds"}[self.exit_status]
+        return EXIT_OUTCOMES[self.exit_status]
 
     def property_names(self) -> list[str]:
         names: list[str] = []
@@ -111,13 +122,13 @@ class VerifyReport:
             "device": self.device,
             "seed": self.seed,
             "exit_status": self.exit_status,
-            "verdict": self.verdict,
+            "verdict": self.outcome,
             "interrupted": self.interrupted,
             "policies": [
                 {
                     "policy": v.policy,
                     "expected_to_hold": v.expected_to_hold,
-                    "verdict": v.verdict,
+                    "verdict": v.outcome,
                     "unexpected": v.unexpected,
                     "error": v.error,
                     "properties": [asdict(p) for p in v.properties],
@@ -147,11 +158,10 @@ class VerifyReport:
                 by_name = {p.name: p for p in v.properties}
                 cells.append(by_name[n].outcome if n in by_name else "-")
             lines.append(f"| `{n}`{self.sharing_mark(n)} | " + " | ".join(cells) + " |")
-        lines.append("| **expected** | " + " | ".join("holds" if v.expected_to_hold else "fails"
-                                                    for v in self.verdicts) + " |")  # fmt: skip
-        shown = [f"**{v.verdict}{' (UNEXPECTED)' if v.unexpected else ''}**" for v in self.verdicts]
+        lines.append("| **expected** | " + " | ".join(expected(v) for v in self.verdicts) + " |")
+        shown = [f"**{v.outcome}{' (UNEXPECTED)' if v.unexpected else ''}**" for v in self.verdicts]
         lines.append("| **verdict** | " + " | ".join(shown) + " |")
-        lines += ["", f"Exit status {self.exit_status} ({self.verdict}).", ""]
+        lines += ["", f"Exit status {self.exit_status} ({self.outcome}).", ""]
         marks = {self.sharing_mark(n) for n in names}
         if " (once)" in marks:
             lines.append(f"- (once): {POLICY_FREE}")
@@ -160,7 +170,7 @@ class VerifyReport:
         lines += [f"- {note}" for note in self.notes]
         for v in self.verdicts:
             for p in v.properties:
-                if p.outcome == "fails":
+                if p.outcome == Outcome.FAILS:
                     note = [f"  note: {p.reason}"] if p.reason else []
                     body = "\n".join([p.diagnosis.removeprefix("AssertionError: "), *p.replay_lines(), *note])
                     lines += ["", f"## {v.policy} / {p.name} fails", "", "```", body, "```"]
@@ -183,7 +193,7 @@ class VerifyReport:
         that fails is a pass (the harness caught it), and the case says so."""
         suites = ET.Element("testsuites", name="crossattn-sizing verify")
         for v in self.verdicts:
-            failures = sum(1 for p in v.properties if (p.outcome == "fails") == v.expected_to_hold)
+            failures = sum(1 for p in v.properties if (p.outcome == Outcome.FAILS) == v.expected_to_hold)
             suite = ET.SubElement(
                 suites, "testsuite", name=v.policy, tests=str(len(v.properties)), failures=str(failures)
             )
@@ -194,21 +204,21 @@ class VerifyReport:
                 case = ET.SubElement(
                     suite, "testcase", classname=v.policy, name=p.name, time=f"{p.duration_s:.3f}"
                 )
-                if p.outcome == "n/a":
+                if p.outcome == Outcome.NOT_APPLICABLE:
                     ET.SubElement(case, "skipped", message=p.reason or "not applicable")
-                elif p.outcome == "not run":
+                elif p.outcome == Outcome.NOT_RUN:
                     # Not a pass: a JUnit consumer must not count it green.
                     why = "interrupted before it ran" if v.interrupted else (p.reason or "no example ran")
                     ET.SubElement(case, "error", message=f"not run: {why}")
-                elif v.expected_to_hold and p.outcome == "fails":
+                elif v.expected_to_hold and p.outcome == Outcome.FAILS:
                     failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
                     failure.text = "\n".join([p.diagnosis, "", *p.replay_lines()])
-                elif not v.expected_to_hold and p.outcome == "holds":
+                elif not v.expected_to_hold and p.outcome == Outcome.HOLDS:
                     message = f"{p.name} did not catch {v.policy}, a policy known to be wrong"
                     ET.SubElement(case, "failure", message=message)
             if not v.properties:
                 case = ET.SubElement(suite, "testcase", classname=v.policy, name="suite")
-                ET.SubElement(case, "error", message=f"not run: {v.verdict}")
+                ET.SubElement(case, "error", message=f"not run: {v.outcome}")
         text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
         write_text("--junit-xml", path, text + "\n")
 
@@ -239,7 +249,8 @@ class VerifyReport:
         table.add_column("property", style="bold", overflow="fold")
         for v in self.verdicts:
             table.add_column(v.policy, overflow="fold")
-        style = {"holds": "green", "fails": "red", "n/a": "dim", "not run": "yellow"}
+        style = {Outcome.HOLDS: "green", Outcome.FAILS: "red", Outcome.NOT_APPLICABLE: "dim",
+                 Outcome.NOT_RUN: "yellow"}  # fmt: skip
         for n in names:
             cells = []
             for v in self.verdicts:
@@ -247,11 +258,11 @@ class VerifyReport:
                 cells.append(f"[{style[by_name[n].outcome]}]{by_name[n].outcome}[/]" if n in by_name else "-")
             table.add_row(n + self.sharing_mark(n), *cells)
         table.add_section()
-        table.add_row("expected", *("holds" if v.expected_to_hold else "fails" for v in self.verdicts))
+        table.add_row("expected", *(expected(v) for v in self.verdicts))
         verdict_cells = []
         for v in self.verdicts:
             color = "red" if v.unexpected else ("green" if v.holds else "yellow")
-            verdict_cells.append(f"[{color}]{v.verdict}{' (UNEXPECTED)' if v.unexpected else ''}[/]")
+            verdict_cells.append(f"[{color}]{v.outcome}{' (UNEXPECTED)' if v.unexpected else ''}[/]")
         table.add_row("verdict", *verdict_cells)
         console.print(table)
         self.render_sharing(console)
@@ -259,11 +270,11 @@ class VerifyReport:
             if v.error:
                 console.print(f"\n[red]{v.policy}: could not run: {v.error}[/]")
             for p in v.properties:
-                if p.outcome in ("holds", "not run") and p.reason:  # what a verdict leaves out
-                    but = ", but" if p.outcome == "holds" else ""
+                if p.outcome in (Outcome.HOLDS, Outcome.NOT_RUN) and p.reason:  # what a verdict leaves out
+                    but = ", but" if p.outcome == Outcome.HOLDS else ""
                     console.print(f"\n{v.policy} / {p.name} {p.outcome}{but}: {p.reason}", **PLAIN)
             for p in v.properties:
-                if p.outcome != "fails":
+                if p.outcome != Outcome.FAILS:
                     continue
                 console.print(f"\n[bold]{v.policy} / {p.name}[/] fails:")
                 console.print(p.diagnosis.removeprefix("AssertionError: "), **PLAIN)

@@ -1,0 +1,25 @@
+"""The ``crossattn-sizing check`` line: how every capacity failure says to replay itself.
+
+A failure found by a property, by ``reproduce`` or by ``prove`` is replayed
+the same way, without pytest or Hypothesis: one config and its requests'
+encoder lengths under one policy. Written in one place so the line a report
+prints is always one ``check`` parses (compact, sorted JSON, shell-quoted).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable
+
+from crossattn_sizing.config import RunnerConfig
+
+
+def check_line(policy_spec: str, config: RunnerConfig, encoder_lens: Iterable[int]) -> str:
+    """The shell command that judges ``config`` and these encoder lengths under ``policy_spec``."""
+    text = json.dumps(config.to_dict(), separators=(",", ":"), sort_keys=True)
+    lens = ",".join(str(e) for e in encoder_lens)
+    return (
+        f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(text)} "
+        f"--encoder-lens {lens}"
+    )
