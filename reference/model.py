@@ -13,7 +13,9 @@ The ``run_*`` functions return everything a property may want to look at; the pl
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec
 
 from .attention import Matrix, attention, merge_partials_with_lse
 from .cache import PagedKVCache
@@ -24,8 +26,9 @@ from .slots import (
     local_length,
     local_slots,
     self_attention_slots,
-    sharded_cross_attention_slots,
 )
+
+P = ParamSpec("P")
 
 
 @dataclass
@@ -113,9 +116,39 @@ def _run_rank(
     return RankRun(rank, cache, write_slots, read_slots, key_positions, out, lse)
 
 
-def _merge(ranks: list[RankRun]) -> PagedRun:
+def _run_sharded(layer: _Layer, keys: Matrix, values: Matrix, dcp_size: int, interleave: int) -> PagedRun:
+    """Every rank writes the positions ``0..len(keys)-1`` it owns, reads back its share, attends.
+
+    Sharded cross-attention and self-attention differ only in the layer (causal or
+    not, query positions): both write with the self-attention mapping over the whole
+    sequence (``sharded_cross_attention_slots`` is that mapping), so one loop serves
+    both. The partials are merged by log-sum-exp.
+    """
+    seq_len = len(keys)
+    ranks: list[RankRun] = []
+    for rank in range(dcp_size):
+        write_slots = self_attention_slots(
+            layer.row, range(seq_len), layer.kernel_block_size, dcp_size, interleave, rank, seq_len
+        )
+        local_len = local_length(seq_len, dcp_size, interleave, rank)
+        positions = _local_positions(local_len, layer.kernel_block_size, dcp_size, interleave, rank)
+        ranks.append(_run_rank(layer, rank, write_slots, keys, values, positions))
     out, lse = merge_partials_with_lse([(r.out, r.lse) for r in ranks])
     return PagedRun(out, lse, ranks)
+
+
+def _output_of(run: Callable[P, PagedRun], name: str, doc: str) -> Callable[P, Matrix]:
+    """The plain ``paged_*`` twin of a ``run_*`` scenario: the same arguments, only the output.
+
+    Built from the run itself so the two cannot drift apart in parameters or defaults.
+    """
+
+    def output(*args: P.args, **kwargs: P.kwargs) -> Matrix:
+        return run(*args, **kwargs).out
+
+    output.__name__ = output.__qualname__ = name
+    output.__doc__ = doc
+    return output
 
 
 def run_paged_cross_attention(
@@ -156,42 +189,14 @@ def run_paged_cross_attention(
         only = _run_rank(layer, 0, write_slots, encoder_keys, encoder_values, list(range(encoder_len)))
         return PagedRun(only.out, only.lse, [only])
 
-    ranks: list[RankRun] = []
-    for rank in range(dcp_size):
-        write_slots = sharded_cross_attention_slots(
-            row, encoder_len, kernel_block_size, dcp_size, interleave, rank, encoder_len
-        )
-        local_len = local_length(encoder_len, dcp_size, interleave, rank)
-        positions = _local_positions(local_len, kernel_block_size, dcp_size, interleave, rank)
-        ranks.append(_run_rank(layer, rank, write_slots, encoder_keys, encoder_values, positions))
-    return _merge(ranks)
+    return _run_sharded(layer, encoder_keys, encoder_values, dcp_size, interleave)
 
 
-def paged_cross_attention(
-    q: Matrix,
-    encoder_keys: Matrix,
-    encoder_values: Matrix,
-    row: list[int],
-    kernel_block_size: int,
-    num_blocks: int,
-    scale: float,
-    dcp_size: int = 1,
-    interleave: int = 1,
-    sharded: bool = False,
-) -> Matrix:
-    """The output of ``run_paged_cross_attention`` (merged over ranks when sharded)."""
-    return run_paged_cross_attention(
-        q,
-        encoder_keys,
-        encoder_values,
-        row,
-        kernel_block_size,
-        num_blocks,
-        scale,
-        dcp_size=dcp_size,
-        interleave=interleave,
-        sharded=sharded,
-    ).out
+paged_cross_attention = _output_of(
+    run_paged_cross_attention,
+    "paged_cross_attention",
+    "The output of ``run_paged_cross_attention`` (merged over ranks when sharded).",
+)
 
 
 def run_paged_self_attention(
@@ -215,40 +220,9 @@ def run_paged_self_attention(
     """
     head_dim = _head_dim(keys, values, q)
     layer = _Layer(num_blocks, kernel_block_size, head_dim, list(row), q, scale, True, list(q_positions))
-    seq_len = len(keys)
-    ranks: list[RankRun] = []
-    for rank in range(dcp_size):
-        write_slots = self_attention_slots(
-            row, range(seq_len), kernel_block_size, dcp_size, interleave, rank, seq_len
-        )
-        local_len = local_length(seq_len, dcp_size, interleave, rank)
-        positions = _local_positions(local_len, kernel_block_size, dcp_size, interleave, rank)
-        ranks.append(_run_rank(layer, rank, write_slots, keys, values, positions))
-    return _merge(ranks)
+    return _run_sharded(layer, keys, values, dcp_size, interleave)
 
 
-def paged_self_attention(
-    q: Matrix,
-    q_positions: list[int],
-    keys: Matrix,
-    values: Matrix,
-    row: list[int],
-    kernel_block_size: int,
-    num_blocks: int,
-    scale: float,
-    dcp_size: int = 1,
-    interleave: int = 1,
-) -> Matrix:
-    """The merged output of ``run_paged_self_attention``."""
-    return run_paged_self_attention(
-        q,
-        q_positions,
-        keys,
-        values,
-        row,
-        kernel_block_size,
-        num_blocks,
-        scale,
-        dcp_size=dcp_size,
-        interleave=interleave,
-    ).out
+paged_self_attention = _output_of(
+    run_paged_self_attention, "paged_self_attention", "The merged output of ``run_paged_self_attention``."
+)
