@@ -10,6 +10,7 @@ dependencies with it. Modules are named after what they hold:
 - ``cache``: a paged K/V cache whose cells start poisoned with NaN.
 - ``attention``: dense attention with log-sum-exp, and the DCP merge of partials.
 - ``model``: scenarios tying these together with plain data.
+- ``checks``: the argument checks the modules above share.
 
 Nothing is re-exported here, so importing one module never pulls in the others.
 """

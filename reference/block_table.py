@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .checks import at_least
+
 
 def expand(manager_block_ids: list[int], bpk: int) -> list[int]:
     """Kernel-block ids of manager blocks: ``b`` becomes ``b*bpk + k`` for ``k in range(bpk)``.
@@ -47,12 +49,9 @@ class BlockTable:
     """
 
     def __init__(self, num_rows: int, width: int, bpk: int = 1) -> None:
-        if num_rows < 0:
-            raise ValueError(f"num_rows must be >= 0, got {num_rows}")
-        if width < 0:
-            raise ValueError(f"width must be >= 0, got {width}")
-        if bpk < 1:
-            raise ValueError(f"bpk must be >= 1, got {bpk}")
+        at_least("num_rows", num_rows, 0)
+        at_least("width", width, 0)
+        at_least("bpk", bpk, 1)
         self.num_rows = num_rows
         self.width = width
         self.bpk = bpk

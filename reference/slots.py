@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .checks import at_least
+
 PAD_SLOT_ID = -1
 """Slot value meaning "no cell": not owned by this rank, or padding."""
 
@@ -46,12 +48,9 @@ def check_layout(kernel_block_size: int, dcp_size: int, interleave: int, rank: i
     a block the row does not name. The engine requires ``bs % I == 0`` of the manager
     block size; the oracle asks it of the block size the slots are computed with.
     """
-    if kernel_block_size < 1:
-        raise InvalidLayout(f"kernel_block_size must be >= 1, got {kernel_block_size}")
-    if dcp_size < 1:
-        raise InvalidLayout(f"dcp_size must be >= 1, got {dcp_size}")
-    if interleave < 1:
-        raise InvalidLayout(f"interleave must be >= 1, got {interleave}")
+    at_least("kernel_block_size", kernel_block_size, 1, InvalidLayout)
+    at_least("dcp_size", dcp_size, 1, InvalidLayout)
+    at_least("interleave", interleave, 1, InvalidLayout)
     if not 0 <= rank < dcp_size:
         raise InvalidLayout(f"rank {rank} is outside [0, {dcp_size})")
     if dcp_size > 1 and kernel_block_size % interleave != 0:
@@ -63,8 +62,7 @@ def check_layout(kernel_block_size: int, dcp_size: int, interleave: int, rank: i
 def owner_rank(position: int, kernel_block_size: int, dcp_size: int, interleave: int) -> int:
     """The DCP rank whose cache holds ``position``: ``(off // I) % C``, ``off = p % (kbs*C)``."""
     check_layout(kernel_block_size, dcp_size, interleave, 0)
-    if position < 0:
-        raise ValueError(f"position must be >= 0, got {position}")
+    at_least("position", position, 0)
     offset = position % (kernel_block_size * dcp_size)
     return (offset // interleave) % dcp_size
 
@@ -84,8 +82,7 @@ def local_length(seq_len: int, dcp_size: int, interleave: int, rank: int) -> int
     ``(s // (C*I)) * I + min(max(s % (C*I) - r*I, 0), I)``: ``I`` per full round, plus
     the part of the last, partial round that reaches this rank's run.
     """
-    if seq_len < 0:
-        raise ValueError(f"seq_len must be >= 0, got {seq_len}")
+    at_least("seq_len", seq_len, 0)
     if dcp_size < 1 or interleave < 1 or not 0 <= rank < dcp_size:
         raise InvalidLayout(f"bad layout: dcp_size={dcp_size}, interleave={interleave}, rank={rank}")
     round_len = dcp_size * interleave
@@ -103,8 +100,7 @@ def global_position(
     attention kernel needs this to know which position (for causal masking) a key has.
     """
     check_layout(kernel_block_size, dcp_size, interleave, rank)
-    if local_index < 0:
-        raise ValueError(f"local_index must be >= 0, got {local_index}")
+    at_least("local_index", local_index, 0)
     virtual_block, local = divmod(local_index, kernel_block_size)
     round_index, within_run = divmod(local, interleave)
     offset = round_index * interleave * dcp_size + rank * interleave + within_run
@@ -132,8 +128,7 @@ def self_attention_slots(
     virtual_block_size = kernel_block_size * dcp_size
     slots: list[int] = []
     for position in positions:
-        if position < 0:
-            raise ValueError(f"position must be >= 0, got {position}")
+        at_least("position", position, 0)
         column, offset = divmod(position, virtual_block_size)
         if column >= len(row):
             raise ColumnOutOfRange(position=position, column=column, width=len(row))
