@@ -99,6 +99,12 @@ def _row_for(layout: Layout, seq_len: int, seed: int) -> list[int]:
     return BlockPool(NUM_BLOCKS, seed).allocate(cdiv(seq_len, layout.virtual_block_size))
 
 
+def _slots(layout: Layout, row: list[int], seq_len: int, rank: int, pad_to: int) -> list[int]:
+    """Rank ``rank``'s slots of positions ``0..seq_len-1`` under ``layout``: what each property writes."""
+    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    return self_attention_slots(row, range(seq_len), kbs, dcp, interleave, rank, pad_to=pad_to)
+
+
 @FAST
 @given(layout=layouts(), seq_len=st.integers(0, 40), extra=st.integers(0, 3), seed=seeds)
 def test_slots_are_injective_in_range_and_inside_the_rows_blocks(
@@ -108,7 +114,7 @@ def test_slots_are_injective_in_range_and_inside_the_rows_blocks(
     row = _row_for(layout, seq_len, seed)
     owners = [0] * seq_len
     for rank in range(dcp):
-        slots = self_attention_slots(row, range(seq_len), kbs, dcp, interleave, rank, pad_to=seq_len + extra)
+        slots = _slots(layout, row, seq_len, rank, pad_to=seq_len + extra)
         assert slots[seq_len:] == [PAD_SLOT_ID] * extra
         live = [s for s in slots[:seq_len] if s != PAD_SLOT_ID]
         assert len(set(live)) == len(live), "two positions share a cell on one rank"
@@ -125,12 +131,9 @@ def test_slots_are_injective_in_range_and_inside_the_rows_blocks(
 @FAST
 @given(layout=layouts())
 def test_local_offsets_are_a_bijection_onto_the_block_per_rank(layout: Layout) -> None:
-    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
-    row = [1]
-    for rank in range(dcp):
-        slots = self_attention_slots(
-            row, range(layout.virtual_block_size), kbs, dcp, interleave, rank, kbs * dcp
-        )
+    kbs = layout.kernel_block_size
+    for rank in range(layout.dcp_size):
+        slots = _slots(layout, [1], layout.virtual_block_size, rank, pad_to=layout.virtual_block_size)
         offsets = [s - kbs for s in slots if s != PAD_SLOT_ID]
         assert sorted(offsets) == list(range(kbs))
         assert offsets == sorted(offsets), "local order follows position order"
@@ -160,7 +163,7 @@ def test_reads_through_the_row_find_exactly_the_written_cells(
     kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
     row = _row_for(layout, seq_len, seed)
     for rank in range(dcp):
-        write = self_attention_slots(row, range(seq_len), kbs, dcp, interleave, rank, pad_to=seq_len)
+        write = _slots(layout, row, seq_len, rank, pad_to=seq_len)
         owned = [p for p in range(seq_len) if write[p] != PAD_SLOT_ID]
         local_len = local_length(seq_len, dcp, interleave, rank)
         assert local_slots(row, local_len, kbs) == [write[p] for p in owned]
@@ -172,10 +175,9 @@ def test_reads_through_the_row_find_exactly_the_written_cells(
 def test_a_short_row_raises_at_the_first_missing_column(
     layout: Layout, seq_len: int, short_by: int, seed: int
 ) -> None:
-    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
     full = _row_for(layout, seq_len, seed)
     width = max(len(full) - short_by, 0)
     with pytest.raises(ColumnOutOfRange) as info:
-        self_attention_slots(full[:width], range(seq_len), kbs, dcp, interleave, 0, pad_to=seq_len)
+        _slots(layout, full[:width], seq_len, 0, pad_to=seq_len)
     assert info.value.column == width == info.value.width
     assert info.value.position == width * layout.virtual_block_size
