@@ -32,31 +32,26 @@ def test_every_crossattn_variable_is_read_in_the_settings_module_only() -> None:
     assert found == set(settings.READERS) - {"XDG_CACHE_HOME"}
 
 
-@pytest.mark.parametrize(
-    ("name", "value", "rule"),
-    [
-        (settings.PROFILE, "nope", "unknown Hypothesis profile"),
-        (settings.DCP_TIMEOUT, "abc", "must be a number of seconds"),
-        (settings.DCP_TIMEOUT, "nan", "must be a number of seconds"),
-        (settings.DCP_TIMEOUT, "-1", "must be a number of seconds"),
-        (settings.DCP_TIMEOUT, "1e999", "must be a number of seconds"),
-        (settings.DCP_TIMEOUT, "9" * 5000, "must be a number of seconds"),
-        (settings.DB, "/dev/null", "is not a folder"),
-        (settings.SHARED_DB, "/dev/null", "is not a folder"),
-        (settings.REGRESSIONS_DIR, "/dev/null", "is not a folder"),
-        (settings.ENGINE_CACHE, "/dev/null/engine", "/dev/null is a file, not a folder"),
-        (settings.PROPERTIES, "/dev/null", "is not a folder"),
-        (settings.DEVICE, "tpu", "use one of cpu, cuda"),
-        (settings.DCP_BACKEND, "mpi", "use one of inprocess, gloo, nccl"),
-        (settings.OFFLINE, "maybe", "must be 1 or 0"),
-        (settings.RECORD_REGRESSIONS, "2", "must be 1 or 0"),
-        (settings.ENGINE_WORKERS, "0", "must be a positive integer"),
-        (settings.ENGINE_WORKERS, "9" * 5000, "must be a positive integer"),
-        (settings.ENGINE_WORKERS, "100000", "at most 256"),
-        (settings.FUZZ_WORKER, "-1", "must be an integer >= 0"),
-        ("XDG_CACHE_HOME", "/dev/null", "is not a folder"),
-    ],
-)
+# Values refused by the same rule are listed under it once.
+BAD_VARIABLES = [
+    (settings.PROFILE, "nope", "unknown Hypothesis profile"),
+    *((settings.DCP_TIMEOUT, v, "must be a number of seconds")
+      for v in ("abc", "nan", "-1", "1e999", "9" * 5000)),
+    *((name, "/dev/null", "is not a folder") for name in (
+        settings.DB, settings.SHARED_DB, settings.REGRESSIONS_DIR, settings.PROPERTIES, "XDG_CACHE_HOME"
+    )),
+    (settings.ENGINE_CACHE, "/dev/null/engine", "/dev/null is a file, not a folder"),
+    (settings.DEVICE, "tpu", "use one of cpu, cuda"),
+    (settings.DCP_BACKEND, "mpi", "use one of inprocess, gloo, nccl"),
+    *((name, v, "must be 1 or 0")
+      for name, v in ((settings.OFFLINE, "maybe"), (settings.RECORD_REGRESSIONS, "2"))),
+    *((settings.ENGINE_WORKERS, v, "must be a positive integer") for v in ("0", "9" * 5000)),
+    (settings.ENGINE_WORKERS, "100000", "at most 256"),
+    (settings.FUZZ_WORKER, "-1", "must be an integer >= 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), BAD_VARIABLES)
 def test_a_bad_variable_is_one_line_naming_it(
     name: str, value: str, rule: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
