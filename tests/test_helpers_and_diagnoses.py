@@ -12,6 +12,7 @@ shares no code with ``src/``, checked exhaustively over a small domain.
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 
 import pytest
 
@@ -170,19 +171,13 @@ def test_entries_received_are_whole_kernel_blocks() -> None:
 
 
 def checks_config() -> RunnerConfig:
-    """Cross (bs 16, kbs 4), full (bs 16, replicated) and mamba groups under DCP 2."""
-    return RunnerConfig(
-        max_model_len=100,
-        max_num_batched_tokens=300,
-        max_num_encoder_input_tokens=200,
-        dcp_size=2,
-        dcp_interleave=2,
-        groups=(
-            KVCacheGroup(GroupKind.CROSS, 16, 4),
-            KVCacheGroup(GroupKind.FULL, 16, dcp_sharded=False),
-            KVCacheGroup(GroupKind.MAMBA, 16),
-        ),
-    )
+    """Cross (bs 16, kbs 4), full (bs 16, replicated) and mamba groups under DCP 2.
+
+    The admission helpers' config plus a mamba group, so the lengths and DCP
+    layout the two sections test stay one.
+    """
+    config = dcp_config()
+    return replace(config, groups=(*config.groups, KVCacheGroup(GroupKind.MAMBA, 16)))
 
 
 def test_violations_report_every_field_of_each_broken_row() -> None:
