@@ -43,6 +43,33 @@ ALIGNMENTS = {
     """,
 }
 
+# Lines of the V2 runner's KV-cache set-up that stayed the same across releases (the
+# release fixtures under tests/fixtures/vllm hold them too): the copy of the config and
+# the encoder-decoder length on the way in, the backend and the start of the
+# BlockTables call on the way out. Every V2 runner written here is built around them,
+# with its own sizing loop in between and its own keyword arguments after.
+V2_SIZING_HEAD = """\
+        kv_cache_config = deepcopy(kv_cache_config)
+        self.kv_cache_config = kv_cache_config
+        block_table_max_model_len = self.max_model_len
+        if self.is_encoder_decoder:
+            block_table_max_model_len = {length}
+        block_sizes = []
+        max_num_blocks_per_group = []
+"""
+V2_SIZING_TAIL = """\
+            max_num_blocks_per_group.append(max_num_blocks)
+        self.attn_groups, attn_cg_support, self.kernel_block_sizes = init_attn_backend(
+            self.kv_cache_config, self.vllm_config, self.device
+        )
+        self.block_tables = BlockTables(
+            block_sizes=block_sizes,
+            max_num_reqs=self.max_num_reqs,
+            max_num_batched_tokens=self.max_num_tokens,
+            max_num_blocks_per_group=max_num_blocks_per_group,
+            device=self.device,
+"""
+
 V2_RUNNER = """
 import math
 from copy import deepcopy
@@ -73,14 +100,7 @@ class GPUModelRunner:
             self.kv_cache_dtype = self.cache_config.cache_dtype
 
     def {method}(self, kv_cache_config):
-        kv_cache_config = deepcopy(kv_cache_config)
-        self.kv_cache_config = kv_cache_config
-        block_table_max_model_len = self.max_model_len
-        if self.is_encoder_decoder:
-            block_table_max_model_len = {length}
-        block_sizes = []
-        max_num_blocks_per_group = []
-        for kv_cache_group in kv_cache_config.kv_cache_groups:
+""" + V2_SIZING_HEAD + """        for kv_cache_group in kv_cache_config.kv_cache_groups:
             spec = kv_cache_group.kv_cache_spec
             block_sizes.append(spec.block_size)
             max_num_blocks = cdiv(block_table_max_model_len, spec.block_size * self.dcp_size)
@@ -89,17 +109,7 @@ class GPUModelRunner:
                 max_num_blocks = (
                     max_num_blocks if self.cache_config.enable_prefix_caching else 1
                 ) + spec.num_speculative_blocks
-            max_num_blocks_per_group.append(max_num_blocks)
-        self.attn_groups, attn_cg_support, self.kernel_block_sizes = init_attn_backend(
-            self.kv_cache_config, self.vllm_config, self.device
-        )
-        self.block_tables = BlockTables(
-            block_sizes=block_sizes,
-            max_num_reqs=self.max_num_reqs,
-            max_num_batched_tokens=self.max_num_tokens,
-            max_num_blocks_per_group=max_num_blocks_per_group,
-            device=self.device,
-            kernel_block_sizes=self.kernel_block_sizes,
+""" + V2_SIZING_TAIL + """            kernel_block_sizes=self.kernel_block_sizes,
             cp_size=self.dcp_size,
         )
         self.cudagraph_manager = make_cudagraph_manager(self.vllm_config)

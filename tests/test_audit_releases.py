@@ -35,6 +35,8 @@ from tests.test_audit_extract import (
     V2_BLOCK_TABLE,
     V2_BLOCK_TABLE_019,
     V2_RUNNER_019,
+    V2_SIZING_HEAD,
+    V2_SIZING_TAIL,
     run_cli,
     tree_of,
     v2_files,
@@ -142,14 +144,7 @@ class GPUModelRunner:
         self.device = device
 
     def initialize_kv_cache(self, kv_cache_config, is_profiling=False, extensible=False):
-        kv_cache_config = deepcopy(kv_cache_config)
-        self.kv_cache_config = kv_cache_config
-        block_table_max_model_len = self.max_model_len
-        if self.is_encoder_decoder:
-            block_table_max_model_len = {length}
-        block_sizes = []
-        max_num_blocks_per_group = []
-        slot_mapping_enabled = []
+""" + V2_SIZING_HEAD + """        slot_mapping_enabled = []
         dcp_sharded = []
         sliding_window_reach = []
         for kv_cache_group in kv_cache_config.kv_cache_groups:
@@ -165,17 +160,7 @@ class GPUModelRunner:
             max_num_blocks = get_block_table_width(
                 max_num_blocks, spec.block_size, token_alignment=spec.block_table_token_alignment
             )
-            max_num_blocks_per_group.append(max_num_blocks)
-        self.attn_groups, attn_cg_support, self.kernel_block_sizes = init_attn_backend(
-            self.kv_cache_config, self.vllm_config, self.device
-        )
-        self.block_tables = BlockTables(
-            block_sizes=block_sizes,
-            max_num_reqs=self.max_num_reqs,
-            max_num_batched_tokens=self.max_num_tokens,
-            max_num_blocks_per_group=max_num_blocks_per_group,
-            device=self.device,
-            dcp_sharded=dcp_sharded,
+""" + V2_SIZING_TAIL + """            dcp_sharded=dcp_sharded,
             slot_mapping_enabled=slot_mapping_enabled,
             sliding_window_reach=sliding_window_reach,
         )
