@@ -247,11 +247,17 @@ def slot_cases(draw: st.DrawFn) -> SlotCase:
 def correctable_dcp() -> dict[str, st.SearchStrategy[Any]]:
     """``configs`` and ``shapes`` for the self-attention property that reach vLLM's DCP correction.
 
-    DCP 2 or 4 (ranks' partials are combined) and power-of-two head sizes: the
-    correction kernel spans ranks and head dimension with ``tl.arange``.
+    DCP 2 or 4 with the self-attention group sharded over the ranks (a replicated
+    group runs on one rank and has nothing to combine) and power-of-two head
+    sizes: the correction kernel spans ranks and head dimension with ``tl.arange``.
     """
+
+    def combined(config: RunnerConfig) -> bool:
+        full = next(g for g in config.groups if g.kind is GroupKind.FULL)
+        return config.dcp_size in (2, 4) and full.dcp_sharded
+
     return {
-        "configs": attention_configs().filter(lambda config: config.dcp_size in (2, 4)),
+        "configs": attention_configs().filter(combined),
         "shapes": power_of_two_shapes(),
     }
 

@@ -331,7 +331,9 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--hypothesis-profile", "nope", status=4, says="--hypothesis-profile 'nope': unknown Hypothesis profile", isolated=True),
     # messages name what the user typed
     C("reproduce", "whisper", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
-    C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm or vllm==X.Y.Z"),
+    C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm, vllm==X.Y.Z or vllm@PATH"),
+    C("reproduce", "whisper", "--engine", "vllm@/nonexistent", says="--engine vllm@/nonexistent: "
+      "/nonexistent holds no vllm package"),
     C("audit", "--vllm-path", "{d}/syntax-tree", status=3, says="sizing of vLLM releases"),
     # --- issue 20: hostile user code, signals, fleet (s3-hostile) ---
     # A policy at the start-up probe: it leaves, fakes a Ctrl-C, runs out of memory or stack, changes its config.

@@ -147,12 +147,22 @@ def check_version(version: str, option: str | None = "--vllm") -> str:
 
 
 def check_engine_spec(option: str, spec: str) -> str:
-    """An engine named on the command line: ``vllm`` (the installed one) or ``vllm==X.Y.Z``."""
+    """An engine named on the command line: ``vllm`` (the installed one), ``vllm==X.Y.Z`` or
+    ``vllm@PATH`` (a folder holding ``vllm/``)."""
+    from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
+    from crossattn_sizing.errors import EngineError
+
     spec = spec.strip()
     if spec == "vllm":
         return spec
+    if spec.startswith(TREE_PREFIX):
+        try:
+            tree_root(spec)
+        except EngineError as exc:
+            raise FetchError(f"{option} {exc}") from None
+        return spec
     if not spec.startswith("vllm=="):
-        raise FetchError(f"{option} {shown(spec)}: expected vllm or vllm==X.Y.Z")
+        raise FetchError(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
     try:
         return "vllm==" + check_version(spec.removeprefix("vllm=="))
     except FetchError:
