@@ -23,9 +23,9 @@ pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not
 import torch
 from hypothesis import given, settings
 
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.findings.results import PropertyFailure
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
-from crossattn_sizing.results import PropertyFailure
 from properties.hf_strategies import HFCrossCase, hf_cross_cases
 from properties.test_hf_cross_attention import (
     CORRECT,
