@@ -10,7 +10,7 @@ Run (writes reports/bench_distributed.md and prints the same tables):
 
 1. ``properties/test_distributed_dcp.py`` (C = 2 and 4, ``ci`` profile:
    derandomized, so every backend draws the same examples) in-process through
-   :func:`crossattn_sizing.suite.run_suite`, once per ``--dcp-backend``:
+   :func:`crossattn_sizing.runs.suite.run_suite`, once per ``--dcp-backend``:
    examples per second of each property (its pytest call time, which includes
    the reference oracle and, for gloo, starting each process group once), the
    median over ``--runs``. The start-up of a group is also timed on its own.
@@ -48,7 +48,7 @@ BACKENDS = ("inprocess", "gloo")
 
 def property_rates(backend: str) -> dict[str, tuple[int, float]]:
     """``{property parametrization group: (examples, seconds)}`` of one run of the C = 2, 4 file."""
-    from crossattn_sizing.suite import run_suite
+    from crossattn_sizing.runs.suite import run_suite
 
     results, code = run_suite("mrv2", profile="ci", select=["test_distributed_dcp"],
                               extra_args=["--dcp-backend", backend])

@@ -9,7 +9,7 @@ Run (writes reports/bench_properties.md and prints the same table):
     .venv/bin/python benchmarks/bench_properties.py [--runs 3] [--policy mrv2]
 
 Each run drives the whole property suite in-process through
-:func:`crossattn_sizing.suite.run_suite` (``properties/``, ``ci`` profile:
+:func:`crossattn_sizing.runs.suite.run_suite` (``properties/``, ``ci`` profile:
 derandomized, so every run draws the same examples). Examples are the test
 cases Hypothesis ran, all phases together (pinned examples, generation, and
 shrinking where a property fails); seconds are pytest's call time for the
@@ -29,8 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.suite import run_suite
+from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.runs.suite import run_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_properties.md"

@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 
 from crossattn_sizing.commands.prove import describe_edges
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.policies import widths
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import widths
 from crossattn_sizing.prove.edges import edge_domain
 
 ROOT = Path(__file__).resolve().parents[1]

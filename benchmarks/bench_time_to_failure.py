@@ -6,7 +6,7 @@ the inputs' decision table, the stress corner first). This measures what that
 is worth: for ``mrv2-prefix`` and each deliberately broken policy of
 ``tests/broken_policies.py``, how many examples and how many seconds it takes
 to hit the first config that breaks coverage or allocation fit
-(:func:`crossattn_sizing.capacity.violations` is the oracle), with
+(:func:`crossattn_sizing.core.capacity.violations` is the oracle), with
 
 * ``harness``: Hypothesis drawing ``properties.capacity_strategies.capacity_cases()``,
   generation phase only (no pinned examples, no shrinking, no database), one
@@ -42,9 +42,9 @@ from typing import TypeVar
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 
-from crossattn_sizing.capacity import violations
-from crossattn_sizing.config import GroupKind, KVCacheGroup
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.core.capacity import violations
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # properties/ and tests/ are imported as packages from the clone
@@ -213,7 +213,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Medians over {args.seeds} seeds (0..{args.seeds - 1}) per policy and generator, budget "
         f"{args.budget} examples per trial, measured in one run on a shared 2-core machine "
-        f"(python {sys.version.split()[0]}). Oracle: `crossattn_sizing.capacity.violations` (coverage or "
+        f"(python {sys.version.split()[0]}). "
+        "Oracle: `crossattn_sizing.core.capacity.violations` (coverage or "
         "allocation fit). `harness`: Hypothesis on `properties.capacity_strategies.capacity_cases()`, "
         "generation phase only. `uniform`: `random.Random(seed)` drawing every field uniformly over the "
         "widest ranges the strategies accept (lengths 1..2^21, block sizes 1..512, DCP 1..8; `uniform_case` "

@@ -2,7 +2,7 @@
 
 Why: verify is the main job. It used to run the whole suite once per policy
 (7 policies: 15.8x one suite run, issue 23); it now shares one run across the
-policies (crossattn_sizing.shared_run) and should take at most 3x one suite
+policies (crossattn_sizing.runs.shared_run) and should take at most 3x one suite
 run. This measures both on the same machine, back to back and alternating
 (suite, verify, suite, verify, ...), so load from other work falls on both,
 and prints the medians and their ratio. The machine is shared, so the load

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import torch
 
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import Inexpressible, close_all
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
-from crossattn_sizing.slot_mapping import SlotLayout, global_positions
-from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.impl.slot_mapping import SlotLayout, global_positions
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "engine_kernels.md"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

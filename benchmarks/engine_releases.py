@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import close_all
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import MANIFEST, EngineError, default_engine_cache, read_manifest

@@ -49,10 +49,10 @@ REPORT = ROOT / "reports" / "mutation.md"
 COMMAND = "CROSSATTN_PROFILE=ci .venv/bin/python benchmarks/mutation_report.py"
 
 MODULES = (
-    "src/crossattn_sizing/policies.py",
-    "src/crossattn_sizing/admission.py",
-    "src/crossattn_sizing/capacity.py",
-    "src/crossattn_sizing/slot_mapping.py",
+    "src/crossattn_sizing/core/policies.py",
+    "src/crossattn_sizing/core/admission.py",
+    "src/crossattn_sizing/core/capacity.py",
+    "src/crossattn_sizing/impl/slot_mapping.py",
 )
 """Modules mutated: the sizing rule, the admission model, the invariant checks, slot mapping."""
 

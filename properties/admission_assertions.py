@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from properties.failures import assert_equal, fail_rerun
 
 

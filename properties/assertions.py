@@ -7,12 +7,12 @@ outside pytest and Hypothesis.
 
 from __future__ import annotations
 
-from crossattn_sizing.admission import encoder_bound
-from crossattn_sizing.capacity import Invariant, violations
-from crossattn_sizing.check_line import check_line
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.findings import DcpCrossAttentionFinding, sharded_cross_fits, sharded_cross_refusal
-from crossattn_sizing.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.core.admission import encoder_bound
+from crossattn_sizing.core.capacity import Invariant, violations
+from crossattn_sizing.core.check_line import check_line
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.findings.dcp import DcpCrossAttentionFinding, sharded_cross_fits, sharded_cross_refusal
 from properties.capacity_strategies import CapacityCase
 from properties.failures import fail, fail_rerun
 

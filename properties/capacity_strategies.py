@@ -47,9 +47,9 @@ from typing import TypeVar
 from hypothesis import event
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import alignment_multiple
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import alignment_multiple
 from properties.config_strategies import (
     batched_tokens,
     divisors,

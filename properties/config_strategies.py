@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar
 
 from hypothesis import strategies as st
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 
 T = TypeVar("T")
 

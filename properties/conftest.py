@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.pytest_plugin import usage_error
+from crossattn_sizing.runs.pytest_plugin import usage_error
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,7 +1,7 @@
 """How every property fails: a :class:`PropertyFailure` with its diagnosis and a line that replays it.
 
 The suite, ``verify`` and ``fuzz`` read a failure's diagnosis and reproduce
-command as values (:mod:`crossattn_sizing.results`); a bare ``assert`` gives
+command as values (:mod:`crossattn_sizing.findings.results`); a bare ``assert`` gives
 them neither, only ``AssertionError: <text>``. So a property never fails by
 ``assert``: it calls a helper of the assertion modules (capacity:
 :mod:`properties.assertions`, implementations: :mod:`properties.impl_assertions`,
@@ -21,8 +21,8 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
-from crossattn_sizing.policies import Policy, policy_name
-from crossattn_sizing.results import PropertyFailure
+from crossattn_sizing.core.policies import Policy, policy_name
+from crossattn_sizing.findings.results import PropertyFailure
 
 if TYPE_CHECKING:  # the capacity properties fail here too, and need no torch
     from crossattn_sizing.impl import Impl

@@ -1,6 +1,6 @@
 """Strategies for the findings' properties: the cases of the cross-attention DCP inconsistency.
 
-The finding (docs/spec.md §5, :mod:`crossattn_sizing.findings`) lives where the
+The finding (docs/spec.md §5, :mod:`crossattn_sizing.findings.dcp`) lives where the
 engine's cross-attention path ignores DCP: a config with ``C > 1`` and one
 cross group, and an encoder length the scheduler admits. Lengths reach a few
 thousand tokens (past a Nemotron-Parse page) and block sizes include
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
 from properties.config_strategies import (
     HypothesisDraws,
     batched_tokens,

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import torch
 
-from crossattn_sizing import admission
-from crossattn_sizing.block_table import expand_block_ids
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import Policy, policy_name
-from crossattn_sizing.runner import CrossMode, PagedRunner
+from crossattn_sizing.impl.block_table import expand_block_ids
+from crossattn_sizing.impl.runner import CrossMode, PagedRunner
 from properties.impl_assertions import RequestReport
 from properties.impl_strategies import (
     UNIT,

@@ -17,8 +17,8 @@ import torch
 from hypothesis import event
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
 from properties.capacity_strategies import encoder_lengths

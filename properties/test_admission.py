@@ -1,4 +1,4 @@
-"""The admission model (``crossattn_sizing.admission``) against the reference oracle.
+"""The admission model (``crossattn_sizing.core.admission``) against the reference oracle.
 
 ``admission`` says, per group, which row entry holds a position, how many entries
 ``e`` tokens need (coverage) and how many the manager appends (allocation). The
@@ -15,8 +15,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from properties.admission_assertions import assert_agrees, assert_narrowest_row, case_lines
 from properties.capacity_strategies import runner_configs
 from reference.block_table import expand

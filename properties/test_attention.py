@@ -23,13 +23,13 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from crossattn_sizing import admission, known_configs
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission, known_configs
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import Policy, checked_widths
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import Policy, checked_widths
-from crossattn_sizing.runner import PagedRunner
+from crossattn_sizing.impl.runner import PagedRunner
 from properties.failures import harness_options
 from properties.impl_assertions import assert_outputs_match, fail_refused
 from properties.impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header

@@ -3,7 +3,7 @@
 Run against the policy chosen with ``--sizing-policy`` (default ``mrv2``).
 Under DCP they are judged against the sharded layout the width formula assumes
 (each rank holds its share); the engine's unsharded cross write path under DCP
-is a separate finding (see ``crossattn_sizing.findings``).
+is a separate finding (see ``crossattn_sizing.findings.dcp``).
 
 No ``target()``: the strategies draw width edges directly, and hill-climbing
 a near-miss score spent half of a 200-example budget around one example,
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from hypothesis import example, given
 
-from crossattn_sizing.capacity import Invariant
-from crossattn_sizing.policies import Policy
-from crossattn_sizing.results import PropertyFailure
+from crossattn_sizing.core.capacity import Invariant
+from crossattn_sizing.core.policies import Policy
+from crossattn_sizing.findings.results import PropertyFailure
 from properties.assertions import assert_invariant
 from properties.capacity_strategies import CapacityCase, capacity_cases
 from properties.regressions import pinned_cases, record_failure

@@ -5,7 +5,7 @@ The engine's cross-attention path ignores DCP: token ``p`` uses column
 for ``C`` ranks each holding a share. The first test shows, with the smallest
 case of the finding's search grid, that this path overflows the *fixed* sizing
 (``mrv2``) when ``C > 1``; it passes while the finding stands and prints the example as a
-:class:`~crossattn_sizing.findings.FindingWarning`. The property shows the
+:class:`~crossattn_sizing.findings.dcp.FindingWarning`. The property shows the
 consistent sharded layout fits every admitted request under the policy under
 test.
 """
@@ -17,8 +17,8 @@ import warnings
 from hypothesis import event, given
 from hypothesis import strategies as st
 
-from crossattn_sizing.findings import FindingWarning, dcp_cross_attention_finding, faithful_cross_overflow
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths
+from crossattn_sizing.findings.dcp import FindingWarning, dcp_cross_attention_finding, faithful_cross_overflow
 from properties.assertions import assert_finding_stands, assert_sharded_cross_fits
 from properties.finding_strategies import dcp_cross_cases
 

@@ -6,7 +6,7 @@ their log-sum-exp merge. With ``--dcp-backend gloo`` (or ``nccl`` on CUDA) the
 ranks are real ``torch.distributed`` processes, each holding only its own
 KV-cache shard and block tables, exchanging ``(out, lse)`` with an all-gather;
 with the default ``inprocess`` they are the simulation of
-:mod:`crossattn_sizing.runner`. Either way the merged output must equal the
+:mod:`crossattn_sizing.impl.runner`. Either way the merged output must equal the
 reference's dense, unsharded attention.
 """
 
@@ -16,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import Policy
 from properties.impl_strategies import attention_configs
 from properties.test_attention import check_cross_attention, check_self_attention
 

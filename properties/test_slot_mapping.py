@@ -11,10 +11,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crossattn_sizing.block_table import DeviceBlockTable
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.runner import compute_slots
-from crossattn_sizing.slot_mapping import SlotLayout
+from crossattn_sizing.impl.block_table import DeviceBlockTable
+from crossattn_sizing.impl.runner import compute_slots
+from crossattn_sizing.impl.slot_mapping import SlotLayout
 from properties.failures import assert_equal, harness_options
 from properties.impl_assertions import assert_slots_equal
 from properties.impl_strategies import SlotCase, SlotGroup, SlotRequest, seeds, slot_cases

@@ -16,10 +16,9 @@ from unittest import mock
 
 import torch
 
-from crossattn_sizing import attention
-from crossattn_sizing.attention import torch_paged_attention
-from crossattn_sizing.impl import TorchImpl
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID, token_requests
+from crossattn_sizing.impl import TorchImpl, attention
+from crossattn_sizing.impl.attention import torch_paged_attention
+from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID, token_requests
 
 
 class SlotOffByOne(TorchImpl):

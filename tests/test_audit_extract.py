@@ -17,8 +17,8 @@ from crossattn_sizing import cli
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree, open_dir
 from crossattn_sizing.audit.verdicts import NEMOTRON, audit_tree, sweep_configs
+from crossattn_sizing.core.policies import widths
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.policies import widths
 
 LENGTHS = {
     "prefix": (

@@ -16,7 +16,7 @@ import pytest
 
 from crossattn_sizing.audit.extract import ReadError, read_runner
 from crossattn_sizing.audit.sources import DirTree
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from tests.test_audit_extract import fixture
 
 PRELUDE = """

@@ -16,7 +16,7 @@ import re
 import pytest
 
 from crossattn_sizing.audit.extract import ReadError
-from crossattn_sizing.config import GroupKind, KVCacheGroup
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup
 from tests.test_audit_extract import fixture
 from tests.test_audit_interp import CONFIG, extract
 

@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crossattn_sizing import capacity
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import capacity
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 
 
 @st.composite
@@ -42,7 +42,7 @@ def test_vector_overflows_equal_the_scalar_demand(cases: list[tuple[RunnerConfig
 
 def test_cross_overflow_names_the_first_invariant_broken() -> None:
     """3329 tokens in a 128-entry row (bs 16): coverage fails first, 209 entries needed."""
-    from crossattn_sizing import known_configs
+    from crossattn_sizing.core import known_configs
 
     config = known_configs.nemotron_parse()
     over = capacity.cross_overflow((128, 128), config, known_configs.NEMOTRON_PAGE_TOKENS)
@@ -52,7 +52,7 @@ def test_cross_overflow_names_the_first_invariant_broken() -> None:
 
 def test_cross_overflow_defaults_to_the_admitted_bound() -> None:
     """Without a length, every cross row is asked to hold the largest admitted one (here B = E = 4096)."""
-    from crossattn_sizing import known_configs
+    from crossattn_sizing.core import known_configs
 
     config = known_configs.nemotron_parse()
     assert capacity.cross_overflow((256, 256), config) is None  # 4096 tokens need 256 entries of 16

@@ -23,13 +23,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.distributed.backend import DistributedDcp, runner_factory
 from crossattn_sizing.distributed.pool import RankFailure
 from crossattn_sizing.impl import TorchImpl
-from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
+from crossattn_sizing.impl.runner import PagedRunner
 from crossattn_sizing.processes import alive
-from crossattn_sizing.runner import PagedRunner
 from properties.impl_scenarios import run_cross, run_self
 from properties.impl_strategies import (
     AttentionShape,

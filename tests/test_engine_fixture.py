@@ -22,8 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from crossattn_sizing import capacity
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import capacity
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.engine import vllm as engine_vllm
 from crossattn_sizing.engine.client import WORKERS_ENV, EngineCrash, Inexpressible, Worker, parallel_workers
 from crossattn_sizing.engine.coverage import engine_coverage
@@ -32,7 +33,6 @@ from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_sou
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
-from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from crossattn_sizing.prove.verdict import prove_property
 from crossattn_sizing.resolve import load_policy
@@ -254,8 +254,8 @@ def test_a_worker_crash_fails_the_request_and_the_next_one_restarts(tmp_path: Pa
 def _one_token_step() -> dict:
     import torch
 
-    from crossattn_sizing.slot_mapping import SlotLayout
-    from crossattn_sizing.step import SlotStep
+    from crossattn_sizing.core.step import SlotStep
+    from crossattn_sizing.impl.slot_mapping import SlotLayout
 
     i32 = torch.int32
     step = SlotStep(torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32),

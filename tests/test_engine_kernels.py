@@ -20,14 +20,14 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.engine.client import Inexpressible, Worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
 from crossattn_sizing.impl import keyword_call_problems, provenance_lines
-from crossattn_sizing.policies import BUILTIN_POLICIES
-from crossattn_sizing.slot_mapping import SlotLayout
-from crossattn_sizing.step import AttentionStep, WriteStep
+from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.impl.slot_mapping import SlotLayout
 from tests.engine_tree import FIXTURES, build_tree
 
 MRV2 = BUILTIN_POLICIES["mrv2"]
@@ -90,7 +90,8 @@ def test_a_release_without_the_kernels_says_the_harness_stands_in(tmp_path: Path
     try:
         assert set(made.stand_ins) == {"write_kv", "paged_attention", "merge"}
         assert made.provenance["slot_mapping"].startswith("vllm.")
-        stand_in = "crossattn_sizing.attention.lse_merge (harness stand-in: vLLM 0.25.0 has none of vllm.v1."
+        stand_in = ("crossattn_sizing.impl.attention.lse_merge (harness stand-in: vLLM 0.25.0 has none of "
+                    "vllm.v1.")
         assert made.provenance["merge"].startswith(stand_in)
         assert "harness stand-in for write_kv, paged_attention, merge" in made.name
     finally:

@@ -28,12 +28,12 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
         allow_module_level=True,
     )
 
-from crossattn_sizing import capacity
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import capacity
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import resolve_release
 from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
-from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.prove import prove_all
 from crossattn_sizing.prove.edges import edge_domain
 from tests.meta.test_meta_capacity import shrunk_counterexample
@@ -186,7 +186,7 @@ def _since_034(version: str) -> bool:
 @pytest.mark.parametrize(("ranks", "head_dim"), [(2, 8), (4, 64), (3, 8), (2, 3)])
 def test_release_dcp_merge_is_the_harness_merge(version: str, ranks: int, head_dim: int) -> None:
     """The release's ``cp_lse_ag_out_ar`` (powers of two) or ``merge_attn_states`` (other shapes)."""
-    from crossattn_sizing.attention import lse_merge
+    from crossattn_sizing.impl.attention import lse_merge
 
     impl = VllmImpl(f"vllm=={version}")
     gen = torch.Generator().manual_seed(ranks * head_dim)

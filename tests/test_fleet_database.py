@@ -6,11 +6,11 @@ import pytest
 from hypothesis.database import InMemoryExampleDatabase, MultiplexedDatabase
 from hypothesis.extra.redis import RedisExampleDatabase
 
-from crossattn_sizing import profiles
 from crossattn_sizing.cli import build_parser
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, ScopedDatabase
 from crossattn_sizing.fleet.workers import forward_argv
+from crossattn_sizing.runs import profiles
 
 
 def test_scoped_databases_keep_policies_apart() -> None:

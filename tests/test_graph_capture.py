@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from crossattn_sizing import known_configs
-from crossattn_sizing.capacity import cross_overflow
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.findings import all_findings
-from crossattn_sizing.graph_capture import (
+from crossattn_sizing.core import known_configs
+from crossattn_sizing.core.capacity import cross_overflow
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
+from crossattn_sizing.findings.dcp import all_findings
+from crossattn_sizing.findings.graph_capture import (
     KNOWN_SHAPES,
     TITLE,
     KnownShape,
@@ -16,7 +17,6 @@ from crossattn_sizing.graph_capture import (
     captured_key_length,
     graph_capture_finding,
 )
-from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
 
 
 def test_capture_takes_s_when_the_config_has_it_else_m() -> None:

@@ -16,8 +16,8 @@ from dataclasses import replace
 
 import pytest
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from reference import slots as ref_slots
 
 # ---------------------------------------------------------------- slot mapping: DCP layouts
@@ -33,7 +33,7 @@ def layouts() -> list[tuple[int, int, int, int]]:
 
 
 def test_local_length_matches_the_oracle_and_lengths_sum_to_the_sequence() -> None:
-    from crossattn_sizing.slot_mapping import SlotLayout, local_length
+    from crossattn_sizing.impl.slot_mapping import SlotLayout, local_length
 
     for kbs, c, i, r in layouts():
         layout = SlotLayout(kbs, c, i, r)
@@ -47,7 +47,7 @@ def test_local_length_matches_the_oracle_and_lengths_sum_to_the_sequence() -> No
 def test_global_positions_invert_the_layout_like_the_oracle() -> None:
     import torch
 
-    from crossattn_sizing.slot_mapping import SlotLayout, global_position, global_positions
+    from crossattn_sizing.impl.slot_mapping import SlotLayout, global_position, global_positions
 
     for kbs, c, i, r in layouts():
         layout = SlotLayout(kbs, c, i, r)
@@ -73,7 +73,7 @@ def test_global_positions_invert_the_layout_like_the_oracle() -> None:
     ],
 )
 def test_invalid_slot_layouts_are_refused_with_the_reason(fields: tuple[int, ...], message: str) -> None:
-    from crossattn_sizing.slot_mapping import SlotLayout
+    from crossattn_sizing.impl.slot_mapping import SlotLayout
 
     with pytest.raises(ValueError, match=message):
         SlotLayout(*fields)
@@ -81,7 +81,7 @@ def test_invalid_slot_layouts_are_refused_with_the_reason(fields: tuple[int, ...
 
 def test_without_dcp_any_interleave_is_accepted() -> None:
     # The engine ignores I when C == 1, so the layout must not refuse it.
-    from crossattn_sizing.slot_mapping import SlotLayout
+    from crossattn_sizing.impl.slot_mapping import SlotLayout
 
     assert SlotLayout(4, 1, 3).virtual_block_size == 4
     assert SlotLayout(4, 2, 2, 1).virtual_block_size == 8
@@ -96,13 +96,13 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
     """
     import torch
 
-    from crossattn_sizing.slot_mapping import (
+    from crossattn_sizing.core.step import SlotStep
+    from crossattn_sizing.impl.slot_mapping import (
         SlotLayout,
         global_positions,
         token_requests,
         torch_slot_mapping,
     )
-    from crossattn_sizing.step import SlotStep
 
     meta = torch.device("meta")
     query_start_loc = torch.tensor([0, 2, 5], dtype=torch.int32, device=meta)
@@ -121,7 +121,7 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
 def test_token_requests_values() -> None:
     import torch
 
-    from crossattn_sizing.slot_mapping import token_requests
+    from crossattn_sizing.impl.slot_mapping import token_requests
 
     got = token_requests(torch.tensor([0, 2, 2, 5], dtype=torch.int32), 5)
     assert got.dtype == torch.int64
@@ -181,7 +181,7 @@ def checks_config() -> RunnerConfig:
 
 
 def test_violations_report_every_field_of_each_broken_row() -> None:
-    from crossattn_sizing.capacity import Shortfall, violations
+    from crossattn_sizing.core.capacity import Shortfall, violations
 
     config = checks_config()
 
@@ -210,7 +210,7 @@ def test_violations_report_every_field_of_each_broken_row() -> None:
 
 
 def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
-    from crossattn_sizing.capacity import violations
+    from crossattn_sizing.core.capacity import violations
 
     config = checks_config()
     for bad in (0, 201):
@@ -219,7 +219,7 @@ def test_violations_refuse_encoder_lengths_the_scheduler_never_admits() -> None:
 
 
 def test_request_tokens_per_group_kind() -> None:
-    from crossattn_sizing.capacity import request_tokens
+    from crossattn_sizing.core.capacity import request_tokens
 
     config = checks_config()
     assert request_tokens(config, GroupKind.CROSS, 33) == 33
@@ -229,7 +229,7 @@ def test_request_tokens_per_group_kind() -> None:
 
 
 def test_explain_reads_as_a_diagnosis() -> None:
-    from crossattn_sizing.capacity import Shortfall
+    from crossattn_sizing.core.capacity import Shortfall
 
     config = checks_config()  # explain() reads only the numbers the record carries
     assert Shortfall("coverage", 1, "cross", 0, 3329, 209, 128, 2048, config).explain() == (
@@ -249,8 +249,8 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
     """
     import torch
 
-    from crossattn_sizing.slot_mapping import SlotLayout, torch_slot_mapping
-    from crossattn_sizing.step import SlotStep
+    from crossattn_sizing.core.step import SlotStep
+    from crossattn_sizing.impl.slot_mapping import SlotLayout, torch_slot_mapping
 
     table = torch.tensor([2**30, 7], dtype=torch.int32)
     rows = torch.tensor([0], dtype=torch.int32)
@@ -270,8 +270,8 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
 
 
 def test_policy_load_errors_say_exactly_what_is_wrong() -> None:
+    from crossattn_sizing.core.policies import BUILTIN_POLICIES, load_policy
     from crossattn_sizing.errors import PolicyLoadError
-    from crossattn_sizing.policies import BUILTIN_POLICIES, load_policy
 
     known = ", ".join(sorted(BUILTIN_POLICIES))
     with pytest.raises(PolicyLoadError) as info:
@@ -295,7 +295,7 @@ def test_policy_load_errors_say_exactly_what_is_wrong() -> None:
 def test_policy_names_in_reports() -> None:
     import functools
 
-    from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
+    from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
     from tests.broken_policies import floor_div
 
     assert policy_name(BUILTIN_POLICIES["mrv2"]) == "mrv2"
@@ -307,8 +307,8 @@ def test_policy_names_in_reports() -> None:
 
 
 def test_checked_widths_accepts_only_non_negative_ints_and_names_the_policy() -> None:
+    from crossattn_sizing.core.policies import checked_widths
     from crossattn_sizing.errors import PolicyLoadError
-    from crossattn_sizing.policies import checked_widths
     from tests.broken_policies import floor_div
 
     config = RunnerConfig(max_model_len=8, max_num_batched_tokens=8, groups=(KVCacheGroup("cross", 4),))

@@ -128,7 +128,8 @@ def test_an_old_form_implementation_is_refused_naming_each_method_and_its_call()
     assert "\n" not in message
     assert ("OldFormImpl.slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out) "
             "does not take step: the harness calls slot_mapping(step=, out=) with step: SlotStep "
-            "(crossattn_sizing.step) holding table, row_stride, req_rows, query_start_loc, positions, layout"
+            "(crossattn_sizing.core.step) holding table, row_stride, req_rows, query_start_loc, positions, "
+            "layout"
             ) in message
     assert "write_kv(key=, value=, key_cache=, value_cache=, step=) with step: WriteStep" in message
     assert "holding slots" in message

@@ -16,10 +16,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.impl import TorchImpl, TritonImpl, load_impl
-from crossattn_sizing.policies import BUILTIN_POLICIES
-from crossattn_sizing.slot_mapping import SlotLayout
-from crossattn_sizing.step import AttentionStep, WriteStep
+from crossattn_sizing.impl.slot_mapping import SlotLayout
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 
@@ -38,7 +38,7 @@ def triton_impl(device: str) -> TritonImpl:
     # compiled ones are (or will be) in use, they are what properties/ exercises.
     if device == "cuda":
         pytest.skip("under --device cuda the compiled Triton kernels run in properties/")
-    loaded = sys.modules.get("crossattn_sizing.triton_kernels")
+    loaded = sys.modules.get("crossattn_sizing.impl.triton_kernels")
     if loaded is not None and not loaded.INTERPRETED:
         pytest.skip("the Triton kernels were imported compiled in this process")
     impl = load_impl("triton", "cpu")
@@ -47,7 +47,7 @@ def triton_impl(device: str) -> TritonImpl:
 
 
 def test_kernels_run_in_the_interpreter_on_cpu(triton_impl: TritonImpl) -> None:
-    from crossattn_sizing import triton_kernels
+    from crossattn_sizing.impl import triton_kernels
 
     assert triton_kernels.INTERPRETED
     assert os.environ["TRITON_INTERPRET"] == "1"

@@ -61,7 +61,7 @@ def test_interrupted_verify_reports_what_ran_and_nothing_as_holding(tmp_path: Pa
         "--max-examples", "1000000", "--json", str(report), "--junit-xml", str(junit),
     )  # fmt: skip
     with running(command) as child:
-        # Both policies share one run of the suite (crossattn_sizing.shared_run).
+        # Both policies share one run of the suite (crossattn_sizing.runs.shared_run).
         child.wait_for(lambda line: line.startswith("verify: policy mrv2, mrv2-prefix:"))
         result = child.interrupt()
     shown = result.stdout + result.stderr

@@ -29,13 +29,11 @@ LAYERS: Layers = (
               "interrupts", "processes", "outcome")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
-    ("core", ("config", "admission", "policies", "capacity", "step", "slot_layout", "known_configs",
-              "check_line")),
+    ("core", ("core",)),
     # The implementation under test and the harness's runner of it (torch, Triton, devices).
-    ("implementation", ("impl", "slot_mapping", "attention", "triton_kernels", "block_table", "runner",
-                        "devices")),
+    ("implementation", ("impl",)),
     # What is proved or found about a policy, and the result records a property's outcome fills.
-    ("proving", ("prove", "findings", "graph_capture", "capacity_map", "results")),
+    ("proving", ("prove", "findings")),
     # Adapters to code and data outside the harness: an engine release's own code, the audit of
     # its sources, Hugging Face models, multi-process runners, the fleet's example database; and
     # the one place a spec string is resolved to any of them (resolve).
@@ -43,8 +41,7 @@ LAYERS: Layers = (
                   "resolve")),
     # Running the property suite and reporting it: the pytest plugin (which wires the adapters
     # in), profiles, verify's shared run and worker, the fuzzing fleet's processes, outputs.
-    ("runs", ("suite", "pytest_plugin", "profiles", "verify_report", "shared_run",
-              "shared_worker", "outputs", "fleet.workers")),
+    ("runs", ("runs", "fleet.workers")),
     # The CLI: commands and the reports only a command writes.
     ("commands", ("commands", "cli", "__main__", "audit.report", "audit.markdown")),
 )  # fmt: skip

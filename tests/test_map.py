@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import known_configs
-from crossattn_sizing.capacity_map import MARKERS, axis, covers, plane
 from crossattn_sizing.cli import main
-from crossattn_sizing.policies import BUILTIN_POLICIES
+from crossattn_sizing.core import known_configs
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.findings.capacity_map import MARKERS, axis, covers, plane
 
 pytest.importorskip("matplotlib", reason="the 'map' extra (matplotlib) is not installed")
 

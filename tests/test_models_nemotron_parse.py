@@ -78,7 +78,7 @@ def test_unknown_attribute_is_an_attribute_error() -> None:
 
 def test_known_pages_agree_with_the_encoder_rule() -> None:
     """The figures the audit and the properties replay are what the encoder-token rule gives."""
-    from crossattn_sizing import known_configs
+    from crossattn_sizing.core import known_configs
 
     assert nemotron_parse.encoder_tokens(known_configs.NEMOTRON_PAGE) == known_configs.NEMOTRON_PAGE_TOKENS
     narrow = nemotron_parse.encoder_tokens(known_configs.NEMOTRON_NARROW_PAGE)

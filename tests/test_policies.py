@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple, checked_widths, load_policy
 from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
-from crossattn_sizing.policies import BUILTIN_POLICIES, alignment_multiple, checked_widths, load_policy
 
 
 def nemotron(m: int, bs: int = 16) -> RunnerConfig:

@@ -12,9 +12,9 @@ import pytest
 
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
 from crossattn_sizing.errors import HarnessError, NotExpressible
-from crossattn_sizing.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
 from crossattn_sizing.prove import (
     ABSENT,
     Domain,
@@ -50,7 +50,7 @@ TINY_LENGTHS = ["--encoder-tokens", "1-20:3", "--source-positions", "absent", "-
 
 def user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
     """A user's ``module:attr`` policy: ``source`` (which may use ``widths``) importable as ``module``."""
-    (tmp_path / f"{module}.py").write_text("from crossattn_sizing.policies import widths\n" + source)
+    (tmp_path / f"{module}.py").write_text("from crossattn_sizing.core.policies import widths\n" + source)
     monkeypatch.syspath_prepend(str(tmp_path))
 
 

@@ -15,7 +15,7 @@ import pytest
 from crossattn_sizing import cli, settings
 from crossattn_sizing.errors import MAX_LINE, ConfigError, HarnessError, OptionError, bounded, shown
 from crossattn_sizing.jsoninput import parse_json_object
-from crossattn_sizing.outputs import check_outputs
+from crossattn_sizing.runs.outputs import check_outputs
 
 SRC = Path(settings.__file__).parent
 

@@ -1,4 +1,4 @@
-"""verify's shared run (crossattn_sizing.shared_run): the same verdicts as separate runs, and it says so.
+"""verify's shared run (crossattn_sizing.runs.shared_run): the same verdicts as separate runs, and it says so.
 
 The claim the shared run rests on: under the ci profile Hypothesis draws the
 same examples for each policy while it passes, so judging all policies in
@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import BUILTIN_POLICIES
-from crossattn_sizing.shared_run import (
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.runs.shared_run import (
     POLICY_FREE,
     SAME_ANSWERS,
     RecordingPolicy,
@@ -129,7 +129,7 @@ def test_draws_are_replayed_in_order_and_a_relabelled_draw_diverges() -> None:
 
 
 def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
-    from crossattn_sizing.shared_worker import split
+    from crossattn_sizing.runs.shared_worker import split
 
     files = [Path(f"properties/{n}.py") for n in
              ("test_attention", "test_distributed_dcp", "test_hf_cross_attention", "test_slot_mapping",

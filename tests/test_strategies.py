@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
 from properties.capacity_strategies import (
     DIAL_BYTES,
     MAX_LEN,

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import suite
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.results import (
+from crossattn_sizing.findings.results import (
     PropertyFailure,
     PropertyResult,
     could_not_judge,
     event_counts,
     first_failure,
 )
+from crossattn_sizing.runs import suite
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,10 +9,10 @@ import signal
 import pytest
 
 from crossattn_sizing import interrupts, usercode
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.impl import load_impl
-from crossattn_sizing.policies import PROBE_CONFIG, checked_widths
 from tests import unusable_policies as u
 
 HOSTILE = {

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.verify_report import PolicyVerdict, VerifyReport
+from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 from tests.processes import cli, run
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from crossattn_sizing.cli import main
 from crossattn_sizing.commands.verify import wants_prove
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.errors import PolicyCallError
-from crossattn_sizing.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verdict import NAME, prove_property
 from tests.broken_policies import BROKEN

@@ -12,8 +12,8 @@ import os
 import sys
 import time
 
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.policies import BUILTIN_POLICIES, PROBE_CONFIG
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, PROBE_CONFIG
 
 
 def raises(config: RunnerConfig) -> tuple[int, ...]:

@@ -12,10 +12,11 @@ import hashlib
 import json
 from pathlib import Path
 
-from crossattn_sizing import admission, known_configs, pytest_plugin
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission, known_configs
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
+from crossattn_sizing.runs import pytest_plugin
 from properties.capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent

@@ -1,6 +1,6 @@
 """Integer helpers every layer shares: ceiling division and rounding up.
 
-They live apart from :mod:`crossattn_sizing.policies` (the code under test,
+They live apart from :mod:`crossattn_sizing.core.policies` (the code under test,
 and the module mutation testing changes) so that the admission model, the
 runner and the property strategies do not borrow their arithmetic from the
 thing they check.

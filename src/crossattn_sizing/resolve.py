@@ -3,7 +3,7 @@
 A spec is a built-in name (``mrv2``, ``torch``), a ``module:attr``, or an
 engine release's own code: ``vllm`` (the installed one), ``vllm==X`` or
 ``vllm@PATH`` (:mod:`crossattn_sizing.engine.specs`). The core modules
-(:mod:`crossattn_sizing.policies`, :mod:`crossattn_sizing.impl`) know the first
+(:mod:`crossattn_sizing.core.policies`, :mod:`crossattn_sizing.impl`) know the first
 two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm`
 from here, so the core never imports the engine (tests/test_layers.py), and the
 commands, the pytest plugin and verify's worker all read specs the same way.
@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from crossattn_sizing import policies
+from crossattn_sizing.core import policies
 from crossattn_sizing.engine.specs import is_engine_spec
 
 if TYPE_CHECKING:
     import torch
 
+    from crossattn_sizing.core.policies import Policy
     from crossattn_sizing.impl import Impl
-    from crossattn_sizing.policies import Policy
 
 
 def load_policy(spec: str) -> Policy:
@@ -40,7 +40,7 @@ def load_policy(spec: str) -> Policy:
 
 
 def load_checked_policy(spec: str) -> Policy:
-    """:func:`load_policy`, then :func:`~crossattn_sizing.policies.probe_policy`: what every command and
+    """:func:`load_policy`, then :func:`~crossattn_sizing.core.policies.probe_policy`: what every command and
     the plugin use, so a policy that cannot answer fails before any work starts."""
     return policies.probe_policy(load_policy(spec))
 

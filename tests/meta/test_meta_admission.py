@@ -1,6 +1,6 @@
 """Meta-tests: the differential admission properties catch a broken admission model.
 
-Each broken rule is patched into ``crossattn_sizing.admission`` for one call of
+Each broken rule is patched into ``crossattn_sizing.core.admission`` for one call of
 the property; the property must fail, or it could not tell the model is wrong.
 """
 
@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from crossattn_sizing import admission
+from crossattn_sizing.core import admission
+from crossattn_sizing.findings.results import PropertyFailure
 from crossattn_sizing.intmath import cdiv
-from crossattn_sizing.results import PropertyFailure
 from properties import test_admission
 
 BROKEN: dict[str, tuple[str, Callable[..., int], Callable[[], None]]] = {

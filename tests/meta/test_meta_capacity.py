@@ -15,9 +15,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from crossattn_sizing.capacity import Invariant
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
-from crossattn_sizing.results import PropertyFailure
+from crossattn_sizing.core.capacity import Invariant
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.findings.results import PropertyFailure
 from properties.assertions import assert_invariant
 from properties.capacity_strategies import CapacityCase, capacity_cases
 from tests.broken_policies import BROKEN

@@ -14,12 +14,12 @@ import dataclasses
 import pytest
 from hypothesis import settings
 
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.findings import dcp_cross_attention_finding
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.known_configs import nemotron_parse
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
+from crossattn_sizing.findings.dcp import dcp_cross_attention_finding
+from crossattn_sizing.findings.results import PropertyFailure
 from crossattn_sizing.intmath import cdiv
-from crossattn_sizing.known_configs import nemotron_parse
-from crossattn_sizing.policies import BUILTIN_POLICIES, checked_widths
-from crossattn_sizing.results import PropertyFailure
 from properties.test_dcp_finding import test_sharded_cross_path_fits
 from tests.broken_policies import BROKEN
 
@@ -52,19 +52,19 @@ def test_sharded_property_catches(name: str) -> None:
 
 def captures_what_is_admitted(config: RunnerConfig) -> int:
     """A capture rule that takes the admitted bound into account: what an engine without the gap does."""
-    from crossattn_sizing.admission import encoder_bound
+    from crossattn_sizing.core.admission import encoder_bound
 
     return max(config.source_positions, config.max_model_len, encoder_bound(config))
 
 
 def test_no_graph_capture_finding_when_capture_covers_the_admitted_bound() -> None:
-    from crossattn_sizing.graph_capture import graph_capture_finding
+    from crossattn_sizing.findings.graph_capture import graph_capture_finding
 
     assert graph_capture_finding(captures_what_is_admitted) is None
 
 
 def test_graph_capture_finding_names_the_nemotron_shape_under_the_engine_rule() -> None:
-    from crossattn_sizing.graph_capture import graph_capture_finding
+    from crossattn_sizing.findings.graph_capture import graph_capture_finding
 
     found = graph_capture_finding()
     assert found is not None

@@ -15,9 +15,9 @@ import pytest
 import torch
 from hypothesis import given, settings
 
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.findings.results import PropertyFailure
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy
-from crossattn_sizing.results import PropertyFailure
 
 # The property module switches the hub off and skips (this module with it) where
 # transformers is missing, before anything imports it: so it is the one properties

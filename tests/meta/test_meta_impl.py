@@ -16,9 +16,9 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.findings.results import PropertyFailure
 from crossattn_sizing.impl import Impl, TorchImpl
-from crossattn_sizing.policies import BUILTIN_POLICIES
-from crossattn_sizing.results import PropertyFailure
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 from tests.broken_impls import BROKEN_CROSS, BROKEN_SELF, BROKEN_SLOT_MAPPINGS

@@ -4,7 +4,7 @@ The audit never installs, imports or runs vLLM. It reads the model runners'
 Python files out of a release wheel (or a directory), walks the syntax tree of
 ``initialize_kv_cache`` and the block-table classes it builds, and evaluates
 only the sizing arithmetic against the harness's
-:class:`~crossattn_sizing.config.RunnerConfig`. Anything it cannot evaluate is
+:class:`~crossattn_sizing.core.config.RunnerConfig`. Anything it cannot evaluate is
 reported as "could not be read", naming what was missing: a guess would turn a
 real overflow into a false "holds".
 

@@ -4,7 +4,7 @@ A runner is found by its method, not by a fixed class: the file where each
 release keeps it is tried first, then the runner's folder is searched for a
 class defining ``initialize_kv_cache``. The resulting
 :class:`ExtractedPolicy` is a ``(RunnerConfig) -> tuple[int, ...]`` callable
-like the built-ins of :mod:`crossattn_sizing.policies`: per config it
+like the built-ins of :mod:`crossattn_sizing.core.policies`: per config it
 evaluates the runner's ``__init__`` (for the attributes it sets, entering no
 calls), then ``initialize_kv_cache`` and the block-table classes it builds,
 and returns the row widths of the tables allocated, one per KV-cache group,
@@ -20,7 +20,7 @@ from crossattn_sizing.audit.interp import Allocation, Interpreter, RaiseSignal, 
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, FuncRef, Instance, Sym, Unknown
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 
 METHOD = "initialize_kv_cache"
 

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.values import GroupVal, SpecVal, Sym, TList, Unknown
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
 
 
 class Context(Protocol):

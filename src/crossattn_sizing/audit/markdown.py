@@ -15,7 +15,7 @@ from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.report import EXIT_MEANINGS, detail_lines, exit_status
 from crossattn_sizing.audit.verdicts import RunnerVerdict
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.outputs import write_text
+from crossattn_sizing.runs.outputs import write_text
 
 Results = list[tuple[str, list[RunnerVerdict]]]
 

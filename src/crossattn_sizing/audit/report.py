@@ -23,7 +23,7 @@ from rich.table import Table
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import RunnerVerdict
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.outputs import write_text
+from crossattn_sizing.runs.outputs import write_text
 
 EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
 EXIT_MEANINGS = {
@@ -169,5 +169,5 @@ def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
 
 
 def write_json(path: str | Path, results: list[tuple[str, list[RunnerVerdict]]]) -> None:
-    """Write :func:`to_json` to ``path`` (checked by :func:`~crossattn_sizing.outputs.output_file`)."""
+    """Write :func:`to_json` to ``path`` (checked by :func:`~crossattn_sizing.runs.outputs.output_file`)."""
     write_text("--json", Path(path), json.dumps(to_json(results), indent=2) + "\n")

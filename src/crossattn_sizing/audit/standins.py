@@ -23,7 +23,7 @@ from typing import Any
 
 from crossattn_sizing.audit.known import Context, DcpGroup, NotEvaluable
 from crossattn_sizing.audit.values import FuncRef, StandInTuple, TList, Unknown
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 
 # (context, the release's own definition if the tree has it, args, kwargs) -> value
 StandInFn = Callable[[Context, FuncRef | None, list[Any], dict[str, Any]], Any]

@@ -15,7 +15,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing.config import KVCacheGroup
+from crossattn_sizing.core.config import KVCacheGroup
 
 
 @dataclass(frozen=True)

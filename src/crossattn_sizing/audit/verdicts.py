@@ -17,7 +17,7 @@ release either has no kernel-block split or expands ids elsewhere). Anything
 else is "could not be read".
 
 The extracted widths are also compared with every built-in policy of
-:mod:`crossattn_sizing.policies` on the same checked configs, so the report
+:mod:`crossattn_sizing.core.policies` on the same checked configs, so the report
 says which modelled rule a release implements.
 """
 
@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing import admission, capacity, known_configs
 from crossattn_sizing.audit.extract import (
     RUNNERS,
     ExtractedPolicy,
@@ -41,11 +40,12 @@ from crossattn_sizing.audit.extract import (
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
-from crossattn_sizing.capacity import Shortfall
-from crossattn_sizing.config import ConfigError, KVCacheGroup, RunnerConfig
-from crossattn_sizing.known_configs import encoder_decoder_groups
+from crossattn_sizing.core import admission, capacity, known_configs
+from crossattn_sizing.core.capacity import Shortfall
+from crossattn_sizing.core.config import ConfigError, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.known_configs import encoder_decoder_groups
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, widths
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.policies import BUILTIN_POLICIES, widths
 
 # The shapes the audit replays (docs/spec.md), from the one module that writes them out.
 NEMOTRON_TOKENS = known_configs.NEMOTRON_PAGE_TOKENS
@@ -272,7 +272,7 @@ LENGTH_TEXT = {"fixed": "max(M, E, S)", "prefix": "max(M, S)", "v1": "max(M, E)"
 
 
 def rule_matches(checked: list[Checked]) -> list[str]:
-    """Every (length, alignment) rule of :func:`~crossattn_sizing.policies.widths` equal on all configs.
+    """Every (length, alignment) rule of :func:`~crossattn_sizing.core.policies.widths` equal on all configs.
 
     Names the rule a release implements even where no built-in policy has it
     (e.g. V1's ``max(M, E)`` with the power-of-two alignment).

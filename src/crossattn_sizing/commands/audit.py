@@ -30,7 +30,7 @@ from crossattn_sizing.audit.sources import (
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.commands import options
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.outputs import check_outputs, output_file
+from crossattn_sizing.runs.outputs import check_outputs, output_file
 
 EPILOG = """\
 exit status:

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing import admission
-from crossattn_sizing.capacity import violations
 from crossattn_sizing.commands import options
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.capacity import violations
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import checked_widths
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.policies import checked_widths
 from crossattn_sizing.resolve import load_checked_policy
 
 

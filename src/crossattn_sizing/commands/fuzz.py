@@ -29,18 +29,19 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crossattn_sizing import interrupts, profiles
+from crossattn_sizing import interrupts
 from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
+from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.resolve import load_checked_policy
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.suite import properties_dir, run_suite
-from crossattn_sizing.verify_report import PLAIN
+from crossattn_sizing.runs import profiles
+from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_text
+from crossattn_sizing.runs.suite import properties_dir, run_suite
+from crossattn_sizing.runs.verify_report import PLAIN
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""

@@ -1,7 +1,7 @@
 """``crossattn-sizing map``: draw the capacity map of one or more policies (PNG or SVG).
 
 One panel per policy and block size, side by side, so the pre-fix sizing and
-the fix are compared at a glance (:mod:`crossattn_sizing.capacity_map`).
+the fix are compared at a glance (:mod:`crossattn_sizing.findings.capacity_map`).
 Bad input (an unknown policy, a block size that is not a positive integer, an
 ``--out`` that is not ``.png``/``.svg`` or cannot be written, matplotlib not
 installed) is one line and exit 2, checked before anything is drawn.
@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.capacity_map import FORMATS, check_out, draw, require_matplotlib
 from crossattn_sizing.commands import options
-from crossattn_sizing.outputs import output_file
+from crossattn_sizing.findings.capacity_map import FORMATS, check_out, draw, require_matplotlib
 from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.runs.outputs import output_file
 
 DEFAULT_BLOCK_SIZE = 16
 

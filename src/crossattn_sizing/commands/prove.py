@@ -26,10 +26,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outputs import check_outputs, output_file, write_text
-from crossattn_sizing.policies import policy_name
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -45,6 +44,7 @@ from crossattn_sizing.prove import (
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verdict import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.runs.outputs import check_outputs, output_file, write_text
 
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",

@@ -21,17 +21,17 @@ import math
 from typing import Any
 
 from crossattn_sizing.audit.sources import check_engine_spec
-from crossattn_sizing.check_line import check_line
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.check_line import check_line
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.graph_capture import capture_lines
+from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.families import FAMILIES
 from crossattn_sizing.models.family import KnownCase
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.resolve import load_checked_policy
 
 DESCRIPTION = (

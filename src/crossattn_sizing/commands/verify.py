@@ -31,22 +31,22 @@ from rich.progress import (
 )
 
 from crossattn_sizing import interrupts
-from crossattn_sizing.capacity_map import draw, require_matplotlib
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.errors import OptionError
+from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
+from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.limits import int_arg
-from crossattn_sizing.outputs import check_outputs, output_file
-from crossattn_sizing.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.profiles import PROFILES, with_max_examples
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verdict import NAME as PROVE_ROW
 from crossattn_sizing.prove.verdict import prove_property
 from crossattn_sizing.resolve import load_checked_policy, load_policy
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
-from crossattn_sizing.shared_worker import Worker, split
-from crossattn_sizing.suite import properties_dir, run_suite
-from crossattn_sizing.verify_report import Finding, PolicyVerdict, VerifyReport
+from crossattn_sizing.runs.outputs import check_outputs, output_file
+from crossattn_sizing.runs.profiles import PROFILES, with_max_examples
+from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
+from crossattn_sizing.runs.shared_worker import Worker, split
+from crossattn_sizing.runs.suite import properties_dir, run_suite
+from crossattn_sizing.runs.verify_report import Finding, PolicyVerdict, VerifyReport
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -87,10 +87,10 @@ def expected_to_hold(spec: str) -> bool:
 def collect_findings() -> list[Finding]:
     """Findings the implementation models (e.g. the DCP cross-attention write path)."""
     try:
-        from crossattn_sizing import findings
+        from crossattn_sizing.findings.dcp.dcp import all_findings
     except ImportError:  # the implementation extra is not installed: nothing to report
         return []
-    return [Finding(f.title, f.detail) for f in findings.all_findings()]
+    return [Finding(f.title, f.detail) for f in all_findings()]
 
 
 def draw_maps(markdown: Path, specs: list[str], names: dict[str, str]) -> dict[str, str]:
@@ -179,7 +179,7 @@ def wants_prove(select: list[str]) -> bool:
 
 
 def can_share(profile: str) -> bool:
-    """Whether one shared run may judge several policies (:mod:`crossattn_sizing.shared_run`).
+    """Whether one shared run may judge several policies (:mod:`crossattn_sizing.runs.shared_run`).
 
     Only without an example database: a database replays what it stored for
     one policy (they are kept per policy), so each policy's run would start
@@ -187,7 +187,7 @@ def can_share(profile: str) -> bool:
     """
     from hypothesis import settings
 
-    from crossattn_sizing import profiles
+    from crossattn_sizing.runs import profiles
 
     profiles.register_profiles()
     return settings.get_profile(profile).database is None
@@ -336,7 +336,7 @@ def run_shared(
 ) -> bool:  # fmt: skip
     """One run of the suite for every policy, then each policy's own run of what it left.
 
-    See :mod:`crossattn_sizing.shared_run` for why the verdicts are those of
+    See :mod:`crossattn_sizing.runs.shared_run` for why the verdicts are those of
     separate runs. A policy that failed a property in the shared run (or whose
     own run would have drawn differently) runs that property again alone, so
     its verdict and its diagnosis come from its own run; only a built-in

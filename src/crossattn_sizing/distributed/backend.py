@@ -1,6 +1,6 @@
 """Which DCP execution the attention properties use: ``--dcp-backend inprocess|gloo|nccl``.
 
-``inprocess`` is the simulation of :mod:`crossattn_sizing.runner` (all ranks a
+``inprocess`` is the simulation of :mod:`crossattn_sizing.impl.runner` (all ranks a
 loop in one process). ``gloo`` and ``nccl`` run each rank in its own process,
 joined by ``torch.distributed`` (:mod:`crossattn_sizing.distributed.pool`): one
 pool per DCP size, started the first time a config of that size is drawn and
@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.distributed.pool import BACKENDS, RankPool
 from crossattn_sizing.distributed.runner import DistributedRunner
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.runner import PagedRunner
+from crossattn_sizing.impl.runner import PagedRunner
 
 CHOICES = ("inprocess", *BACKENDS)
 RunnerFactory = Callable[..., Any]

@@ -1,7 +1,7 @@
 """The driver's side of a distributed DCP run: :class:`PagedRunner`'s steps, executed by the ranks.
 
 :class:`DistributedRunner` has the methods the attention scenarios call on a
-:class:`~crossattn_sizing.runner.PagedRunner` (``append``, ``write``,
+:class:`~crossattn_sizing.impl.runner.PagedRunner` (``append``, ``write``,
 ``attend``, ``tables[g].row``), and holds no cache and no table itself: each
 call is sent to every rank of a :class:`~crossattn_sizing.distributed.pool.RankPool`,
 where a runner holding that rank only does the work and the ranks exchange
@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.distributed.pool import RankPool
 from crossattn_sizing.impl import Impl
 

@@ -6,7 +6,7 @@ Started by :class:`crossattn_sizing.distributed.pool.RankPool` as
 implementation under test itself, and serves the driver's requests over a
 private socket (inherited file descriptor, one pickled message per request):
 
-- ``open``: a fresh :class:`~crossattn_sizing.runner.PagedRunner` holding only
+- ``open``: a fresh :class:`~crossattn_sizing.impl.runner.PagedRunner` holding only
   this rank (one per Hypothesis example; the process and group are reused);
 - ``append``, ``write``, ``row``: the runner's own methods, on this rank;
 - ``attend``: this rank's partial ``(out, lse)``; for a DCP-sharded group the
@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from crossattn_sizing.runner import PagedRunner
+from crossattn_sizing.impl.runner import PagedRunner
 
 
 def send(conn: Connection, message: Any) -> None:

@@ -14,7 +14,7 @@ from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
 from crossattn_sizing.audit.sources import FetchError
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
 

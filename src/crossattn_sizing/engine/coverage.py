@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.vllm import VllmPolicy, run_block_tables
 

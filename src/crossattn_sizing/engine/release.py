@@ -169,7 +169,7 @@ class Engine:
         return {"blocks": blocks, "widths": widths, "length": int(out["block_table_max_model_len"])}
 
     def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.config import RunnerConfig
+        from crossattn_sizing.core.config import RunnerConfig
 
         return self.widths(RunnerConfig.from_dict(req["config"]))
 
@@ -180,7 +180,7 @@ class Engine:
         module the release imports on first use fails the whole request
         instead, so the client installs it and asks again, as for ``widths``.
         """
-        from crossattn_sizing.config import RunnerConfig
+        from crossattn_sizing.core.config import RunnerConfig
 
         results = []
         for data in req["configs"]:

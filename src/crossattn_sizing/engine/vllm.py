@@ -25,15 +25,15 @@ import torch
 from hypothesis.errors import UnsatisfiedAssumption
 
 from crossattn_sizing import interrupts
-from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
+from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
 from crossattn_sizing.prove import Answer
-from crossattn_sizing.slot_mapping import global_positions, token_requests
-from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
@@ -262,9 +262,9 @@ INTERPRETER_REFUSALS = {
 """Errors Triton's interpreter raises on kernels that compile on a GPU, and the no-verdict line for each."""
 
 HARNESS_KERNELS = {
-    "write_kv": ("crossattn_sizing.attention.torch_write_kv", torch_write_kv),
-    "paged_attention": ("crossattn_sizing.attention.torch_paged_attention", torch_paged_attention),
-    "merge": ("crossattn_sizing.attention.lse_merge", lse_merge),
+    "write_kv": ("crossattn_sizing.impl.attention.torch_write_kv", torch_write_kv),
+    "paged_attention": ("crossattn_sizing.impl.attention.torch_paged_attention", torch_paged_attention),
+    "merge": ("crossattn_sizing.impl.attention.lse_merge", lse_merge),
 }
 """The harness's own kernel that stands in for a step a release has no kernel for."""
 

@@ -5,7 +5,7 @@ points ``CROSSATTN_REDIS_URL`` at one server. Hypothesis saves each failing
 example (and each smaller one while shrinking) to the database as soon as it
 is found, so a worker killed mid-run loses nothing it had found, and every
 other worker, and any plain ``pytest`` run pointed at the same URL, replays it
-in its reuse phase. :func:`crossattn_sizing.profiles.example_database` layers
+in its reuse phase. :func:`crossattn_sizing.runs.profiles.example_database` layers
 this under the local directory database: writes go to both, reads see both.
 """
 

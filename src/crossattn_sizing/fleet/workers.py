@@ -201,7 +201,7 @@ class FleetRun:
 
 def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FleetRun:
     """The ``--workers N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
-    from crossattn_sizing.verify_report import PLAIN
+    from crossattn_sizing.runs.verify_report import PLAIN
 
     argv = forward_argv(parser, args, drop={"workers", "json"})
     folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))

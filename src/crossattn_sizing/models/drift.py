@@ -1,7 +1,7 @@
 """How far a too-short row moves the cross-attention output, run through the implementation.
 
 The same two requests (equal encoder lengths, different random keys and
-values) run twice through :class:`~crossattn_sizing.runner.PagedRunner` with
+values) run twice through :class:`~crossattn_sizing.impl.runner.PagedRunner` with
 the implementation under test: once with rows sized for what they need (the
 correct run) and once with the policy's widths, unguarded, as the engine runs
 in 0.24/0.25. Two requests, because a row that spills writes into its
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.errors import CapacityError
 
 NUM_HEADS = 2
@@ -49,7 +49,7 @@ def _cross_only(config: RunnerConfig, group: int) -> RunnerConfig:
 def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, guarded: bool):  # type: ignore[no-untyped-def]
     import torch
 
-    from crossattn_sizing.runner import PagedRunner
+    from crossattn_sizing.impl.runner import PagedRunner
 
     group = config.groups[0]
     blocks = admission.blocks_allocated(config, group, encoder_len)

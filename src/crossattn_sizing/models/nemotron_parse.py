@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from crossattn_sizing import known_configs
+from crossattn_sizing.core import known_configs
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.models._hf import require_transformers
 

@@ -1,6 +1,6 @@
 """Judging a real model's scenario under a sizing policy: the verdict ``reproduce`` prints.
 
-The question is the capacity invariants' (:mod:`crossattn_sizing.capacity`) for
+The question is the capacity invariants' (:mod:`crossattn_sizing.core.capacity`) for
 the scenario's request, but the answer is worded for the person who hit the
 bug: which encoder tokens have no column, how many columns were needed and
 given, and, when the row is wide enough, *why* it is (the admitted bound, or
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crossattn_sizing import admission
-from crossattn_sizing.capacity import Shortfall, violations
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.capacity import Shortfall, violations
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.policies import Policy, checked_widths, sizing_length
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.policies import Policy, checked_widths, sizing_length
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ checked; numpy makes that cheap enough (over 10**8 configs a second on one
 core) that "holds" means "holds on every config listed", not "no sample failed".
 
 Per config, one DCP-sharded cross-attention group (the layout
-:mod:`crossattn_sizing.admission` models) must satisfy coverage
+:mod:`crossattn_sizing.core.admission` models) must satisfy coverage
 ``cdiv(e, kbs*C) <= W`` and allocation fit ``cdiv(e, bs*C) * bpk <= W``, ``W``
 being the policy's row width in entries: from the numpy form
 (:mod:`~crossattn_sizing.prove.vectors`) where the policy has one, else asked
@@ -24,9 +24,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from crossattn_sizing import admission, capacity
-from crossattn_sizing.config import RunnerConfig
-from crossattn_sizing.policies import Alignment, Length, Policy, checked_widths, policy_name
+from crossattn_sizing.core import admission, capacity
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import Alignment, Length, Policy, checked_widths, policy_name
 from crossattn_sizing.prove.batches import batch_method, policy_widths
 from crossattn_sizing.prove.domain import Domain
 from crossattn_sizing.prove.result import Counterexample, ProveResult

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
 

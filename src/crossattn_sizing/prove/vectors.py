@@ -3,7 +3,7 @@
 Why: calling a policy once per config costs microseconds each; a
 :class:`SizingPolicy` is a handful of integer formulas, so its widths over a
 tile of configs are a few array operations. These mirror
-:func:`crossattn_sizing.policies.widths` rule for rule; ``prove`` spot-checks
+:func:`crossattn_sizing.core.policies.widths` rule for rule; ``prove`` spot-checks
 them against the policy itself on every run.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from crossattn_sizing.policies import Alignment, Length, Policy, SizingPolicy
+from crossattn_sizing.core.policies import Alignment, Length, Policy, SizingPolicy
 
 
 def vector_length(length: Length, m: np.ndarray, e_budget: np.ndarray, s: np.ndarray) -> np.ndarray:

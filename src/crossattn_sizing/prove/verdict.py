@@ -16,15 +16,15 @@ import shlex
 from collections.abc import Callable
 
 from crossattn_sizing import usercode
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.errors import PolicyCallError
-from crossattn_sizing.policies import Policy
+from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.prove.batches import PolicyRaised
 from crossattn_sizing.prove.check import prove_all
 from crossattn_sizing.prove.domain import Domain
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.result import Counterexample
-from crossattn_sizing.results import PropertyResult
 
 NAME = "prove::capacity_on_edge_domain"
 

@@ -21,7 +21,7 @@ from crossattn_sizing.audit.interp.state import (
 from crossattn_sizing.audit.interp.statements import Statements
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.values import FuncRef, Instance, Unknown
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 
 
 class Interpreter(Statements, Branches, Expressions, Attributes, Calls):

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from crossattn_sizing import known_configs
+from crossattn_sizing.core import known_configs
 from crossattn_sizing.models import nemotron_parse
 from crossattn_sizing.models.family import Derived, Family, KnownCase, refuse_source_len
 

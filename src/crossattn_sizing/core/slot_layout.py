@@ -2,8 +2,8 @@
 
 A :class:`SlotLayout` fixes the kernel block size and the DCP sharding; the
 formulas are the engine's (docs/spec.md §5). It is its own module because both
-the step records (:mod:`crossattn_sizing.step`) and the torch slot mapping
-(:mod:`crossattn_sizing.slot_mapping`, which reads those records) need it:
+the step records (:mod:`crossattn_sizing.core.step`) and the torch slot mapping
+(:mod:`crossattn_sizing.impl.slot_mapping`, which reads those records) need it:
 kept in either, the two would import each other.
 """
 
@@ -31,7 +31,7 @@ class SlotLayout:
 
     def __post_init__(self) -> None:
         # A bad layout is a harness bug, not user input: the config validation in
-        # crossattn_sizing.config already refuses interleaves that do not divide kbs.
+        # crossattn_sizing.core.config already refuses interleaves that do not divide kbs.
         if self.kernel_block_size < 1 or self.dcp_size < 1 or self.interleave < 1:
             raise ValueError(f"invalid slot layout {self}")
         if not 0 <= self.rank < self.dcp_size:

@@ -46,7 +46,7 @@ def regressions_folder() -> Path | None:
     """The folder whose JSON files the property suite replays (``CROSSATTN_REGRESSIONS_DIR``, else the
     suite's own), or None when no suite is installed here."""
     try:
-        from crossattn_sizing.suite import properties_dir
+        from crossattn_sizing.runs.suite import properties_dir
 
         default: Path | None = properties_dir() / "regressions"
     except HarnessError:  # no property suite here: only the variable can name one

@@ -22,8 +22,8 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from crossattn_sizing import admission, known_configs
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import admission, known_configs
+from crossattn_sizing.core.config import RunnerConfig
 
 TITLE = (
     "CUDA-graph capture takes the cross-attention key length from S, or from M when S is absent: "

@@ -6,9 +6,9 @@ harness owns the block tables, the caches and the guard; the implementation
 only computes: slot mapping, KV write, paged attention and the DCP merge. Two
 are built in:
 
-- ``torch``: vectorised torch (:mod:`crossattn_sizing.slot_mapping`,
-  :mod:`crossattn_sizing.attention`);
-- ``triton``: Triton kernels (:mod:`crossattn_sizing.triton_kernels`) for slot
+- ``torch``: vectorised torch (:mod:`crossattn_sizing.impl.slot_mapping`,
+  :mod:`crossattn_sizing.impl.attention`);
+- ``triton``: Triton kernels (:mod:`crossattn_sizing.impl.triton_kernels`) for slot
   mapping, KV write and paged attention, compiled on CUDA and interpreted on
   CPU (``TRITON_INTERPRET=1`` is set by :func:`load_impl` before the kernels are
   imported); the DCP merge is the torch one.
@@ -30,12 +30,12 @@ from typing import Protocol, runtime_checkable
 import torch
 
 from crossattn_sizing import usercode
-from crossattn_sizing.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.devices import require_device
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.slot_mapping import torch_slot_mapping
-from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.impl.devices import require_device
+from crossattn_sizing.impl.slot_mapping import torch_slot_mapping
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")
 
@@ -45,7 +45,7 @@ class Impl(Protocol):
     """What the harness calls, every method by keyword; shapes and dtypes are in the docs file.
 
     Each kernel's metadata for the step comes as one frozen record, ``step``
-    (:mod:`crossattn_sizing.step`); the tensors it computes on and the buffers
+    (:mod:`crossattn_sizing.core.step`); the tensors it computes on and the buffers
     it writes are keywords beside it. The keywords of these signatures are the
     ones the harness passes (:data:`CALL_KEYWORDS` is read from them).
     """
@@ -154,7 +154,7 @@ def import_triton_kernels(device: torch.device):  # type: ignore[no-untyped-def]
             )
         os.environ["TRITON_INTERPRET"] = "1"
     try:
-        from crossattn_sizing import triton_kernels
+        from crossattn_sizing.impl import triton_kernels
     except ImportError as exc:
         raise PolicyLoadError(
             f"implementation 'triton': triton does not import ({exc}); install the 'triton' extra"
@@ -209,7 +209,7 @@ def keyword_call_problems(impl: object) -> list[str]:
         record = STEP_RECORDS.get(method)
         if record is not None:
             held = ", ".join(f.name for f in fields(record))
-            call += f" with step: {record.__name__} (crossattn_sizing.step) holding {held}"
+            call += f" with step: {record.__name__} (crossattn_sizing.core.step) holding {held}"
         signature = f"{type(impl).__name__}.{method}({', '.join(params)})"
         problems.append(f"{signature} {wrong}: the harness calls {call}")
     return problems

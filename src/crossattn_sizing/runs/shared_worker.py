@@ -1,14 +1,14 @@
 """A second process for verify's shared run: some of the suite's test files, on another core.
 
-Why: the shared run (:mod:`crossattn_sizing.shared_run`) is one pytest
+Why: the shared run (:mod:`crossattn_sizing.runs.shared_run`) is one pytest
 session; its test files are independent (each test draws its examples from
 its own seed), so verify runs some of them here while it runs the rest
 itself. The verdicts do not depend on the split, only the wall time does.
 
-``python -m crossattn_sizing.shared_worker REQUEST.json RESULT.json``: the
+``python -m crossattn_sizing.runs.shared_worker REQUEST.json RESULT.json``: the
 request names the policies, the files and verify's options; the result holds
 the per-property results, the shared run's state
-(:meth:`~crossattn_sizing.shared_run.SharedPolicies.to_json`), whether Ctrl-C
+(:meth:`~crossattn_sizing.runs.shared_run.SharedPolicies.to_json`), whether Ctrl-C
 stopped it, and any bad input met (re-raised by the parent as the same
 error). Progress goes to stdout as ``progress DONE TOTAL NODEID`` lines.
 """
@@ -29,9 +29,9 @@ from typing import Any
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.errors import HarnessError, PolicyCallError
+from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.processes import end_group, signal_group
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.shared_run import SharedPolicies
+from crossattn_sizing.runs.shared_run import SharedPolicies
 
 WEIGHTS = {
     "test_attention": 4, "test_distributed_dcp": 4, "test_hf_cross_attention": 4, "test_slot_mapping": 2,
@@ -54,9 +54,9 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """The worker's body: the shared run over the request's files."""
-    from crossattn_sizing.profiles import with_max_examples
     from crossattn_sizing.resolve import load_checked_policy
-    from crossattn_sizing.suite import run_suite
+    from crossattn_sizing.runs.profiles import with_max_examples
+    from crossattn_sizing.runs.suite import run_suite
 
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])

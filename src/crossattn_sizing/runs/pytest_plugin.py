@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import interrupts, profiles
+from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
+from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
-from crossattn_sizing.policies import Policy
 from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.runs import profiles
 
 DEVICES = env.DEVICES
 DCP_BACKENDS = env.DCP_BACKENDS
@@ -70,7 +71,7 @@ def record_regressions() -> bool:
 
 last_usage_error = ""
 """The message of the last usage error raised at start-up, for in-process callers
-(:func:`crossattn_sizing.suite.run_suite`): pytest prints it to stderr, which
+(:func:`crossattn_sizing.runs.suite.run_suite`): pytest prints it to stderr, which
 they do not capture."""
 
 
@@ -188,7 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if device not in DEVICES:
             raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
         if device == "cuda":
-            from crossattn_sizing.devices import require_device
+            from crossattn_sizing.impl.devices import require_device
 
             require_device("cuda")
         backend = config.getoption("dcp_backend")

@@ -25,13 +25,13 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from crossattn_sizing import admission, capacity
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core import admission, capacity
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
 from crossattn_sizing.errors import CapacityError
-from crossattn_sizing.graph_capture import GraphCaptureFinding, graph_capture_finding
+from crossattn_sizing.findings.graph_capture import GraphCaptureFinding, graph_capture_finding
 from crossattn_sizing.impl import TorchImpl
-from crossattn_sizing.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
-from crossattn_sizing.runner import CrossMode, PagedRunner
+from crossattn_sizing.impl.runner import CrossMode, PagedRunner
 
 TITLE = (
     "cross-attention ignores DCP: the engine's unsharded path needs more columns than a row sized "
@@ -216,7 +216,7 @@ def dcp_cross_attention_finding(policy: Policy) -> DcpCrossAttentionFinding | No
 
 def all_findings() -> list[DcpCrossAttentionFinding | GraphCaptureFinding]:
     """The findings ``verify`` reports: the DCP one judged against the fixed sizing (``mrv2``), and
-    the CUDA-graph capture one (:mod:`crossattn_sizing.graph_capture`), which no width changes."""
+    the CUDA-graph capture one (:mod:`crossattn_sizing.findings.graph_capture`), which no width changes."""
     found: list[DcpCrossAttentionFinding | GraphCaptureFinding] = []
     dcp = dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"])
     if dcp is not None:

@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-from crossattn_sizing import known_configs
-from crossattn_sizing.capacity import cross_overflow
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core import known_configs
+from crossattn_sizing.core.capacity import cross_overflow
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import Policy, checked_widths
 from crossattn_sizing.errors import HarnessError, OptionError
-from crossattn_sizing.policies import Policy, checked_widths
 
 FORMATS = (".png", ".svg")
 LOW, HIGH = 128, 16_384

@@ -21,10 +21,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.outputs import write_text
-from crossattn_sizing.results import PropertyResult
-from crossattn_sizing.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
+from crossattn_sizing.runs.outputs import write_text
+from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
 PLAIN: dict[str, Any] = {"markup": False, "highlight": False, "soft_wrap": True}

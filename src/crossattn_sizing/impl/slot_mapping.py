@@ -1,14 +1,14 @@
 """Slot mapping on a torch device: which KV-cache cell each token position uses.
 
 The formulas are the engine's (docs/spec.md §5); this
-module is the vectorised torch path, :mod:`crossattn_sizing.triton_kernels`
+module is the vectorised torch path, :mod:`crossattn_sizing.impl.triton_kernels`
 holds the Triton kernel for the same job. Both read the block table the way the
 engine does, with an unmasked load at ``row * row_stride + column``: a column
 past the row reads the next row (or the modelled tail past the last row, see
-:mod:`crossattn_sizing.block_table`). Whether such a read may happen at all is
+:mod:`crossattn_sizing.impl.block_table`). Whether such a read may happen at all is
 decided before the kernel runs, by the block table's guard.
 
-A :class:`SlotLayout` (:mod:`crossattn_sizing.slot_layout`) fixes the kernel
+A :class:`SlotLayout` (:mod:`crossattn_sizing.core.slot_layout`) fixes the kernel
 block size and the DCP sharding. The engine's cross-attention path ignores
 DCP, which is the layout ``C = 1`` on every rank; the consistent sharded
 variant uses the group's ``C`` and ``I``.
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from crossattn_sizing.slot_layout import PAD_SLOT_ID, SlotLayout, global_position, local_length
-from crossattn_sizing.step import SlotStep
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout, global_position, local_length
+from crossattn_sizing.core.step import SlotStep
 
 __all__ = [  # the layout's names stay importable from here, where they were defined before slot_layout
     "PAD_SLOT_ID", "SlotLayout", "global_position", "global_positions", "local_length", "token_requests",

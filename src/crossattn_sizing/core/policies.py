@@ -18,7 +18,7 @@ from typing import Literal
 
 from crossattn_sizing import usercode
 from crossattn_sizing.callables import load_callable
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError, PolicyCallError
 from crossattn_sizing.intmath import align_up, cdiv
 

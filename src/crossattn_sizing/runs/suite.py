@@ -23,8 +23,14 @@ import pytest
 
 from crossattn_sizing import interrupts, settings
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
+from crossattn_sizing.findings.results import (
+    EXPLICIT,
+    FINAL_REPLAY,
+    PropertyResult,
+    could_not_judge,
+    property_name,
+)
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.results import EXPLICIT, FINAL_REPLAY, PropertyResult, could_not_judge, property_name
 
 PROPERTIES_ENV = settings.PROPERTIES
 
@@ -234,7 +240,7 @@ class _WithoutUsageError:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        from crossattn_sizing import pytest_plugin
+        from crossattn_sizing.runs import pytest_plugin
 
         message = pytest_plugin.last_usage_error
         if message and message in text:
@@ -305,7 +311,7 @@ def run_suite(
         args += ["-k", expr]
     for nodeid in deselect:
         args += ["--deselect", nodeid]
-    from crossattn_sizing import pytest_plugin
+    from crossattn_sizing.runs import pytest_plugin
 
     pytest_plugin.last_usage_error = ""
     collector = _Collector(on_progress, stop_at)

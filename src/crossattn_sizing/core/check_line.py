@@ -12,7 +12,7 @@ import json
 import shlex
 from collections.abc import Iterable
 
-from crossattn_sizing.config import RunnerConfig
+from crossattn_sizing.core.config import RunnerConfig
 
 
 def check_line(policy_spec: str, config: RunnerConfig, encoder_lens: Iterable[int]) -> str:

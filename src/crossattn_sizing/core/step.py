@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import torch
 
-from crossattn_sizing.slot_layout import SlotLayout
+from crossattn_sizing.core.slot_layout import SlotLayout
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ their configs here, so a corrected figure is corrected everywhere.
 
 from __future__ import annotations
 
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 
 NEMOTRON_PAGE = (2048, 1664)
 """The page (height, width) whose 3329 tokens overflow a 2048-token row before PR #46753."""

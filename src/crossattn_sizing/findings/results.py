@@ -135,7 +135,7 @@ class PropertyResult:
     # Why some test of it could not judge enough examples (see :func:`could_not_judge`); a
     # property with such a test reads "not run" unless another test of it failed.
     unjudged: str = ""
-    # How verify shared the judging with other policies (crossattn_sizing.shared_run), or "" when
+    # How verify shared the judging with other policies (crossattn_sizing.runs.shared_run), or "" when
     # this policy's own run judged it.
     shared: str = ""
 

@@ -19,9 +19,9 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from crossattn_sizing import admission
-from crossattn_sizing.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.policies import Policy, checked_widths
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.policies import Policy, checked_widths
 
 Invariant = Literal["coverage", "allocation"]
 

@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID
-from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID
 
 _SLOT_BLOCK = 256
 _WRITE_TOKENS = 64

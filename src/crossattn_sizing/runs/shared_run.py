@@ -20,7 +20,7 @@ policy passes every example, the shared run hands Hypothesis the same
 outcomes its own run would, so it sees the same examples. A policy that fails
 an example, or whose own run would have gone another way (it rejected an
 example the others accepted, or drew differently), leaves the shared run, and
-:func:`crossattn_sizing.suite.run_suite` runs that property again for it
+:func:`crossattn_sizing.runs.suite.run_suite` runs that property again for it
 alone: its verdict, shrunk example and diagnosis are those of its own run.
 """
 
@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 
+from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.errors import PolicyCallError
-from crossattn_sizing.policies import Policy, policy_name
-from crossattn_sizing.results import PropertyResult, property_name
+from crossattn_sizing.findings.results import PropertyResult, property_name
 
 POLICY_FREE = "judged once for every policy: it does not read the sizing policy"
 SAME_ANSWERS = (
@@ -292,7 +292,7 @@ class SharedPolicies:
         return dataclasses.replace(found, nodeids=list(nodeids))
 
     def to_json(self) -> dict[str, Any]:
-        """What a worker process hands back (:mod:`crossattn_sizing.shared_worker`)."""
+        """What a worker process hands back (:mod:`crossattn_sizing.runs.shared_worker`)."""
         failures = {n: {s: dataclasses.asdict(r) for s, r in by.items()} for n, by in self.failures.items()}
         return {
             "own_run": self.own_run, "policy_free": sorted(self.policy_free), "failures": failures,

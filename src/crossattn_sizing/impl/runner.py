@@ -16,7 +16,7 @@ of the block tables): a worker process of the distributed backend
 :meth:`PagedRunner.partials` with the other ranks through ``torch.distributed``
 instead of merging them in one process.
 
-The guard (see :mod:`crossattn_sizing.block_table`) runs on the host before
+The guard (see :mod:`crossattn_sizing.impl.block_table`) runs on the host before
 each kernel launch. The kernels themselves come from the implementation under
 test (:mod:`crossattn_sizing.impl`).
 
@@ -26,7 +26,7 @@ Cross-attention groups run in one of two modes:
   reads all ``e`` encoder tokens with ``slot = row[p // kbs]*kbs + p % kbs``;
   since every rank does the same, rank 0 is modelled. With ``C > 1`` the row,
   whose width was divided by ``C``, is too short: the finding of
-  :mod:`crossattn_sizing.findings`.
+  :mod:`crossattn_sizing.findings.dcp`.
 - ``sharded``: the consistent variant, each rank holding its share of the
   encoder tokens like a self-attention group, partials merged by log-sum-exp.
 """
@@ -40,14 +40,14 @@ from typing import Literal
 
 import torch
 
-from crossattn_sizing import admission
-from crossattn_sizing.attention import resolve_duplicate_slots
-from crossattn_sizing.block_table import DeviceBlockTable
-from crossattn_sizing.config import GroupKind, RunnerConfig
+from crossattn_sizing.core import admission
+from crossattn_sizing.core.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.impl import Impl
+from crossattn_sizing.impl.attention import resolve_duplicate_slots
+from crossattn_sizing.impl.block_table import DeviceBlockTable
+from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
 from crossattn_sizing.intmath import cdiv
-from crossattn_sizing.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
-from crossattn_sizing.step import AttentionStep, SlotStep, WriteStep
 
 CrossMode = Literal["faithful", "sharded"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from crossattn_sizing.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.intmath import cdiv
 
 
