@@ -76,7 +76,7 @@ def gpu(session: nox.Session) -> None:
     session.run(
         "python",
         "-c",
-        "from crossattn_sizing.impl.devices import require_device as r; "
+        "from crossattn_sizing.devices import require_device as r; "
         "from crossattn_sizing.errors import HarnessError as E\n"
         "try: r('cuda')\nexcept E as e: raise SystemExit(f'nox -s gpu: {e}')",
     )

@@ -24,9 +24,10 @@ Layers = tuple[tuple[str, tuple[str, ...]], ...]
 
 LAYERS: Layers = (
     # Utilities every layer may use: errors, integer maths, limits and environment settings,
-    # loading and calling the user's code, Ctrl-C and child processes. No model of the engine.
+    # loading and calling the user's code, Ctrl-C and child processes, the --device check (it must
+    # work without torch installed, so it sits outside impl/, whose package imports torch).
     ("base", ("__init__", "errors", "intmath", "limits", "settings", "jsoninput", "callables", "usercode",
-              "interrupts", "processes", "outcome")),
+              "interrupts", "processes", "outcome", "devices")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
     ("core", ("core",)),

@@ -189,7 +189,7 @@ def pytest_configure(config: pytest.Config) -> None:
         if device not in DEVICES:
             raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
         if device == "cuda":
-            from crossattn_sizing.impl.devices import require_device
+            from crossattn_sizing.devices import require_device
 
             require_device("cuda")
         backend = config.getoption("dcp_backend")
