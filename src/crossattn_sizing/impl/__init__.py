@@ -32,9 +32,9 @@ import torch
 from crossattn_sizing import usercode
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.devices import require_device
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
-from crossattn_sizing.devices import require_device
 from crossattn_sizing.impl.slot_mapping import torch_slot_mapping
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")
