@@ -129,7 +129,7 @@ def test_draws_are_replayed_in_order_and_a_relabelled_draw_diverges() -> None:
 
 
 def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
-    from crossattn_sizing.runs.shared_worker import split
+    from crossattn_sizing.runs.share_process import split
 
     files = [Path(f"properties/{n}.py") for n in
              ("test_attention", "test_distributed_dcp", "test_hf_cross_attention", "test_slot_mapping",

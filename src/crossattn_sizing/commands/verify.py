@@ -43,8 +43,8 @@ from crossattn_sizing.prove.verdict import prove_property
 from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file
 from crossattn_sizing.runs.profiles import PROFILES, with_max_examples
+from crossattn_sizing.runs.share_process import Worker, split
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
-from crossattn_sizing.runs.shared_worker import Worker, split
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import Finding, PolicyVerdict, VerifyReport
 

@@ -1,7 +1,7 @@
 """A ``torch.distributed`` process group of ``C`` DCP ranks, started once and reused.
 
 The driver (the pytest process) is not a member of the group: it starts ``C``
-worker processes (:mod:`crossattn_sizing.distributed.worker`), each in its own
+worker processes (:mod:`crossattn_sizing.distributed.rank`), each in its own
 process group, joined by a file-based rendezvous in a private directory (no
 port to race for), and talks to each over a private socket pair. Every request
 goes to every rank; the replies are collected with a timeout:
@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.distributed.worker import PeerFailed, recv, send
+from crossattn_sizing.distributed.rank import PeerFailed, recv, send
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.processes import describe_exit, end_group, forget_child, register_child
 
@@ -94,7 +94,7 @@ class RankPool:
         self.starts += 1
         for rank in range(self.world):
             ours, theirs = socket.socketpair()
-            cmd = [sys.executable, "-m", "crossattn_sizing.distributed.worker", "--fd", str(theirs.fileno()),
+            cmd = [sys.executable, "-m", "crossattn_sizing.distributed.rank", "--fd", str(theirs.fileno()),
                    "--rank", str(rank), "--world", str(self.world), "--backend", self.backend,
                    "--init-method", init_method, "--impl", self.impl_spec, "--device", self.device,
                    # The collectives' own timeout is far above ours, so the driver sees a hang first

@@ -100,7 +100,7 @@ def register_profiles() -> None:
 def with_max_examples(name: str, max_examples: int | None) -> str:
     """The profile to run: ``name``, or a child of it with the example budget changed (``--max-examples``).
 
-    Here, not in ``verify``, because verify's worker process (:mod:`crossattn_sizing.runs.shared_worker`)
+    Here, not in ``verify``, because verify's worker process (:mod:`crossattn_sizing.runs.share_process`)
     builds the same child profile from the request it is sent.
     """
     if max_examples is None:

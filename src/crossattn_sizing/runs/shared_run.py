@@ -292,7 +292,7 @@ class SharedPolicies:
         return dataclasses.replace(found, nodeids=list(nodeids))
 
     def to_json(self) -> dict[str, Any]:
-        """What a worker process hands back (:mod:`crossattn_sizing.runs.shared_worker`)."""
+        """What a worker process hands back (:mod:`crossattn_sizing.runs.share_process`)."""
         failures = {n: {s: dataclasses.asdict(r) for s, r in by.items()} for n, by in self.failures.items()}
         return {
             "own_run": self.own_run, "policy_free": sorted(self.policy_free), "failures": failures,

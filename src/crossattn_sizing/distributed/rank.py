@@ -1,7 +1,7 @@
 """One DCP rank in its own process: its KV-cache shard, its block tables, its share of attention.
 
 Started by :class:`crossattn_sizing.distributed.pool.RankPool` as
-``python -m crossattn_sizing.distributed.worker``, it joins a
+``python -m crossattn_sizing.distributed.rank``, it joins a
 ``torch.distributed`` process group (gloo on CPU, NCCL on CUDA), loads the
 implementation under test itself, and serves the driver's requests over a
 private socket (inherited file descriptor, one pickled message per request):
@@ -146,7 +146,7 @@ class Rank:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.worker")
+    parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.rank")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)
     parser.add_argument("--world", type=int, required=True)

@@ -5,7 +5,7 @@ session; its test files are independent (each test draws its examples from
 its own seed), so verify runs some of them here while it runs the rest
 itself. The verdicts do not depend on the split, only the wall time does.
 
-``python -m crossattn_sizing.runs.shared_worker REQUEST.json RESULT.json``: the
+``python -m crossattn_sizing.runs.share_process REQUEST.json RESULT.json``: the
 request names the policies, the files and verify's options; the result holds
 the per-property results, the shared run's state
 (:meth:`~crossattn_sizing.runs.shared_run.SharedPolicies.to_json`), whether Ctrl-C
