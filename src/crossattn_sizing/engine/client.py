@@ -212,7 +212,7 @@ class Worker:
 
     def refusal(self, op: str, reply: dict[str, Any]) -> EngineError:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
-        error = Inexpressible if reply.get("kind") == "Inexpressible" else EngineError
+        error = Inexpressible if reply.get("kind") == "Unrepresentable" else EngineError
         refused = error(f"{self.release.label}: {op} failed: {reply.get('error')}")
         refused.missing_module = reply.get("missing_module")  # type: ignore[attr-defined]
         return refused

@@ -5,7 +5,7 @@ different constructor arguments and read different attributes of the runner;
 each such difference is handled here, by inspecting the release (its
 dataclass fields, its constructor's signature) rather than by version
 numbers, and a harness config a release cannot represent is refused with
-:class:`Inexpressible` instead of answered about another config. A new
+:class:`Unrepresentable` instead of answered about another config. A new
 release's difference goes here, with a test in ``tests/test_engine_fixture.py``
 on the recorded sources. Nothing here imports the release: the caller passes
 its modules in (the release is importable only inside the worker).
@@ -38,10 +38,11 @@ class StandIn:
         raise AttributeError(f"the adapter's stand-in {self._name} has no attribute {attr!r}")
 
 
-class Inexpressible(ValueError):
+class Unrepresentable(ValueError):
     """A harness config this release cannot represent (its answer would be about another config).
 
-    The client reads the class name from the answer's ``kind``: keep it.
+    Raised in the worker process; the client reads the class name from the answer's ``kind`` and
+    raises its :class:`~crossattn_sizing.engine.client.Inexpressible` (keep the two names apart).
     """
 
 
@@ -70,7 +71,7 @@ def spec_for(kv: Any, version: str, group: dict[str, Any], cfg: Any) -> Any:
     names = {f.name for f in dataclasses.fields(cls)}
     replicated = cfg.dcp_size > 1 and kind != "mamba" and not group.get("dcp_sharded", True)
     if replicated and "dcp_sharded" not in names:
-        raise Inexpressible(
+        raise Unrepresentable(
             f"a {kind} group replicated under DCP: {cls_name} of vLLM {version} has no dcp_sharded "
             "field (every attention group is sharded)"
         )
@@ -158,7 +159,7 @@ def table_arguments(params: Mapping[str, Any], kw: Mapping[str, Any]) -> dict[st
 def check_kernel_blocks(params: Mapping[str, Any], version: str, cfg: Any) -> None:
     """Refuse a kernel block smaller than the block where the release's ``BlockTables`` cannot take one."""
     if "kernel_block_sizes" not in params and any(g.kbs != g.block_size for g in cfg.groups):
-        raise Inexpressible(
+        raise Unrepresentable(
             f"kernel block smaller than the block: vLLM {version}'s BlockTables takes no kernel "
             "block sizes (its rows hold ids of blocks of the spec's own size)"
         )
