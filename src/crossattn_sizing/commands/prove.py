@@ -29,6 +29,7 @@ from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace) -> int:
         result = _run_prove(domains, policy, examples, chunk_size, size, quiet, checked)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial result says what was checked, as interrupted
         if json_path:
-            payload = {"policy": policy_name(policy), "holds": False, "verdict": "interrupted",
+            payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.INTERRUPTED.value,
                        "interrupted": True, "exit_status": 130, "configs_checked": checked[0],
                        "domain": domain_info}  # fmt: skip
             write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")

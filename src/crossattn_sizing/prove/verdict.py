@@ -11,15 +11,15 @@ the row cannot be judged, and it never reads as holding.
 
 from __future__ import annotations
 
-import json
-import shlex
 from collections.abc import Callable
 
 from crossattn_sizing import usercode
+from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.prove.batches import PolicyRaised
 from crossattn_sizing.prove.check import prove_all
 from crossattn_sizing.prove.domain import Domain
@@ -42,15 +42,6 @@ def counterexample_config(c: Counterexample) -> RunnerConfig:
     )
 
 
-def check_command(spec: str, config: RunnerConfig, encoder_tokens: int) -> str:
-    """The ``check`` command that replays one config of the domain."""
-    text = json.dumps(config.to_dict(), separators=(",", ":"), sort_keys=True)
-    return (
-        f"crossattn-sizing check --policy {shlex.quote(spec)} --config {shlex.quote(text)} "
-        f"--encoder-lens {encoder_tokens}"
-    )
-
-
 def stopped_on(spec: str, exc: PolicyRaised) -> PolicyCallError:
     """The one-line error for a policy that could not answer a config of the domain (prove stops there).
 
@@ -62,7 +53,7 @@ def stopped_on(spec: str, exc: PolicyRaised) -> PolicyCallError:
         what = str(exc.error)
     else:
         what = f"sizing policy {spec} {usercode.describe(exc.error)} on {config.describe()}"
-    replay = check_command(spec, config, config.encoder_budget)
+    replay = check_line(spec, config, [config.encoder_budget])
     return PolicyCallError(f"{what}; prove stopped there, nothing judged; replay: {replay}")
 
 
@@ -85,10 +76,10 @@ def prove_property(
             raise stopped_on(spec, exc) from None
         # A crash in the engine's worker process is that config's failure (a verdict), named.
         return PropertyResult(
-            NAME, "fails",
+            NAME, Outcome.FAILS,
             diagnosis=f"the policy raised {exc} on {exc.config.describe()} (prove stopped there; "
             f"{size:,} configs in the edge domain)",
-            reproduce=check_command(spec, exc.config, exc.config.encoder_budget),
+            reproduce=check_line(spec, exc.config, [exc.config.encoder_budget]),
         )  # fmt: skip
     # ``examples`` counts the configs judged: a row with none is no verdict at all ("not run").
     out = PropertyResult(NAME, duration_s=result.seconds, examples=result.judged)
@@ -100,17 +91,17 @@ def prove_property(
         out.reason = skipped if result.not_judged else "the edge domain is empty"
         return out
     if result.holds:
-        out.outcome = "holds"
+        out.outcome = Outcome.HOLDS
         out.reason = skipped if result.not_judged else ""
         return out
     c = result.counterexamples[0]
     first = counterexample_config(c)
-    out.outcome = "fails"
+    out.outcome = Outcome.FAILS
     judged = f"{result.judged:,} judged" if result.not_judged else f"{size:,}"
     out.diagnosis = (
         f"coverage/allocation fail on {result.failures:,} of {judged} configs of the edge domain; "
         f"first: {first.describe()}: {c.encoder_tokens} encoder tokens need {c.entries_needed} entries "
         f"({c.entries_allocated} allocated), the row has {c.entries_given}"
     )
-    out.reproduce = check_command(spec, first, c.encoder_tokens)
+    out.reproduce = check_line(spec, first, [c.encoder_tokens])
     return out
