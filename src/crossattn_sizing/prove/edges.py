@@ -26,11 +26,11 @@ a policy's branch on ``E`` being unset is the property suite's to find.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from crossattn_sizing.core.policies import alignment_multiple
 from crossattn_sizing.prove.domain import ABSENT, Domain, GroupTable
 
 MAX_TOKENS = 1 << 21
@@ -53,14 +53,15 @@ def kernel_sizes(bs: int) -> tuple[int, ...]:
     return (bs, small) if small >= 1 and bs % small == 0 and small != bs else (bs,)
 
 
-def alignments(bs: int) -> tuple[int, ...]:
-    """The block multiples engines align to: v0.34's ``128/gcd`` and v0.21-0.25's ``128//bs``."""
-    return tuple(sorted({128 // math.gcd(128, bs), 128 // bs if bs <= 128 else 1}))
+def alignment_multiples(bs: int) -> tuple[int, ...]:
+    """:func:`~crossattn_sizing.core.policies.alignment_multiple` of ``bs`` under each rule an engine
+    used: v0.34's ``gcd`` and v0.21-0.25's ``pow2``."""
+    return tuple(sorted({alignment_multiple(bs, "gcd"), alignment_multiple(bs, "pow2")}))
 
 
 def units(bs: int, dcp: int) -> tuple[int, ...]:
     """Token spans whose multiples are width edges for block size ``bs`` under ``C = dcp``."""
-    out = {k * dcp for k in kernel_sizes(bs)} | {bs * dcp * a for a in alignments(bs)}
+    out = {k * dcp for k in kernel_sizes(bs)} | {bs * dcp * a for a in alignment_multiples(bs)}
     return tuple(sorted(out))
 
 
