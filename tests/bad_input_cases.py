@@ -333,7 +333,7 @@ CASES: list[Case] = [
     C("reproduce", "whisper", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
     C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm, vllm==X.Y.Z or vllm@PATH"),
     C("reproduce", "whisper", "--engine", "vllm@/nonexistent", says="--engine vllm@/nonexistent: "
-      "/nonexistent holds no vllm package"),
+      "/nonexistent has no vllm package"),
     C("audit", "--vllm-path", "{d}/syntax-tree", status=3, says="sizing of vLLM releases"),
     # --- issue 20: hostile user code, signals, fleet (s3-hostile) ---
     # A policy at the start-up probe: it leaves, fakes a Ctrl-C, runs out of memory or stack, changes its config.
@@ -383,8 +383,8 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--sizing-policy", "tests.hostile_modules.exits_on_import:widths", status=4, says="does not import (it called sys.exit(0))", isolated=True),
     C("pytest", "properties/test_slot_mapping.py", "--impl", "tests.unusable_impls:ExitsInSlotMapping", status=4, says="slot_mapping called sys.exit(0)", isolated=True),
     # A property suite that holds no test is never "holds"
-    C("verify", "--policy", "mrv2", says="holds no test", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
-    C("fuzz", "--max-rounds", "1", "--db", "{d}/fuzz-db", "--regressions", "{d}/fuzz-regressions", says="holds no test", isolated=True,
+    C("verify", "--policy", "mrv2", says="has no test", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
+    C("fuzz", "--max-rounds", "1", "--db", "{d}/fuzz-db", "--regressions", "{d}/fuzz-regressions", says="has no test", isolated=True,
       env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
     # The fleet: checked before any worker starts
     C("fuzz", "--workers", "100000", says="--workers 100000: must be <= "),

@@ -284,7 +284,7 @@ def test_reproduce_takes_a_source_tree_as_its_engine(tree: Path) -> None:
 def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
     from crossattn_sizing.engine.install import EngineError, resolve_release
 
-    with pytest.raises(EngineError, match=r"holds no vllm package \(vllm@PATH takes a folder holding vllm/"):
+    with pytest.raises(EngineError, match=r"has no vllm package \(vllm@PATH takes a folder holding vllm/"):
         resolve_release(f"vllm@{tmp_path}")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", f"vllm@{tmp_path}",
@@ -292,7 +292,7 @@ def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, timeout=300, cwd=REPO,
     )  # fmt: skip
     assert proc.returncode == 4, proc.stdout + proc.stderr
-    assert "holds no vllm package" in proc.stderr
+    assert "has no vllm package" in proc.stderr
 
 
 def test_audit_executes_a_source_tree(tree: Path, tmp_path: Path) -> None:

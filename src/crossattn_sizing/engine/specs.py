@@ -36,6 +36,6 @@ def tree_root(spec: str) -> Path:
     if path.name == "vllm" and (path / "__init__.py").is_file():
         return path.parent
     raise EngineError(
-        f"{spec.strip()}: {path} holds no vllm package (vllm@PATH takes a folder holding vllm/: a source "
+        f"{spec.strip()}: {path} has no vllm package (vllm@PATH takes a folder holding vllm/: a source "
         "checkout or an unpacked wheel)"
     )

@@ -338,7 +338,7 @@ def run_suite(
     # Nothing to check is never "holds"; a -k that selects nothing in one share of the files is the
     # caller's to judge over the whole (it raises the -k error above when no share ran anything).
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and not deselect and not (select and allow_empty):
-        raise HarnessError(f"the property suite at {root} holds no test: set {PROPERTIES_ENV} to the "
+        raise HarnessError(f"the property suite at {root} has no test: set {PROPERTIES_ENV} to the "
                            "repository's properties/ folder (or unset it)")  # fmt: skip
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         raise HarnessError(
