@@ -51,8 +51,12 @@ def test_a_shape_list_with_no_gap_gives_no_finding() -> None:
 
 
 def test_verify_lists_it_beside_the_dcp_finding() -> None:
-    titles = [f.title for f in all_findings()]
+    """Through verify's own path (a wrong import there once read as "no findings", silently)."""
+    from crossattn_sizing.commands.verify import collect_findings
+
+    titles = [f.title for f in collect_findings()]
     assert TITLE in titles and len(titles) == 2
+    assert titles == [f.title for f in all_findings()]
 
 
 def test_reproduce_lines_say_how_many_keys_exceed_the_capture() -> None:
