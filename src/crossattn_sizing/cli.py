@@ -58,8 +58,14 @@ def console_main() -> NoReturn:
     Ctrl-C stays handled until the process is gone, so the status after a Ctrl-C
     is 130 whenever it lands (see :func:`crossattn_sizing.interrupts.leave`).
     """
-    with interrupts.handling(restore=False):
-        status = _run(None)
+    status = interrupts.EXIT_STATUS
+    try:
+        with interrupts.handling(restore=False):
+            status = _run(None)
+            interrupts.leaving()
+    except KeyboardInterrupt:  # a press after the command returned, before leaving() took over
+        interrupts.leaving()
+        status = interrupts.EXIT_STATUS
     interrupts.leave(status)
 
 

@@ -38,10 +38,16 @@ _presses = 0
 """Every SIGINT the handler has seen in this process, never reset (see :func:`pressed_since`)."""
 
 
+_leaving = False
+"""Set by :func:`leaving`: the status is decided, a press only counts (see there)."""
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     global _count, _presses
     _count += 1
     _presses += 1
+    if _leaving:
+        return
     if _count >= FORCE_AFTER:
         os.write(2, b"\ncrossattn-sizing: interrupted again; leaving without a report\n")
         os._exit(EXIT_STATUS)
@@ -82,6 +88,12 @@ def _quiet(hook: Callable[[Any], object]) -> Callable[[Any], object]:
         hook(unraisable)
 
     return quiet
+
+
+def wrap_unraisable_hook() -> None:
+    """Wrap the hook in place as :func:`quiet_unraisable` does, with no putting back (for a caller,
+    pytest, that restores its own hook when it ends)."""
+    sys.unraisablehook = _quiet(sys.unraisablehook)
 
 
 @contextlib.contextmanager
@@ -131,6 +143,19 @@ def pressed_since(before: int) -> bool:
     user's, never blamed on their code.
     """
     return _presses > before or signal.getsignal(signal.SIGINT) is not _handler
+
+
+def leaving() -> None:
+    """The command has returned its status and the process is about to leave: from here a Ctrl-C
+    (or SIGTERM) is blocked where the system allows it, and otherwise only counted.
+
+    A second quick press used to land after the command had printed its report, in the
+    handler's own clean-up, and end the process with a traceback and status -2.
+    """
+    global _leaving
+    if hasattr(signal, "pthread_sigmask") and threading.current_thread() is threading.main_thread():
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(SIGNALS))
+    _leaving = True
 
 
 def leave(status: int) -> NoReturn:

@@ -166,7 +166,9 @@ def pytest_configure(config: pytest.Config) -> None:
     # SIGINT is recorded, so a policy raising KeyboardInterrupt is told from the user's Ctrl-C.
     stack = contextlib.ExitStack()
     stack.enter_context(interrupts.recording())
-    stack.enter_context(interrupts.quiet_unraisable())  # over pytest's hook, set up before this one
+    # Over pytest's hook (set up before this one) and left there: pytest's own clean-up collects
+    # garbage after this plugin's, where a recorded press can still land, then puts its old hook back.
+    interrupts.wrap_unraisable_hook()
     config._crossattn_sigint = stack  # type: ignore[attr-defined]
     try:
         env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
