@@ -70,22 +70,22 @@ class RankGroup:
     keeps what this rank contributes and the caller sums the ranks' parts.
     """
 
-    def __init__(self, lses: list[Any], rank: int) -> None:
+    def __init__(self, torch: Any, lses: list[Any], rank: int) -> None:
+        self.torch = torch
         self.world_size = len(lses)
         self.rank_in_group = rank
         self.lses = lses
         self.contributed: Any = None
 
     def all_gather(self, tensor: Any, dim: int = 0) -> Any:
-        import torch
-
+        torch = self.torch
         own = self.lses[self.rank_in_group].contiguous().view(torch.uint8)  # bitwise: NaN equals itself
         if not torch.equal(tensor.contiguous().view(torch.uint8), own):
             raise AssertionError("the release gathered an LSE other than this rank's own")
         return torch.cat(self.lses, dim=dim)
 
     def all_reduce(self, tensor: Any) -> Any:
-        self.contributed = tensor.clone()
+        self.contributed = tensor  # the caller's own copy of this rank's partial, corrected in place
         return tensor
 
 
@@ -173,7 +173,7 @@ class ReleaseKernels:
         gathered = [lse.contiguous() for lse in lses]
         total, lse = None, None
         for rank, out in enumerate(outs):
-            group = RankGroup(gathered, rank)
+            group = RankGroup(self.torch, gathered, rank)
             _, lse = fn(out.contiguous().clone(), gathered[rank], group, return_lse=True)
             total = group.contributed if total is None else total + group.contributed
         return total, lse.contiguous()
