@@ -22,7 +22,7 @@ from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.block_table import expand_block_ids
-from crossattn_sizing.impl.runner import CrossMode, PagedRunner
+from crossattn_sizing.impl.runner import CrossMode, PagedRunner, Reads
 from properties.impl_assertions import RequestReport
 from properties.impl_strategies import (
     UNIT,
@@ -155,8 +155,7 @@ def run_cross(
         for i, nq in enumerate(case.num_queries)
     ]
     runner.write(g, case.rows, [range(e) for e in lens], keys, values)
-    q_pos = [[0] * nq for nq in case.num_queries]  # decoder positions do not matter: non-causal
-    out = runner.attend(g, case.rows, queries, q_pos, lens, causal=False)
+    out = runner.attend(g, Reads.cross(case.rows, queries, lens))
     triples = list(zip(queries, keys, values, strict=True))
     expected = torch.cat([dense_reference(q, k, v, runner.scale) for q, k, v in triples])
     mass = torch.cat([dense_reference(q, k, v.abs(), runner.scale) for q, k, v in triples])
@@ -217,8 +216,8 @@ def run_self(
     prompts = [range(s) for s in case.prompt_lens]
     runner.write(g, case.rows, prompts, [k[:s] for k, s in zip(keys, case.prompt_lens, strict=True)],
                  [v[:s] for v, s in zip(values, case.prompt_lens, strict=True)])
-    outs = [runner.attend(g, case.rows, [q[:s] for q, s in zip(queries, case.prompt_lens, strict=True)],
-                          prompts, list(case.prompt_lens), causal=True)]
+    prefill_queries = [q[:s] for q, s in zip(queries, case.prompt_lens, strict=True)]
+    outs = [runner.attend(g, Reads(case.rows, prefill_queries, prompts, case.prompt_lens, causal=True))]
     owner = [i for i, s in enumerate(case.prompt_lens) for _ in range(s)]
     position = [p for s in case.prompt_lens for p in range(s)]
 
@@ -235,8 +234,8 @@ def run_self(
         pos = [[case.prompt_lens[i]] for i in dec]
         runner.write(g, rows, pos, [keys[i][p] for i, p in zip(dec, pos, strict=True)],
                      [values[i][p] for i, p in zip(dec, pos, strict=True)])
-        outs.append(runner.attend(g, rows, [queries[i][p] for i, p in zip(dec, pos, strict=True)], pos,
-                                  [totals[i] for i in dec], causal=True))
+        decode_queries = [queries[i][p] for i, p in zip(dec, pos, strict=True)]
+        outs.append(runner.attend(g, Reads(rows, decode_queries, pos, [totals[i] for i in dec], causal=True)))
         owner += dec
         position += [p[0] for p in pos]
 

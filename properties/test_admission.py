@@ -20,12 +20,7 @@ from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from properties.admission_assertions import assert_agrees, assert_narrowest_row, case_lines
 from properties.capacity_strategies import runner_configs
 from reference.block_table import expand
-from reference.slots import (
-    ColumnOutOfRange,
-    local_length,
-    self_attention_slots,
-    sharded_cross_attention_slots,
-)
+from reference.slots import ColumnOutOfRange, local_length, self_attention_slots
 
 MAX_TOKENS = 3000
 """Longer than most drawn rows, short enough for the oracle's per-position loop."""
@@ -42,7 +37,7 @@ def _oracle_accepts(width: int, e: int, kbs: int, dcp: int, interleave: int) -> 
     row = list(range(width))
     try:
         for rank in range(dcp):
-            sharded_cross_attention_slots(row, e, kbs, dcp, interleave, rank, e)
+            self_attention_slots(row, range(e), kbs, dcp, interleave, rank, e)
     except ColumnOutOfRange:
         return False
     return True

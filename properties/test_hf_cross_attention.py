@@ -37,7 +37,7 @@ from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
-from crossattn_sizing.impl.runner import PagedRunner
+from crossattn_sizing.impl.runner import PagedRunner, Reads
 from properties.failures import fail, fail_rerun, harness_options
 from properties.hf_strategies import (
     FAMILIES,
@@ -145,7 +145,7 @@ def run_case(case: HFCrossCase, impl: Impl, policy: Policy, wiring: Wiring = COR
         for row, e in zip(rows, lens, strict=True):  # all ids appended before the step, as the engine does
             runner.append(g, row, pool.allocate(admission.blocks_allocated(config, group, e)))
         runner.write(g, rows, [range(e) for e in lens], keys, values)
-        out = runner.attend(g, rows, queries, [[0] * len(q) for q in queries], lens, causal=False)
+        out = runner.attend(g, Reads.cross(rows, queries, lens))
         got = module.out_proj(out.reshape(out.shape[0], heads * dim).to("cpu", torch.float32))
     owner = [r for r, nq in enumerate(case.num_queries) for _ in range(nq)]
     return HFRun(expected, got, owner, header)

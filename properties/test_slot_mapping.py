@@ -37,8 +37,10 @@ def _expected(case: SlotCase, group: SlotGroup, request: SlotRequest, row: list[
         )
     if group.kind == "cross":
         return ref_slots.cross_attention_slots(row, request.encoder_len, group.kbs, request.encoder_len)
-    return ref_slots.sharded_cross_attention_slots(
-        row, request.encoder_len, group.kbs, case.dcp_size, case.interleave, rank, request.encoder_len
+    # The DCP-consistent cross mapping: each rank keeps its share of the encoder tokens.
+    encoder = range(request.encoder_len)
+    return ref_slots.self_attention_slots(
+        row, encoder, group.kbs, case.dcp_size, case.interleave, rank, request.encoder_len
     )
 
 

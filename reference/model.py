@@ -75,13 +75,28 @@ def _local_positions(
 
 
 @dataclass(frozen=True)
-class _Layer:
-    """What every rank of one scenario shares: the cache shape, the row, the queries."""
+class Paging:
+    """Where a scenario's tokens live: the request's row, each rank's cache, the DCP layout.
 
-    num_blocks: int
-    kernel_block_size: int
-    head_dim: int
+    ``row`` holds kernel-block ids (already expanded); each DCP rank's cache has
+    ``num_blocks`` blocks of ``kernel_block_size`` cells; ``dcp_size`` ranks
+    deal positions out in runs of ``interleave``. Self- and cross-attention
+    scenarios take the same record.
+    """
+
     row: list[int]
+    kernel_block_size: int
+    num_blocks: int
+    dcp_size: int = 1
+    interleave: int = 1
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """What every rank of one scenario shares: the paging, the head size, the queries."""
+
+    paging: Paging
+    head_dim: int
     q: Matrix
     scale: float
     causal: bool
@@ -99,9 +114,10 @@ def _run_rank(
     layer: _Layer, rank: int, write_slots: list[int], keys: Matrix, values: Matrix, key_positions: list[int]
 ) -> RankRun:
     """One rank: write into a fresh poisoned cache, read ``len(key_positions)`` tokens back, attend."""
-    cache = PagedKVCache(layer.num_blocks, layer.kernel_block_size, layer.head_dim)
+    paging = layer.paging
+    cache = PagedKVCache(paging.num_blocks, paging.kernel_block_size, layer.head_dim)
     write_sequence(cache, write_slots, keys, values)
-    read_slots = local_slots(layer.row, len(key_positions), layer.kernel_block_size)
+    read_slots = local_slots(paging.row, len(key_positions), paging.kernel_block_size)
     cells = [cache.read(slot) for slot in read_slots]
     out, lse = attention(
         layer.q,
@@ -116,22 +132,24 @@ def _run_rank(
     return RankRun(rank, cache, write_slots, read_slots, key_positions, out, lse)
 
 
-def _run_sharded(layer: _Layer, keys: Matrix, values: Matrix, dcp_size: int, interleave: int) -> PagedRun:
+def _run_sharded(layer: _Layer, keys: Matrix, values: Matrix) -> PagedRun:
     """Every rank writes the positions ``0..len(keys)-1`` it owns, reads back its share, attends.
 
     Sharded cross-attention and self-attention differ only in the layer (causal or
     not, query positions): both write with the self-attention mapping over the whole
-    sequence (``sharded_cross_attention_slots`` is that mapping), so one loop serves
+    sequence (``self_attention_slots`` over ``range(e)``), so one loop serves
     both. The partials are merged by log-sum-exp.
     """
     seq_len = len(keys)
+    paging = layer.paging
+    kbs, dcp_size, interleave = paging.kernel_block_size, paging.dcp_size, paging.interleave
     ranks: list[RankRun] = []
     for rank in range(dcp_size):
         write_slots = self_attention_slots(
-            layer.row, range(seq_len), layer.kernel_block_size, dcp_size, interleave, rank, seq_len
+            paging.row, range(seq_len), kbs, dcp_size, interleave, rank, seq_len
         )
         local_len = local_length(seq_len, dcp_size, interleave, rank)
-        positions = _local_positions(local_len, layer.kernel_block_size, dcp_size, interleave, rank)
+        positions = _local_positions(local_len, kbs, dcp_size, interleave, rank)
         ranks.append(_run_rank(layer, rank, write_slots, keys, values, positions))
     out, lse = merge_partials_with_lse([(r.out, r.lse) for r in ranks])
     return PagedRun(out, lse, ranks)
@@ -155,23 +173,16 @@ def run_paged_cross_attention(
     q: Matrix,
     encoder_keys: Matrix,
     encoder_values: Matrix,
-    row: list[int],
-    kernel_block_size: int,
-    num_blocks: int,
+    paging: Paging,
     scale: float,
-    dcp_size: int = 1,
-    interleave: int = 1,
     sharded: bool = False,
 ) -> PagedRun:
     """Cross-attention of decoder queries over ``e = len(encoder_keys)`` encoder tokens.
 
-    ``row`` holds kernel-block ids (already expanded); each rank's cache has
-    ``num_blocks`` blocks of ``kernel_block_size`` cells.
-
     - ``sharded=False`` models the engine: DCP is ignored, every position is written
       with ``row[p // kbs]*kbs + p % kbs`` and all ``e`` keys are read back. Every rank
       would do the same and merging identical partials changes nothing, so one rank is
-      modelled and ``dcp_size``/``interleave`` are not used. A row sized for ``C > 1``
+      modelled and the paging's ``dcp_size``/``interleave`` are not used. A row sized for ``C > 1``
       is too short here and raises ``ColumnOutOfRange``.
     - ``sharded=True`` models the consistent variant: rank ``r`` writes the positions it
       owns (self-attention mapping), reads back its ``local_length`` tokens, attends
@@ -180,16 +191,14 @@ def run_paged_cross_attention(
     Cross-attention is not causal: every query sees every encoder key.
     """
     head_dim = _head_dim(encoder_keys, encoder_values, q)
-    layer = _Layer(
-        num_blocks, kernel_block_size, head_dim, list(row), q, scale, causal=False, q_positions=None
-    )
+    layer = _Layer(paging, head_dim, q, scale, causal=False, q_positions=None)
     encoder_len = len(encoder_keys)
     if not sharded:
-        write_slots = cross_attention_slots(row, encoder_len, kernel_block_size, encoder_len)
+        write_slots = cross_attention_slots(paging.row, encoder_len, paging.kernel_block_size, encoder_len)
         only = _run_rank(layer, 0, write_slots, encoder_keys, encoder_values, list(range(encoder_len)))
         return PagedRun(only.out, only.lse, [only])
 
-    return _run_sharded(layer, encoder_keys, encoder_values, dcp_size, interleave)
+    return _run_sharded(layer, encoder_keys, encoder_values)
 
 
 paged_cross_attention = _output_of(
@@ -204,23 +213,19 @@ def run_paged_self_attention(
     q_positions: list[int],
     keys: Matrix,
     values: Matrix,
-    row: list[int],
-    kernel_block_size: int,
-    num_blocks: int,
+    paging: Paging,
     scale: float,
-    dcp_size: int = 1,
-    interleave: int = 1,
 ) -> PagedRun:
     """Causal self-attention over a context of ``s = len(keys)`` tokens at positions ``0..s-1``.
 
     Each rank writes the positions it owns (``self_attention_slots``), reads back its
-    ``local_length(s)`` tokens through ``row`` and attends causally, using
+    ``local_length(s)`` tokens through the paging's ``row`` and attends causally, using
     ``global_position`` to know each key's position; the partials are merged by
     log-sum-exp. Queries at ``q_positions`` see keys at positions ``<=`` their own.
     """
     head_dim = _head_dim(keys, values, q)
-    layer = _Layer(num_blocks, kernel_block_size, head_dim, list(row), q, scale, True, list(q_positions))
-    return _run_sharded(layer, keys, values, dcp_size, interleave)
+    layer = _Layer(paging, head_dim, q, scale, True, list(q_positions))
+    return _run_sharded(layer, keys, values)
 
 
 paged_self_attention = _output_of(

@@ -150,28 +150,12 @@ def cross_attention_slots(
 
     This path ignores DCP, as the engine does: every position gets a slot on every rank,
     and a row whose width was divided by ``C`` runs out of columns (``ColumnOutOfRange``).
-    It is the ``C == 1`` self-attention mapping over ``range(encoder_len)``.
+    It is the ``C == 1`` self-attention mapping over ``range(encoder_len)``. The
+    DCP-consistent variant, under which a width of ``cdiv(e, bs*C)`` columns is
+    enough, is not what the engine does: it is ``self_attention_slots`` over
+    ``range(encoder_len)`` with the group's ``C`` and ``I``, each rank keeping its share.
     """
     return self_attention_slots(row, range(encoder_len), kernel_block_size, 1, 1, 0, pad_to)
-
-
-def sharded_cross_attention_slots(
-    row: Sequence[int],
-    encoder_len: int,
-    kernel_block_size: int,
-    dcp_size: int,
-    interleave: int,
-    rank: int,
-    pad_to: int,
-) -> list[int]:
-    """DCP-consistent cross-attention slots: the self-attention mapping over ``range(e)``.
-
-    Not what the engine does (see ``cross_attention_slots``); it is the variant under
-    which a width of ``cdiv(e, bs*C)`` columns is enough.
-    """
-    return self_attention_slots(
-        row, range(encoder_len), kernel_block_size, dcp_size, interleave, rank, pad_to
-    )
 
 
 def local_slots(row: Sequence[int], local_len: int, kernel_block_size: int) -> list[int]:

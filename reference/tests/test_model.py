@@ -17,6 +17,7 @@ from reference.attention import attention
 from reference.block_table import BlockTable
 from reference.cache import PagedKVCache
 from reference.model import (
+    Paging,
     paged_cross_attention,
     paged_self_attention,
     run_paged_cross_attention,
@@ -46,7 +47,8 @@ Q = [[1.0]]
 
 def test_engine_path_by_hand() -> None:
     # kbs = 2, row [3, 1]: positions 0, 1 in block 3 (slots 6, 7), position 2 in block 1 (slot 2).
-    run = run_paged_cross_attention(Q, ENCODER_KEYS, ENCODER_VALUES, [3, 1], 2, num_blocks=4, scale=1.0)
+    paging = Paging([3, 1], 2, num_blocks=4)
+    run = run_paged_cross_attention(Q, ENCODER_KEYS, ENCODER_VALUES, paging, scale=1.0)
     [rank] = run.ranks
     assert rank.write_slots == [6, 7, 2]
     assert rank.read_slots == [6, 7, 2]
@@ -62,12 +64,8 @@ def test_sharded_path_by_hand_two_ranks() -> None:
         Q,
         ENCODER_KEYS,
         ENCODER_VALUES,
-        [3],
-        2,
-        num_blocks=4,
+        Paging([3], 2, num_blocks=4, dcp_size=2, interleave=1),
         scale=1.0,
-        dcp_size=2,
-        interleave=1,
         sharded=True,
     )
     rank0, rank1 = run.ranks
@@ -81,12 +79,11 @@ def test_sharded_path_by_hand_two_ranks() -> None:
 def test_engine_path_with_a_dcp_divided_width_runs_out_of_columns() -> None:
     # e = 5, kbs = 2, C = 2: the width is cdiv(5, 2*2) = 2 columns; the engine path needs 3.
     keys = [[0.1 * p] for p in range(5)]
+    divided = Paging([3, 1], 2, num_blocks=4, dcp_size=2)
     with pytest.raises(ColumnOutOfRange) as info:
-        paged_cross_attention(Q, keys, keys, [3, 1], 2, num_blocks=4, scale=1.0, dcp_size=2, sharded=False)
+        paged_cross_attention(Q, keys, keys, divided, scale=1.0, sharded=False)
     assert (info.value.position, info.value.column, info.value.width) == (4, 2, 2)
-    sharded = paged_cross_attention(
-        Q, keys, keys, [3, 1], 2, num_blocks=4, scale=1.0, dcp_size=2, sharded=True
-    )
+    sharded = paged_cross_attention(Q, keys, keys, divided, scale=1.0, sharded=True)
     assert rows_close(sharded, attention(Q, keys, keys, 1.0)[0])
 
 
@@ -131,12 +128,8 @@ def test_paged_cross_attention_equals_dense_and_never_touches_poison(
         q,
         keys,
         values,
-        row,
-        kbs,
-        NUM_BLOCKS,
+        Paging(row, kbs, NUM_BLOCKS, dcp, layout.interleave),
         scale,
-        dcp_size=dcp,
-        interleave=layout.interleave,
         sharded=sharded,
     )
     dense_out, _ = attention(q, keys, values, scale, head_dim_v=len(q[0]))
@@ -168,9 +161,7 @@ def test_paged_self_attention_with_dcp_equals_dense_causal(
     q = data.draw(matrices(2, dim))
     q_positions = data.draw(st.lists(st.integers(0, max(seq_len - 1, 0)), min_size=2, max_size=2))
     row = BlockPool(NUM_BLOCKS, seed).allocate(cdiv(seq_len, layout.virtual_block_size))
-    out = paged_self_attention(
-        q, q_positions, keys, values, row, layout.kernel_block_size, NUM_BLOCKS, scale,
-        dcp_size=layout.dcp_size, interleave=layout.interleave,
-    )  # fmt: skip
+    paging = Paging(row, layout.kernel_block_size, NUM_BLOCKS, layout.dcp_size, layout.interleave)
+    out = paged_self_attention(q, q_positions, keys, values, paging, scale)
     dense, _ = attention(q, keys, values, scale, causal=True, q_positions=q_positions, head_dim_v=dim)
     assert rows_close(out, dense)

@@ -17,7 +17,6 @@ from reference.slots import (
     local_slots,
     owner_rank,
     self_attention_slots,
-    sharded_cross_attention_slots,
 )
 
 from .strategies import FAST, Layout, cdiv, layouts, seeds
@@ -77,8 +76,9 @@ def test_dcp_four_ranks_interleave_equal_to_block_size() -> None:
 def test_sharded_cross_slots_fit_the_divided_width_where_the_engine_path_does_not() -> None:
     # e = 5, kbs = 2, C = 2: W = cdiv(5, 2*2) = 2 columns.
     row = [3, 1]
-    assert sharded_cross_attention_slots(row, 5, 2, 2, 1, 0, pad_to=6) == [6, -1, 7, -1, 2, -1]
-    assert sharded_cross_attention_slots(row, 5, 2, 2, 1, 1, pad_to=6) == [-1, 6, -1, 7, -1, -1]
+    # Sharded: each rank keeps its share of the encoder tokens, as self-attention does.
+    assert self_attention_slots(row, range(5), 2, 2, 1, 0, pad_to=6) == [6, -1, 7, -1, 2, -1]
+    assert self_attention_slots(row, range(5), 2, 2, 1, 1, pad_to=6) == [-1, 6, -1, 7, -1, -1]
     with pytest.raises(ColumnOutOfRange):
         cross_attention_slots(row, 5, 2, pad_to=5)
 

@@ -21,6 +21,7 @@ import torch
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.distributed.pool import RankPool
 from crossattn_sizing.impl import Impl
+from crossattn_sizing.impl.runner import Reads
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -77,9 +78,5 @@ class DistributedRunner:
         cpu = [k.cpu() for k in keys], [v.cpu() for v in values]
         self.pool.call("write", g, list(rows), list(positions), *cpu)
 
-    def attend(
-        self, g: int, rows: Sequence[int], queries: Sequence[torch.Tensor],
-        query_positions: Sequence[Sequence[int]], seq_lens: Sequence[int], causal: bool,
-    ) -> torch.Tensor:
-        return self.agreed("attend", g, list(rows), [q.cpu() for q in queries],
-                           [list(p) for p in query_positions], list(seq_lens), causal)
+    def attend(self, g: int, reads: Reads) -> torch.Tensor:
+        return self.agreed("attend", g, reads.on_cpu())

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from crossattn_sizing.impl.runner import PagedRunner
+from crossattn_sizing.impl.runner import PagedRunner, Reads
 
 
 def send(conn: Connection, message: Any) -> None:
@@ -102,14 +102,14 @@ class Rank:
     def row(self, g: int, row: int) -> list[int]:
         return self.held().tables[g].row(row)
 
-    def attend(self, g: int, *args: Any) -> torch.Tensor:
+    def attend(self, g: int, reads: Reads) -> torch.Tensor:
         runner = self.held()
         if not runner.sharded(g):  # replicated or faithful: every rank attends over all keys itself
-            outs, _ = runner.partials(g, *args)
+            outs, _ = runner.partials(g, reads)
             return outs[0].to(runner.dtype).cpu()
         failure: BaseException | None = None
         try:
-            outs, lses = runner.partials(g, *args)
+            outs, lses = runner.partials(g, reads)
         except Exception as exc:
             failure = exc
         send(self.conn, ("collective", "all-gather"))

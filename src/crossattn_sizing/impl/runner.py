@@ -8,7 +8,8 @@ and DCP rank a NaN-poisoned KV cache. A step is the engine's order of work:
 1. ``append`` the block ids the scheduler allocated (all new requests first);
 2. ``slot_mapping`` of the step's tokens, read through the block table;
 3. ``write`` the tokens' keys and values by slot, on each rank;
-4. ``attend``: gather the step's rows, paged attention per rank, DCP merge.
+4. ``attend`` with the step's :class:`Reads`: gather the step's rows, paged
+   attention per rank, DCP merge.
 
 With ``rank`` set, the runner holds one DCP rank only (its caches and its copy
 of the block tables): a worker process of the distributed backend
@@ -36,6 +37,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
@@ -60,6 +62,35 @@ class InvalidSlots(AssertionError):
     ``AssertionError`` so a property reports it as a failed invariant of the
     implementation, not as a crash of the harness.
     """
+
+
+@dataclass(frozen=True)
+class Reads:
+    """What one step reads in a group: each request's row, queries and how far it looks.
+
+    Request ``b`` sits in table row ``rows[b]``; its queries ``queries[b]``
+    (``[n_b, H, D]``) stand at ``query_positions[b]`` and read the first
+    ``seq_lens[b]`` keys, masked causally when ``causal``. One record, so the
+    runner, its partials and the distributed driver take the same thing and a
+    new field is added once.
+    """
+
+    rows: Sequence[int]
+    queries: Sequence[torch.Tensor]
+    query_positions: Sequence[Sequence[int]]
+    seq_lens: Sequence[int]
+    causal: bool
+
+    @classmethod
+    def cross(cls, rows: Sequence[int], queries: Sequence[torch.Tensor], encoder_lens: Sequence[int],
+              ) -> Reads:
+        """Decoder queries over all of each request's encoder keys (not causal: positions do not matter)."""
+        return cls(rows, queries, [[0] * len(q) for q in queries], encoder_lens, causal=False)
+
+    def on_cpu(self) -> Reads:
+        """The same reads as plain lists and CPU tensors, to send to another process."""
+        return Reads(list(self.rows), [q.cpu() for q in self.queries],
+                     [list(p) for p in self.query_positions], list(self.seq_lens), self.causal)
 
 
 def default_tail(config: RunnerConfig, widths: Sequence[int]) -> int:
@@ -255,41 +286,26 @@ class PagedRunner:
             self.impl.write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache,
                                step=WriteStep(slots=resolve_duplicate_slots(slots)))
 
-    def attend(
-        self,
-        g: int,
-        rows: Sequence[int],
-        queries: Sequence[torch.Tensor],
-        query_positions: Sequence[Sequence[int]],
-        seq_lens: Sequence[int],
-        causal: bool,
-    ) -> torch.Tensor:
+    def attend(self, g: int, reads: Reads) -> torch.Tensor:
         """Paged attention of each request's queries over its first ``seq_lens[b]`` tokens.
 
         Gathers the step's rows into the input table, runs the implementation's
         attention on each rank over the rank's local share, merges the partials
         and returns the output in the run's dtype, ``[sum of queries, H, D]``.
         """
-        outs, lses = self.partials(g, rows, queries, query_positions, seq_lens, causal)
+        outs, lses = self.partials(g, reads)
         merged = outs[0] if len(outs) == 1 else self.impl.merge(outs=outs, lses=lses)
         return merged.to(self.dtype)
 
-    def partials(
-        self,
-        g: int,
-        rows: Sequence[int],
-        queries: Sequence[torch.Tensor],
-        query_positions: Sequence[Sequence[int]],
-        seq_lens: Sequence[int],
-        causal: bool,
-    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def partials(self, g: int, reads: Reads) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Each held rank's fp32 ``(out, lse)`` over its local share of the keys, before the merge."""
+        rows, queries, seq_lens = reads.rows, reads.queries, reads.seq_lens
         table, inputs = self.tables[g], self.inputs[g]
         table.gather(rows, into=inputs)
         query = torch.cat(list(queries)).to(self.device, self.dtype)
         lens = [len(q) for q in queries]
         qsl = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32).to(self.device)
-        q_pos = torch.cat([torch.as_tensor(list(p), dtype=torch.int64) for p in query_positions])
+        q_pos = torch.cat([torch.as_tensor(list(p), dtype=torch.int64) for p in reads.query_positions])
         q_pos = q_pos.to(self.device)
         outs: list[torch.Tensor] = []
         lses: list[torch.Tensor] = []
@@ -310,7 +326,7 @@ class PagedRunner:
                 seq_lens=torch.tensor(local, dtype=torch.int32, device=self.device),
                 query_positions=q_pos,
                 layout=layout,
-                causal=causal,
+                causal=reads.causal,
                 scale=self.scale,
             )
             out, lse = self.impl.paged_attention(

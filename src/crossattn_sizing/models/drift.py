@@ -49,7 +49,7 @@ def _cross_only(config: RunnerConfig, group: int) -> RunnerConfig:
 def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, guarded: bool):  # type: ignore[no-untyped-def]
     import torch
 
-    from crossattn_sizing.impl.runner import PagedRunner
+    from crossattn_sizing.impl.runner import PagedRunner, Reads
 
     group = config.groups[0]
     blocks = admission.blocks_allocated(config, group, encoder_len)
@@ -72,7 +72,7 @@ def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, gu
         runner.append(0, r, list(range(1 + r * blocks, 1 + (r + 1) * blocks)))
     positions = [range(encoder_len)] * NUM_REQUESTS
     runner.write(0, rows, positions, keys, values)
-    return runner.attend(0, rows, queries, [[0]] * NUM_REQUESTS, [encoder_len] * NUM_REQUESTS, causal=False)
+    return runner.attend(0, Reads.cross(rows, queries, [encoder_len] * NUM_REQUESTS))
 
 
 def output_drift(
