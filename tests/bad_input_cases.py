@@ -263,6 +263,11 @@ CASES: list[Case] = [
       isolated=True),
     C("pytest", CAPACITY, "--impl", "nope", status=4, says="unknown implementation 'nope'", isolated=True),
     C("pytest", CAPACITY, "--impl", "nowhere:x", status=4, says="does not import", isolated=True),
+    # an engine spec is checked by resolve.check_engine_spec, in the same words as reproduce --engine
+    C("pytest", CAPACITY, "--impl", "vllm==abc", status=4, says="--impl 'vllm==abc': not a release",
+      isolated=True),
+    C("pytest", CAPACITY, "--impl", "vllm@/nonexistent", status=4,
+      says="--impl vllm@/nonexistent: /nonexistent has no vllm package", isolated=True),
     C("pytest", CAPACITY, "--device", "tpu", status=4, says="--device 'tpu': use one of cpu, cuda", isolated=True),
     C("pytest", CAPACITY, status=4, says="CROSSATTN_PROFILE='nope': unknown Hypothesis profile", isolated=True,
       env={"CROSSATTN_PROFILE": "nope"}),

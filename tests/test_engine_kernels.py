@@ -276,7 +276,7 @@ def test_a_source_tree_is_a_policy_and_an_implementation(tree: Path) -> None:
 def test_reproduce_takes_a_source_tree_as_its_engine(tree: Path) -> None:
     """``reproduce --engine vllm@PATH`` (the README's contributor workflow) names the tree, not a refusal;
     the full run on an unpacked wheel is in tests/test_engine_real.py."""
-    from crossattn_sizing.audit.sources import check_engine_spec
+    from crossattn_sizing.resolve import check_engine_spec
 
     assert check_engine_spec("--engine", f" vllm@{tree} ") == f"vllm@{tree}"
 

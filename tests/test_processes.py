@@ -36,6 +36,18 @@ def test_children_end_newest_first_and_forgotten_ones_not_at_all(registry: dict)
     assert ended == ["new", "old"] and not registry
 
 
+def test_ending_one_kind_leaves_the_others_registered(registry: dict) -> None:
+    """What the DCP pools' close_all does at a session's end: only the ranks end, newest first."""
+    ended: list[str] = []
+    for name, kind in (("server", ""), ("rank0", "dcp ranks"), ("worker", "engine"), ("rank1", "dcp ranks")):
+        processes.register_child(lambda name=name: ended.append(name), kind=kind)
+    processes.end_children("dcp ranks")
+    assert ended == ["rank1", "rank0"]
+    assert sorted(registry.values()) == ["", "engine"]
+    processes.end_children()
+    assert ended == ["rank1", "rank0", "worker", "server"] and not registry
+
+
 def test_one_child_failing_to_end_does_not_keep_the_others(
     registry: dict, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -11,7 +11,10 @@ Every owner registers its children here with how to end them
 one ``atexit`` handler (:func:`end_children`) ends whatever is still
 registered, newest first, so a child started to serve an older one (a worker
 talking to the fleet's server) goes before it, and no module keeps an exit
-hook of its own.
+hook of its own. A child registered with a ``kind`` can also be ended with the
+others of its kind before exit (:func:`end_children` with ``kind``: the DCP
+ranks at the end of a pytest session), so no owner keeps a second list of its
+live children.
 """
 
 from __future__ import annotations
@@ -25,18 +28,19 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-_CHILDREN: dict[Callable[[], None], None] = {}
-"""How to end each registered child, oldest first (a dict: ordered, and forgetting is O(1))."""
+_CHILDREN: dict[Callable[[], None], str] = {}
+"""How to end each registered child, oldest first, with its kind (a dict: ordered, and forgetting is O(1))."""
 
 
-def register_child(end: Callable[[], None]) -> None:
+def register_child(end: Callable[[], None], kind: str = "") -> None:
     """Have ``end`` (ending a child, idempotent) run at interpreter exit unless forgotten first.
 
     ``end`` is the key :func:`forget_child` takes: pass the same bound method
     (``self.close``) to both. Registering it again makes it the newest.
+    ``kind`` names a family :func:`end_children` can end on its own.
     """
     _CHILDREN.pop(end, None)
-    _CHILDREN[end] = None
+    _CHILDREN[end] = kind
 
 
 def forget_child(end: Callable[[], None]) -> None:
@@ -44,14 +48,14 @@ def forget_child(end: Callable[[], None]) -> None:
     _CHILDREN.pop(end, None)
 
 
-def end_children() -> None:
-    """End every registered child, newest first (the interpreter's exit runs this).
+def end_children(kind: str | None = None) -> None:
+    """End every registered child, or every one of ``kind``, newest first (the interpreter's exit runs this).
 
     One that fails to end is reported and the rest still end, as separate
     ``atexit`` handlers behaved.
     """
-    while _CHILDREN:
-        end = next(reversed(_CHILDREN))
+    while ends := [end for end, k in _CHILDREN.items() if kind is None or k == kind]:
+        end = ends[-1]
         del _CHILDREN[end]
         try:
             end()

@@ -7,7 +7,8 @@ engine release's own code: ``vllm`` (the installed one), ``vllm==X`` or
 two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm`
 from here, so the core never imports the engine (tests/test_layers.py), and the
 commands, the pytest plugin and verify's worker all read specs the same way.
-The engine is imported only when a spec names it.
+The engine is imported only when a spec names it; :func:`check_engine_spec`
+refuses an engine spec that names nothing before any work starts.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from crossattn_sizing.core import policies
-from crossattn_sizing.engine.specs import is_engine_spec
+from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
+from crossattn_sizing.errors import EngineError, shown
 
 if TYPE_CHECKING:
     import torch
@@ -58,3 +60,31 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
 
         return impl.load_impl(spec, device, factory=lambda d: load_engine_impl(spec, d))
     return impl.load_impl(spec, device)
+
+
+def check_engine_spec(option: str, spec: str) -> str:
+    """The engine spec typed after ``option``, stripped and checked, without obtaining the release.
+
+    ``vllm`` (the installed one), ``vllm==X.Y.Z`` (a release number; the
+    version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``).
+    ``reproduce --engine`` and the plugin's ``--impl`` both check here, so one
+    spec is refused in the same words wherever it is typed. Raises
+    :class:`~crossattn_sizing.audit.sources.FetchError` naming ``option``.
+    """
+    from crossattn_sizing.audit.sources import FetchError, check_version
+
+    spec = spec.strip()
+    if spec == "vllm":
+        return spec
+    if spec.startswith(TREE_PREFIX):
+        try:
+            tree_root(spec)
+        except EngineError as exc:
+            raise FetchError(f"{option} {exc}") from None
+        return spec
+    if not spec.startswith("vllm=="):
+        raise FetchError(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
+    try:
+        return "vllm==" + check_version(spec.removeprefix("vllm=="))
+    except FetchError:
+        raise FetchError(f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)") from None

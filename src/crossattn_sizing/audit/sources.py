@@ -146,29 +146,6 @@ def check_version(version: str, option: str | None = "--vllm") -> str:
     return version
 
 
-def check_engine_spec(option: str, spec: str) -> str:
-    """An engine named on the command line: ``vllm`` (the installed one), ``vllm==X.Y.Z`` or
-    ``vllm@PATH`` (a folder holding ``vllm/``)."""
-    from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
-    from crossattn_sizing.errors import EngineError
-
-    spec = spec.strip()
-    if spec == "vllm":
-        return spec
-    if spec.startswith(TREE_PREFIX):
-        try:
-            tree_root(spec)
-        except EngineError as exc:
-            raise FetchError(f"{option} {exc}") from None
-        return spec
-    if not spec.startswith("vllm=="):
-        raise FetchError(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
-    try:
-        return "vllm==" + check_version(spec.removeprefix("vllm=="))
-    except FetchError:
-        raise FetchError(f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)") from None
-
-
 def _release_key(version: str) -> tuple[str, ...]:
     # 0.24 and 0.24.0 name the same release; pip saves the wheel under the full number.
     parts = version.split(".")

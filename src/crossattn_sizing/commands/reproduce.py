@@ -20,7 +20,6 @@ import dataclasses
 import math
 from typing import Any
 
-from crossattn_sizing.audit.sources import check_engine_spec
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
@@ -32,7 +31,7 @@ from crossattn_sizing.models.families import FAMILIES
 from crossattn_sizing.models.family import KnownCase
 from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
 
 DESCRIPTION = (
     "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "

@@ -38,7 +38,7 @@ from typing import Any
 
 from crossattn_sizing.distributed.rank import PeerFailed, recv, send
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.processes import describe_exit, end_group, forget_child, register_child
+from crossattn_sizing.processes import describe_exit, end_children, end_group, forget_child, register_child
 
 BACKENDS = ("gloo", "nccl")
 
@@ -47,7 +47,8 @@ class RankFailure(AssertionError):
     """A DCP rank died or hung; the message names the rank."""
 
 
-_LIVE: set[RankPool] = set()  # the running pools, for close_all (the registry holds them too)
+CHILD_KIND = "dcp ranks"
+"""The pools' kind in the process registry, so :func:`close_all` ends them all and only them."""
 
 
 class RankPool:
@@ -89,8 +90,7 @@ class RankPool:
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # ranks of one machine meet on loopback
         env.setdefault("OMP_NUM_THREADS", "1")
-        _LIVE.add(self)
-        register_child(self.close)
+        register_child(self.close, kind=CHILD_KIND)
         self.starts += 1
         for rank in range(self.world):
             ours, theirs = socket.socketpair()
@@ -138,7 +138,6 @@ class RankPool:
         if self.dir is not None:
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
-        _LIVE.discard(self)
         forget_child(self.close)
 
     # Requests ----------------------------------------------------------------------
@@ -216,8 +215,7 @@ class RankPool:
 
 def close_all() -> None:
     """Close every live pool (pytest session finish; at exit each is ended as a registered child)."""
-    for pool in list(_LIVE):
-        pool.close()
+    end_children(CHILD_KIND)
 
 
 def _discard_if_not_run(exc: BaseException) -> None:

@@ -23,7 +23,7 @@ from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
-from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
 from crossattn_sizing.runs import profiles
 
 DEVICES = env.DEVICES
@@ -301,16 +301,8 @@ def check_impl_spec(spec: str) -> None:
     Only the name is resolved here (a ``module:attr`` is imported); building the
     implementation needs torch and waits for the first test that uses it.
     """
-    name = spec.strip()
-    if is_engine_impl(name):  # the release's own code, started by the first test
-        if name.startswith("vllm@"):
-            from crossattn_sizing.engine.specs import tree_root
-
-            tree_root(name)  # a path that holds no vllm/ is a usage error now
-        elif name != "vllm":
-            from crossattn_sizing.audit.sources import check_version
-
-            check_version(name.split("==", 1)[1], "--impl")
+    if is_engine_impl(spec):  # the release's own code, started by the first test
+        check_engine_spec("--impl", spec)  # a release number or a tree that cannot be is refused now
         return
     load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
 
