@@ -357,6 +357,10 @@ def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: py
             add_dependency(release, module)
     with pytest.raises(EngineError, match="--offline forbids"):
         add_dependency(release, "cbor2", offline=True)
+    # A release resolved offline (audit --offline) stays offline: nothing read from the environment later.
+    offline_release = Release("0.25.0", release.paths, offline=True)
+    with pytest.raises(EngineError, match="--offline forbids"):
+        add_dependency(offline_release, "cbor2")
     with pytest.raises(EngineError, match="is installed but does not import"):
         add_dependency(Release(None, installed=True), "cbor2")
 

@@ -56,13 +56,6 @@ def executed_v2(
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
     default cache under the home folder), and the release is unpacked inside it.
     """
-    import os
-
-    from crossattn_sizing import settings
-
-    before = os.environ.get(settings.OFFLINE)
-    if offline:
-        os.environ[settings.OFFLINE] = "1"
     try:
         from crossattn_sizing.engine.client import worker_for
         from crossattn_sizing.engine.vllm import VllmPolicy, normalise
@@ -78,9 +71,3 @@ def executed_v2(
         return ExecutedPolicy(policy), ""
     except (EngineError, FetchError) as exc:  # e.g. the wheel is only in --cache-dir: read it instead
         return None, str(exc)
-    finally:
-        if offline:
-            if before is None:
-                os.environ.pop(settings.OFFLINE, None)
-            else:
-                os.environ[settings.OFFLINE] = before

@@ -59,6 +59,7 @@ class Release:
     packages: list[str] = field(default_factory=list)
     installed: bool = False
     tree: str | None = None  # vllm@PATH: a source tree, run in place (nothing written into it)
+    offline: bool = False  # decided once, when the release was resolved: no dependency is installed then
 
     @property
     def label(self) -> str:
@@ -132,10 +133,12 @@ def resolve_release(
     first starts.
     """
     spec = spec.strip()
+    offline_by = "--offline" if offline is not None else f"{settings.OFFLINE}=1"
+    offline = offline_default() if offline is None else offline
     if spec.startswith("vllm@"):  # a source tree: its folder first on sys.path, modules it misses in deps/
         root = tree_root(spec)
         cache = cache or default_engine_cache()
-        return Release(None, [str(root), str(cache / "deps")], tree=str(root))
+        return Release(None, [str(root), str(cache / "deps")], tree=str(root), offline=offline)
     if spec == "vllm":
         if installed_version() is None:
             raise EngineError("vllm: no vllm is installed here; name a release, e.g. vllm==0.25.0")
@@ -145,8 +148,6 @@ def resolve_release(
     version = check_version(spec.removeprefix("vllm=="), option=None)
     if installed_version() == version:
         return Release(version, installed=True)
-    offline_by = "--offline" if offline is not None else f"{settings.OFFLINE}=1"
-    offline = offline_default() if offline is None else offline
     cache = cache or default_engine_cache(wheel_cache)
     target = cache / f"vllm-{version}"
     with _locked(cache):
@@ -154,7 +155,7 @@ def resolve_release(
             wheel = fetch_wheel(version, wheel_cache, offline=offline, offline_by=offline_by)
             _pip_target(target, str(wheel), cache)
         manifest = read_manifest(target)
-    return Release(version, [str(target), str(cache / "deps")], manifest.get("packages", []))
+    return Release(version, [str(target), str(cache / "deps")], manifest.get("packages", []), offline=offline)
 
 
 def read_manifest(target: Path) -> dict:
@@ -168,7 +169,11 @@ def read_manifest(target: Path) -> dict:
 
 
 def add_dependency(release: Release, module: str, *, offline: bool | None = None) -> str:
-    """Install the distribution of ``module`` (alone) for ``release``; return its name."""
+    """Install the distribution of ``module`` (alone) for ``release``; return its name.
+
+    Refused when ``offline`` (default: what the release was resolved with, so an
+    ``audit --offline`` never installs, without touching the environment).
+    """
     if release.installed:
         raise EngineError(
             f"{release.label} is installed but does not import: module {module!r} is missing from "
@@ -178,7 +183,7 @@ def add_dependency(release: Release, module: str, *, offline: bool | None = None
         raise EngineError(
             f"{release.label}: the import chain needs {module!r}, which the adapter never installs"
         )
-    if offline_default() if offline is None else offline:
+    if release.offline if offline is None else offline:
         raise EngineError(
             f"{release.label}: module {module!r} is missing and --offline forbids installing it"
         )
