@@ -13,7 +13,7 @@ on the same configs of the domain:
 * ``widths_many, N workers``: the same batches spread over the release's
   processes (``CROSSATTN_ENGINE_WORKERS``, default: usable CPUs, at most 4).
 
-``--full`` also runs verify's prove row (:func:`crossattn_sizing.prove.verdict.prove_property`)
+``--full`` also runs verify's prove row (:func:`crossattn_sizing.prove.verify_row.prove_property`)
 on the whole edge domain and reports its wall time. Figures, not a timed test;
 the machine's load average is printed beside them. Run (the release must be in
 the engine cache, or downloadable):
@@ -36,7 +36,7 @@ from pathlib import Path
 from crossattn_sizing.engine.client import WORKERS_ENV, close_all, parallel_workers
 from crossattn_sizing.engine.vllm import BATCH, VllmPolicy
 from crossattn_sizing.prove.edges import edge_domain
-from crossattn_sizing.prove.verdict import prove_property
+from crossattn_sizing.prove.verify_row import prove_property
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_prove_engine.md"

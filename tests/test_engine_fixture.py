@@ -34,7 +34,7 @@ from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
-from crossattn_sizing.prove.verdict import prove_property
+from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.resolve import load_policy
 from tests.engine_tree import FIXTURES, build_tree
 

@@ -9,7 +9,7 @@ from hypothesis.extra.redis import RedisExampleDatabase
 from crossattn_sizing.cli import build_parser
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, ScopedDatabase
-from crossattn_sizing.fleet.workers import forward_argv
+from crossattn_sizing.fleet.fuzz_workers import forward_argv
 from crossattn_sizing.runs import profiles
 
 

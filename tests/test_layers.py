@@ -42,7 +42,7 @@ LAYERS: Layers = (
                   "resolve")),
     # Running the property suite and reporting it: the pytest plugin (which wires the adapters
     # in), profiles, verify's shared run and worker, the fuzzing fleet's processes, outputs.
-    ("runs", ("runs", "fleet.workers")),
+    ("runs", ("runs", "fleet.fuzz_workers")),
     # The CLI: commands and the reports only a command writes.
     ("commands", ("commands", "cli", "__main__", "audit.report", "audit.markdown")),
 )  # fmt: skip

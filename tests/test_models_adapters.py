@@ -10,10 +10,10 @@ import pytest
 
 from crossattn_sizing.core.config import GroupKind
 from crossattn_sizing.errors import ConfigError, HarnessError
-from crossattn_sizing.models import _hf, adapters, nemotron_parse
+from crossattn_sizing.models import _hf, adapters, nemotron_parse_config
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
-NemotronParseConfig = nemotron_parse.NemotronParseConfig
+NemotronParseConfig = nemotron_parse_config.NemotronParseConfig
 
 
 def test_whisper_fields() -> None:

@@ -28,8 +28,8 @@ from crossattn_sizing.prove import (
     vector_form,
     vector_widths,
 )
-from crossattn_sizing.prove import check as prove_check
-from crossattn_sizing.prove.verdict import prove_property
+from crossattn_sizing.prove import sweep as prove_sweep
+from crossattn_sizing.prove.verify_row import prove_property
 from tests.broken_policies import BROKEN
 
 SMALL = {
@@ -123,13 +123,13 @@ def test_vector_widths_equal_scalar_widths_on_random_configs() -> None:
         assert fast.tolist() == slow, (length, alignment)
 
 
-@pytest.mark.parametrize(("tile", "chunk"), [(5, 3), (64, 50), (prove_check.TILE, 10**6)])
+@pytest.mark.parametrize(("tile", "chunk"), [(5, 3), (64, 50), (prove_sweep.TILE, 10**6)])
 @pytest.mark.parametrize("name", ["mrv2-prefix", "mrv2-prefix-noalign", "mrv2-prefix-gcd"])
 def test_vectorised_failures_are_exactly_the_scalar_ones(
     monkeypatch: pytest.MonkeyPatch, name: str, tile: int, chunk: int
 ) -> None:
     """Same count and same canonical order, however the product is cut into chunks and tiles."""
-    monkeypatch.setattr(prove_check, "TILE", tile)
+    monkeypatch.setattr(prove_sweep, "TILE", tile)
     domain, expected = expected_failures(name)
     result = prove(domain, BUILTIN_POLICIES[name], examples=len(expected) + 1, chunk_size=chunk)
     assert result.vectorised

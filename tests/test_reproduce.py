@@ -123,7 +123,7 @@ def test_dcp_is_judged_but_not_simulated(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_a_transformers_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from crossattn_sizing.models.nemotron_parse import NemotronParseConfig
+    from crossattn_sizing.models.nemotron_parse_config import NemotronParseConfig
 
     path = tmp_path / "config.json"
     NemotronParseConfig(image_size=[2048, 1664]).to_json_file(str(path))

@@ -19,7 +19,7 @@ from crossattn_sizing.commands.verify import wants_prove
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.prove.edges import edge_domain
-from crossattn_sizing.prove.verdict import NAME, prove_property
+from crossattn_sizing.prove.verify_row import NAME, prove_property
 from tests.broken_policies import BROKEN
 
 

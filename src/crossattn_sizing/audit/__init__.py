@@ -12,7 +12,7 @@ Modules: :mod:`.sources` (wheels, cache, reading files), :mod:`.modules`
 (parsed modules and name resolution), :mod:`.known` (what engine names mean),
 :mod:`.standins` (the harness's replacements for engine helpers, shaped by the
 release's own definitions), :mod:`.interp` (the restricted evaluator, a
-package), :mod:`.extract` (runners to policies), :mod:`.check` (coverage and
+package), :mod:`.extract` (runners to policies), :mod:`.verdicts` (coverage and
 allocation over a sweep), :mod:`.scope` (which models V2 serves),
 :mod:`.report` (table and JSON) and :mod:`.markdown` (the report file).
 

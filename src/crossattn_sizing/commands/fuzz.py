@@ -130,7 +130,7 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
     if args.workers < 1:
         raise OptionError("--workers", args.workers, "must be >= 1")
-    from crossattn_sizing.fleet.workers import WORKERS_PER_CORE, max_workers
+    from crossattn_sizing.fleet.fuzz_workers import WORKERS_PER_CORE, max_workers
 
     if args.workers > max_workers():
         raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
@@ -138,7 +138,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from crossattn_sizing.fleet.workers import die_with_parent
+    from crossattn_sizing.fleet.fuzz_workers import die_with_parent
 
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
     check_options(args)
@@ -325,9 +325,9 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.workers`), then merge, print and judge
-    the workers' summaries as one run's."""
-    from crossattn_sizing.fleet.workers import INCOMPLETE, run_workers
+    """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
+    and judge the workers' summaries as one run's."""
+    from crossattn_sizing.fleet.fuzz_workers import INCOMPLETE, run_workers
 
     fleet = run_workers(args.parser, args)
     console = Console()

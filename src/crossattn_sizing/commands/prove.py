@@ -43,7 +43,7 @@ from crossattn_sizing.prove import (
     vector_form,
 )
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
-from crossattn_sizing.prove.verdict import stopped_on
+from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file, write_text
 

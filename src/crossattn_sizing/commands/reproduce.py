@@ -25,7 +25,7 @@ from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.findings.graph_capture import capture_lines
-from crossattn_sizing.models import adapters, loading, nemotron_parse
+from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.families import FAMILIES
 from crossattn_sizing.models.family import KnownCase
@@ -86,7 +86,7 @@ def build(args: argparse.Namespace) -> ModelScenario:
     max_model_len, block_size, dcp = args.max_model_len, args.block_size, args.dcp
     tokens, batched = args.encoder_tokens, args.max_num_batched_tokens
     encoder_budget = args.max_num_encoder_input_tokens
-    image_size = nemotron_parse.parse_image_size(args.image_size) if args.image_size else None
+    image_size = nemotron_parse_config.parse_image_size(args.image_size) if args.image_size else None
     if args.config is not None:
         data = loading.read_json(args.config)
         if loading.is_runner_config(data):

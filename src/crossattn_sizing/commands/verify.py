@@ -38,8 +38,8 @@ from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.limits import int_arg
 from crossattn_sizing.prove.edges import edge_domain
-from crossattn_sizing.prove.verdict import NAME as PROVE_ROW
-from crossattn_sizing.prove.verdict import prove_property
+from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
+from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.resolve import load_checked_policy, load_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file
 from crossattn_sizing.runs.profiles import PROFILES, with_max_examples

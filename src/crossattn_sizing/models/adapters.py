@@ -3,7 +3,7 @@
 The engine sizes its block tables from a handful of config fields; these
 adapters read them from transformers' own config classes (WhisperConfig,
 BartConfig, MBartConfig, built locally) and from the Nemotron-Parse stand-in
-(:mod:`crossattn_sizing.models.nemotron_parse`), the way the engine would:
+(:mod:`crossattn_sizing.models.nemotron_parse_config`), the way the engine would:
 
 - ``max_model_len`` (``M``) is the smallest of the config's length fields
   (:data:`LENGTH_KEYS`, the engine's list) unless the user passes one, which

@@ -8,20 +8,20 @@ modules, each named for what it holds:
 * :mod:`.edges`: the default domain, dense around every width edge;
 * :mod:`.vectors`: the built-in policies' widths in numpy form;
 * :mod:`.batches`: asking any other policy about a tile of configs (``widths_many`` or one call each);
-* :mod:`.check`: judging each tile, and :func:`prove` / :func:`prove_all` over a domain;
-* :mod:`.result`: what a run found (:class:`ProveResult`, :class:`Counterexample`);
-* :mod:`.verdict`: that result as verify's ``prove::capacity_on_edge_domain`` row.
+* :mod:`.sweep`: judging each tile, and :func:`prove` / :func:`prove_all` over a domain;
+* :mod:`.counterexamples`: what a run found (:class:`ProveResult`, :class:`Counterexample`);
+* :mod:`.verify_row`: that result as verify's ``prove::capacity_on_edge_domain`` row.
 
-``edges`` and ``verdict`` are imported by name where used: the core of the
+``edges`` and ``verify_row`` are imported by name where used: the core of the
 check needs neither.
 """
 
 from __future__ import annotations
 
 from crossattn_sizing.prove.batches import Answer, BatchWidths, PolicyRaised, batch_method
-from crossattn_sizing.prove.check import DEFAULT_CHUNK_SIZE, prove, prove_all, scalar_check
+from crossattn_sizing.prove.counterexamples import Counterexample, ProveResult
 from crossattn_sizing.prove.domain import ABSENT, Domain, DomainError, group_table, parse_values
-from crossattn_sizing.prove.result import Counterexample, ProveResult
+from crossattn_sizing.prove.sweep import DEFAULT_CHUNK_SIZE, prove, prove_all, scalar_check
 from crossattn_sizing.prove.vectors import vector_form, vector_widths
 
 __all__ = [

@@ -28,8 +28,8 @@ from crossattn_sizing.core import admission, capacity
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Alignment, Length, Policy, checked_widths, policy_name
 from crossattn_sizing.prove.batches import batch_method, policy_widths
+from crossattn_sizing.prove.counterexamples import Counterexample, ProveResult
 from crossattn_sizing.prove.domain import Domain
-from crossattn_sizing.prove.result import Counterexample, ProveResult
 from crossattn_sizing.prove.vectors import alignment_multiples, vector_form, vector_length, vector_widths
 
 DEFAULT_CHUNK_SIZE = 2**21

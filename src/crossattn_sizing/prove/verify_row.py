@@ -21,10 +21,10 @@ from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.prove.batches import PolicyRaised
-from crossattn_sizing.prove.check import prove_all
+from crossattn_sizing.prove.counterexamples import Counterexample
 from crossattn_sizing.prove.domain import Domain
 from crossattn_sizing.prove.edges import edge_domain
-from crossattn_sizing.prove.result import Counterexample
+from crossattn_sizing.prove.sweep import prove_all
 
 NAME = "prove::capacity_on_edge_domain"
 
