@@ -29,7 +29,13 @@ from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
 from crossattn_sizing.models.families import FAMILIES
 from crossattn_sizing.models.family import KnownCase
-from crossattn_sizing.models.scenario import Verdict, failure_lines, fixed_width_hint, judge, safe_reason
+from crossattn_sizing.models.scenario import (
+    ScenarioVerdict,
+    failure_lines,
+    fixed_width_hint,
+    judge,
+    safe_reason,
+)
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
 
@@ -142,7 +148,9 @@ def load_drift_impl(impl_spec: str) -> tuple[Any, str]:
     return load_impl(impl_spec, "cpu"), ""
 
 
-def drift_lines(scenario: ModelScenario, verdict: Verdict, impl: Any, why_not: str, seed: int) -> list[str]:
+def drift_lines(
+    scenario: ModelScenario, verdict: ScenarioVerdict, impl: Any, why_not: str, seed: int
+) -> list[str]:
     """The guarded refusal and the unguarded output drift of each cross group, or why not run."""
     config = scenario.config
     e = scenario.encoder_len.value

@@ -23,7 +23,7 @@ from crossattn_sizing.outcome import Outcome
 class CrossRow:
     """One cross-attention group's row against the scenario's request, wide enough or not.
 
-    Not a verdict (that is :class:`Verdict`'s) nor a shortfall (a :class:`Shortfall`
+    Not a verdict (that is :class:`ScenarioVerdict`'s) nor a shortfall (a :class:`Shortfall`
     says that): what ``reproduce`` needs to say *why* a row is wide enough.
     """
 
@@ -41,7 +41,7 @@ class CrossRow:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class ScenarioVerdict:
     """The policy's widths for a scenario, what breaks, and the lines that say so."""
 
     widths: tuple[int, ...]
@@ -54,7 +54,7 @@ class Verdict:
         return Outcome.FAILS if self.shortfalls else Outcome.HOLDS
 
 
-def judge(policy: Policy, scenario: ModelScenario) -> Verdict:
+def judge(policy: Policy, scenario: ModelScenario) -> ScenarioVerdict:
     """The widths ``policy`` gives the scenario's config, and every shortfall of its request."""
     config = scenario.config
     e = scenario.encoder_len.value
@@ -71,7 +71,7 @@ def judge(policy: Policy, scenario: ModelScenario) -> Verdict:
         for g in config.cross_groups()
     )
     found = tuple(violations(policy, config, [e] * config.max_num_reqs))
-    return Verdict(widths, cross, found)
+    return ScenarioVerdict(widths, cross, found)
 
 
 def bound_label(config: RunnerConfig) -> str:
@@ -83,7 +83,7 @@ def bound_label(config: RunnerConfig) -> str:
     return "max_num_encoder_input_tokens"
 
 
-def failure_lines(verdict: Verdict, config: RunnerConfig) -> list[str]:
+def failure_lines(verdict: ScenarioVerdict, config: RunnerConfig) -> list[str]:
     """The diagnosis of a failing verdict: missing tokens, columns needed and given, spills.
 
     Every request of a scenario is the same, so one line per group and
@@ -109,7 +109,7 @@ def failure_lines(verdict: Verdict, config: RunnerConfig) -> list[str]:
     return lines
 
 
-def safe_reason(verdict: Verdict, scenario: ModelScenario) -> list[str]:
+def safe_reason(verdict: ScenarioVerdict, scenario: ModelScenario) -> list[str]:
     """Why every encoder token has a column: the admitted bound, or only this model's requests."""
     config = scenario.config
     lines = []
