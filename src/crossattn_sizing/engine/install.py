@@ -168,11 +168,12 @@ def read_manifest(target: Path) -> dict:
         return {}
 
 
-def add_dependency(release: Release, module: str, *, offline: bool | None = None) -> str:
+def add_dependency(release: Release, module: str) -> str:
     """Install the distribution of ``module`` (alone) for ``release``; return its name.
 
-    Refused when ``offline`` (default: what the release was resolved with, so an
-    ``audit --offline`` never installs, without touching the environment).
+    Refused when the release was resolved offline (``--offline`` or
+    ``CROSSATTN_OFFLINE=1`` then), so an ``audit --offline`` never installs,
+    without touching the environment.
     """
     if release.installed:
         raise EngineError(
@@ -183,7 +184,7 @@ def add_dependency(release: Release, module: str, *, offline: bool | None = None
         raise EngineError(
             f"{release.label}: the import chain needs {module!r}, which the adapter never installs"
         )
-    if release.offline if offline is None else offline:
+    if release.offline:
         raise EngineError(
             f"{release.label}: module {module!r} is missing and --offline forbids installing it"
         )

@@ -82,8 +82,9 @@ class Reads:
     causal: bool
 
     @classmethod
-    def cross(cls, rows: Sequence[int], queries: Sequence[torch.Tensor], encoder_lens: Sequence[int],
-              ) -> Reads:
+    def cross(
+        cls, rows: Sequence[int], queries: Sequence[torch.Tensor], encoder_lens: Sequence[int]
+    ) -> Reads:
         """Decoder queries over all of each request's encoder keys (not causal: positions do not matter)."""
         return cls(rows, queries, [[0] * len(q) for q in queries], encoder_lens, causal=False)
 

@@ -22,6 +22,7 @@ from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import load_callable
 from crossattn_sizing.core.policies import Policy
+from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
 from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
 from crossattn_sizing.runs import profiles
@@ -205,7 +206,7 @@ def pytest_configure(config: pytest.Config) -> None:
             if parsed is None:
                 raise OptionError("--dcp-timeout", repr(timeout), env.SECONDS_RULE)
             config.option.dcp_timeout = parsed
-        if is_engine_impl(str(config.getoption("impl"))) and device == "cpu":
+        if is_engine_spec(str(config.getoption("impl"))) and device == "cpu":
             from crossattn_sizing.engine.budget import load_engine_budget
 
             config._crossattn_engine_budget = load_engine_budget()  # type: ignore[attr-defined]
@@ -274,7 +275,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     do anyway; a release that does not load is left to that test to report.
     """
     spec = str(config.getoption("impl")).strip()
-    if not is_engine_impl(spec):
+    if not is_engine_spec(spec):
         return []
     from crossattn_sizing.impl import provenance_lines
     from crossattn_sizing.resolve import load_impl
@@ -288,20 +289,13 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return [*lines, *(f"impl {spec}: {line}" for line in provenance_lines(impl))]
 
 
-def is_engine_impl(spec: str) -> bool:
-    """Whether ``--impl`` names vLLM's own kernels (``vllm``, ``vllm==X`` or ``vllm@PATH``)."""
-    from crossattn_sizing.engine.specs import is_engine_spec
-
-    return is_engine_spec(spec)
-
-
 def check_impl_spec(spec: str) -> None:
     """Refuse an ``--impl`` that names nothing at start-up, even when no selected test needs it.
 
     Only the name is resolved here (a ``module:attr`` is imported); building the
     implementation needs torch and waits for the first test that uses it.
     """
-    if is_engine_impl(spec):  # the release's own code, started by the first test
+    if is_engine_spec(spec):  # the release's own code, started by the first test
         check_engine_spec("--impl", spec)  # a release number or a tree that cannot be is refused now
         return
     load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
