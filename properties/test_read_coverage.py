@@ -1,0 +1,49 @@
+"""Read-side coverage: every column a metadata builder gathers lies in its row, and what the kernel
+consumes lies in the request's own written columns.
+
+The write-side properties show each token gets a column. This one shows the
+backend only *reads* columns that exist: on SGLang's shared-row layout
+(``[E encoder | d decoder]`` per request, ``context_len + 4`` wide) a page
+table gathered per batch rather than per request can index past a row every
+request of the batch fits in. Reads go through
+:class:`~crossattn_sizing.core.read_gather.GuardedRows`, so the first read past
+a row is reported with its row, column and width, and nothing past it is read.
+The builder judged is ``--read-builder`` (default ``bounded``); batches come
+from :func:`properties.read_strategies.mixed_batches` (each request admitted
+alone by SGLang's rule).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+
+from crossattn_sizing.core.layouts import write_overflows
+from crossattn_sizing.core.read_gather import Builder, first_read_violation
+from properties.failures import fail_rerun
+from properties.read_strategies import ReadCase, mixed_batches
+
+
+def _builder_option(builder: Builder) -> list[str]:
+    from crossattn_sizing.core.read_gather import BUILDERS
+
+    names = [name for name, b in BUILDERS.items() if b is builder]
+    return ["--read-builder", names[0]] if names else []
+
+
+@given(case=mixed_batches())
+def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Builder) -> None:
+    """No admitted mixed batch makes the builder read past a row or consume a column it never wrote."""
+    problem = first_read_violation(case.layout, case.batch, read_builder)
+    if problem is not None:
+        fail_rerun(["read-side coverage: a gathered column is outside the request's row", *case.lines(),
+                    f"  {problem}"], _builder_option(read_builder))
+
+
+@given(case=mixed_batches())
+def test_admitted_requests_fit_their_shared_row(case: ReadCase) -> None:
+    """Write side on the same draws: SGLang's admission keeps ``E + d`` inside ``context_len + 4``."""
+    for req in case.batch:
+        over = write_overflows(case.layout, req.encoder_len, req.decoder_len)
+        if over:
+            fail_rerun(["write-side coverage: an admitted request needs more of its row than it has",
+                        *case.lines(), f"  {over}"])
