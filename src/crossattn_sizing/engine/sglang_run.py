@@ -45,11 +45,17 @@ from crossattn_sizing.engine.sglang_source import (
 )
 
 STAND_INS_DOC: tuple[tuple[str, str], ...] = (
-    ("sgl_kernel", "a module whose every function raises if called (CUDA-only kernels; none is called on "
-                   "the metadata path)"),
+    (
+        "sgl_kernel",
+        "a module whose every function raises if called (CUDA-only kernels; none is called on "
+        "the metadata path)",
+    ),
     ("platform probes (is_cuda, is_hip, is_npu, is_xpu, _is_* flags)", "False: this is a CPU"),
-    ("server settings (get_spec, get_schedule, get_parallel, max_speculative_num_draft_tokens, "
-     "get_alloc_page_size)", "no speculative decoding, page size 1, no DCP"),
+    (
+        "server settings (get_spec, get_schedule, get_parallel, max_speculative_num_draft_tokens, "
+        "get_alloc_page_size)",
+        "no speculative decoding, page size 1, no DCP",
+    ),
     ("TorchMemorySaverAdapter", "a region that does nothing (no memory saver)"),
     ("is_pin_memory_available / flatten_arrays_to_pinned_cpu", "no pinned memory; a flat int64 CPU tensor"),
     ("the tree cache and its token allocator", "the next free slots in order, nothing to evict"),
@@ -100,7 +106,9 @@ class GuardedTable:
         bad = (cols_b < 0) | (cols_b >= self.width)
         if bool(bad.any()):
             first = int(bad.flatten().nonzero()[0])
-            raise ReadOutOfRow(int(rows_b.flatten()[first]), int(cols_b.flatten()[first]), self.width, attention)
+            raise ReadOutOfRow(
+                int(rows_b.flatten()[first]), int(cols_b.flatten()[first]), self.width, attention
+            )
 
     def __getitem__(self, key: Any) -> torch.Tensor:
         self._check(key, "self")
@@ -149,6 +157,7 @@ def _unguarded(kernel: Any) -> Any:
     The kernel bounds its loads by each request's ``seq_lens``; the guard
     stays on every index the Python code makes.
     """
+
     def launch(*args: Any, **kwargs: Any) -> Any:
         args = tuple(a.tensor if isinstance(a, GuardedTable) else a for a in args)
         return kernel(*args, **kwargs)
@@ -160,8 +169,11 @@ def _flatten(arrays: Sequence[array], _pin: bool) -> torch.Tensor:
     return torch.tensor([x for a in arrays for x in a], dtype=torch.int64)
 
 
-FA_DEFINITIONS = ("_should_disable_scheduler_metadata_precompute", "FlashAttentionMetadata",
-                  "FlashAttentionBackend")
+FA_DEFINITIONS = (
+    "_should_disable_scheduler_metadata_precompute",
+    "FlashAttentionMetadata",
+    "FlashAttentionBackend",
+)
 """What runs of ``flashattention_backend.py``: not the multi-step backend, nor the two helpers
 ``torch.compile``/``torch._dynamo`` decorate (compiling them needs dynamo, and a plain decode calls
 neither)."""
@@ -177,8 +189,11 @@ def _settings() -> dict[str, Any]:
         "get_parallel": lambda: types.SimpleNamespace(dcp_enabled=False, attn_dcp_size=1),
         "max_speculative_num_draft_tokens": lambda: None,
         "get_alloc_page_size": lambda: 1,
-        "is_cuda": lambda: False, "is_hip": lambda: False, "is_npu": lambda: False,
-        "is_xpu": lambda: False, "is_cpu": lambda: True,
+        "is_cuda": lambda: False,
+        "is_hip": lambda: False,
+        "is_npu": lambda: False,
+        "is_xpu": lambda: False,
+        "is_cpu": lambda: True,
         "get_compiler_backend": lambda: "eager",
         "TorchMemorySaverAdapter": _NoMemorySaver,
         "GPU_MEMORY_TYPE_KV_CACHE": "kv_cache",
@@ -197,7 +212,7 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
         if isinstance(node, ast.FunctionDef) and node.name == name:
             node = ast.FunctionDef(**{**node.__dict__, "decorator_list": []})
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
-            exec(code, ns)  # noqa: S102 -- the release's own method body
+            exec(code, ns)  # the release's own method body
             return ns.pop(name)
     from crossattn_sizing.errors import EngineError
 
@@ -227,9 +242,15 @@ class SglangRelease:
         for name, (source, attr) in fa.imports.items():
             if source.split(".")[0] == "sgl_kernel":
                 stand[name] = getattr(kernel, attr or name)
-        kernel_ns = execute(parse_release_file(root, "decode_metadata_kernel"), stand,
-                            only=("_resolve_metadata_page_ids", "_fused_decode_metadata_kernel",
-                                  "normal_decode_set_metadata"))
+        kernel_ns = execute(
+            parse_release_file(root, "decode_metadata_kernel"),
+            stand,
+            only=(
+                "_resolve_metadata_page_ids",
+                "_fused_decode_metadata_kernel",
+                "normal_decode_set_metadata",
+            ),
+        )
         stand["normal_decode_set_metadata"] = _unguarded(kernel_ns["normal_decode_set_metadata"])
         fbi = parse_release_file(root, "forward_batch_info")
         stand["ForwardMode"] = execute(fbi, stand, only=("ForwardMode",))["ForwardMode"]
@@ -242,12 +263,22 @@ class SglangRelease:
         sb_ns["torch"] = torch
         prepare = _method(sb, "ScheduleBatch", "prepare_encoder_info_extend", sb_ns)
         alloc = parse_release_file(root, "allocation")
-        alloc_ns = execute(alloc, stand, only=("alloc_for_decode_default", "_alloc_page_size", "alloc_token_slots"),
-                           extra=PLATFORM)
-        return cls(root, stand["ForwardMode"], pool_ns["ReqToTokenPool"],
-                   sizing_ns["get_req_to_token_extra_context_len"], prepare,
-                   alloc_ns["alloc_for_decode_default"], fa_ns["FlashAttentionBackend"],
-                   fa_ns["FlashAttentionMetadata"])
+        alloc_ns = execute(
+            alloc,
+            stand,
+            only=("alloc_for_decode_default", "_alloc_page_size", "alloc_token_slots"),
+            extra=PLATFORM,
+        )
+        return cls(
+            root,
+            stand["ForwardMode"],
+            pool_ns["ReqToTokenPool"],
+            sizing_ns["get_req_to_token_extra_context_len"],
+            prepare,
+            alloc_ns["alloc_for_decode_default"],
+            fa_ns["FlashAttentionBackend"],
+            fa_ns["FlashAttentionMetadata"],
+        )
 
 
 def _bind_import(module: SourceModule, name: str, stand: dict[str, Any]) -> Any:
@@ -286,18 +317,31 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
     reqs = []
     for (e, p, _d), row in zip(batch, rows.tolist(), strict=True):
         mm = types.SimpleNamespace(num_image_tokens=e) if e else None
-        reqs.append(types.SimpleNamespace(multimodal_inputs=mm, prefix_len=0, extend_len=e + p,
-                                          logprob_start_len=0, req_pool_idx=row,
-                                          kv=types.SimpleNamespace(kv_allocated_len=0, kv_committed_len=0)))
+        reqs.append(
+            types.SimpleNamespace(
+                multimodal_inputs=mm,
+                prefix_len=0,
+                extend_len=e + p,
+                logprob_start_len=0,
+                req_pool_idx=row,
+                kv=types.SimpleNamespace(kv_allocated_len=0, kv_committed_len=0),
+            )
+        )
     out_cache_loc = allocator.alloc(sum(e + p for e, p, _ in batch))
     sched = types.SimpleNamespace(
-        device="cpu", reqs=reqs, forward_mode=rel.forward_mode.EXTEND, out_cache_loc=out_cache_loc,
-        extend_lens=[e + p for e, p, _ in batch], prefix_lens=[0] * len(batch),
-        extend_num_tokens=int(out_cache_loc.numel()), extend_input_logprob_token_ids=None,
+        device="cpu",
+        reqs=reqs,
+        forward_mode=rel.forward_mode.EXTEND,
+        out_cache_loc=out_cache_loc,
+        extend_lens=[e + p for e, p, _ in batch],
+        prefix_lens=[0] * len(batch),
+        extend_num_tokens=int(out_cache_loc.numel()),
+        extend_input_logprob_token_ids=None,
     )
     full_locs = out_cache_loc.clone()
-    rel.prepare_encoder_info_extend(sched, [array("l", range(e + p)) for e, p, _ in batch],
-                                    [e + p for e, p, _ in batch])
+    rel.prepare_encoder_info_extend(
+        sched, [array("l", range(e + p)) for e, p, _ in batch], [e + p for e, p, _ in batch]
+    )
     ids, pt = [], 0
     for i, (e, p, d) in enumerate(batch):
         own = torch.empty(e + d, dtype=torch.int64)
@@ -309,9 +353,15 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
         ids.append(own)
     seq_lens = torch.tensor([d - 1 for _, _, d in batch], dtype=torch.int64)
     decode = types.SimpleNamespace(
-        seq_lens=seq_lens, seq_lens_cpu=seq_lens.clone(), encoder_lens=sched.encoder_lens,
-        req_pool_indices=rows, req_pool_indices_cpu=rows.clone(), req_to_token_pool=pool, reqs=reqs,
-        model_config=types.SimpleNamespace(is_encoder_decoder=True), device="cpu",
+        seq_lens=seq_lens,
+        seq_lens_cpu=seq_lens.clone(),
+        encoder_lens=sched.encoder_lens,
+        req_pool_indices=rows,
+        req_pool_indices_cpu=rows.clone(),
+        req_to_token_pool=pool,
+        reqs=reqs,
+        model_config=types.SimpleNamespace(is_encoder_decoder=True),
+        device="cpu",
         tree_cache=types.SimpleNamespace(page_size=1, token_to_kv_pool_allocator=allocator),
         maybe_evict_swa=lambda: None,
     )
@@ -326,18 +376,30 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
     """The stand-in ``self``: the release's class, none of its ``__init__``, the attributes a decode reads."""
     backend = object.__new__(rel.backend_class)
     backend.__dict__.update(
-        req_to_token_pool=prepared.pool, req_to_token=prepared.table, max_context_len=context_len,
-        topk=0, speculative_num_steps=0, speculative_step_id=0, page_size=1, is_prefill_aware_swa=False,
-        has_swa=False, use_sliding_window_kv_pool=False, local_attn_builder=None, _sched_meta_buf=None,
+        req_to_token_pool=prepared.pool,
+        req_to_token=prepared.table,
+        max_context_len=context_len,
+        topk=0,
+        speculative_num_steps=0,
+        speculative_step_id=0,
+        page_size=1,
+        is_prefill_aware_swa=False,
+        has_swa=False,
+        use_sliding_window_kv_pool=False,
+        local_attn_builder=None,
+        _sched_meta_buf=None,
         kv_index_translator=types.SimpleNamespace(is_translating=False, reads_are_translated=False),
-        _pa_swa_max_prefill_len=0, _get_scheduler_metadata=None, use_mla=False,
+        _pa_swa_max_prefill_len=0,
+        _get_scheduler_metadata=None,
+        use_mla=False,
         max_num_pages=prepared.table.width,
     )
     return backend
 
 
-def run_metadata(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]],
-                 path: str) -> dict[str, Any]:
+def run_metadata(
+    rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]], path: str
+) -> dict[str, Any]:
     """Build the decode metadata for ``batch`` on ``path`` (``eager`` or ``replay``) and judge what it reads.
 
     Returns ``{"verdict": "holds"}``; ``{"verdict": "fails", "row", "column",
@@ -349,9 +411,15 @@ def run_metadata(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int
         prepared = prepare_batch(rel, context_len, batch)
         backend = _backend(rel, prepared, context_len)
         forward = types.SimpleNamespace(
-            seq_lens=prepared.seq_lens, seq_lens_cpu=prepared.seq_lens.clone(), batch_size=len(batch),
-            forward_mode=rel.forward_mode.DECODE, spec_info=None, encoder_lens=prepared.encoder_lens,
-            req_pool_indices=prepared.req_pool_indices, kv_loc_plan=None, out_cache_loc=None,
+            seq_lens=prepared.seq_lens,
+            seq_lens_cpu=prepared.seq_lens.clone(),
+            batch_size=len(batch),
+            forward_mode=rel.forward_mode.DECODE,
+            spec_info=None,
+            encoder_lens=prepared.encoder_lens,
+            req_pool_indices=prepared.req_pool_indices,
+            kv_loc_plan=None,
+            out_cache_loc=None,
         )
         if path == "eager":
             backend.init_forward_metadata(forward)
@@ -359,7 +427,13 @@ def run_metadata(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int
             _replay(rel, backend, forward, prepared)
         meta = backend.forward_metadata
     except ReadOutOfRow as err:
-        return {"verdict": "fails", "row": err.row, "column": err.column, "width": err.width, "message": str(err)}
+        return {
+            "verdict": "fails",
+            "row": err.row,
+            "column": err.column,
+            "width": err.width,
+            "message": str(err),
+        }
     except (StandInMissing, KernelCalled, AttributeError) as exc:
         return {"verdict": "not run", "reason": f"{type(exc).__name__}: {exc}"}
     return _judge(meta, prepared, batch)
@@ -369,17 +443,24 @@ def _judge(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]])
     """The consumed part of each page table row must be the request's own ids."""
     for i, (e, _p, d) in enumerate(batch):
         own = prepared.ids[i]
-        checks = (("self", meta.page_table[i, :d], own[e : e + d]), ("cross", meta.encoder_page_table[i, :e], own[:e]))
+        checks = (
+            ("self", meta.page_table[i, :d], own[e : e + d]),
+            ("cross", meta.encoder_page_table[i, :e], own[:e]),
+        )
         for attention, got, want in checks:
             if not torch.equal(got.to(torch.int64), want):
-                return {"verdict": "fails", "row": int(prepared.req_pool_indices[i]), "column": -1,
-                        "width": prepared.table.width,
-                        "message": f"{attention}-attention page table of request {i} is not its own ids"}
+                return {
+                    "verdict": "fails",
+                    "row": int(prepared.req_pool_indices[i]),
+                    "column": -1,
+                    "width": prepared.table.width,
+                    "message": f"{attention}-attention page table of request {i} is not its own ids",
+                }
     return {"verdict": "holds"}
 
 
 def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) -> None:
-    """CUDA-graph replay: the release's ``_apply_cuda_graph_metadata`` into buffers sized as capture sizes them."""
+    """CUDA-graph replay: the release's ``_apply_cuda_graph_metadata``, into buffers as capture sizes them."""
     bs, width = forward.batch_size, prepared.table.width
     meta = rel.metadata_class()
     meta.cache_seqlens_int32 = torch.zeros(bs, dtype=torch.int32)
@@ -390,8 +471,17 @@ def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) 
     meta.encoder_cu_seqlens_k = torch.zeros(bs + 1, dtype=torch.int32)
     meta.encoder_page_table = torch.zeros(bs, width, dtype=torch.int32)
     backend.decode_cuda_graph_metadata = {bs: meta, "strided_indices": torch.arange(width)}
-    backend._apply_cuda_graph_metadata(None, bs, forward.req_pool_indices, forward.seq_lens, forward.encoder_lens,
-                                       forward.forward_mode, None, forward.seq_lens_cpu, None)
+    backend._apply_cuda_graph_metadata(
+        None,
+        bs,
+        forward.req_pool_indices,
+        forward.seq_lens,
+        forward.encoder_lens,
+        forward.forward_mode,
+        None,
+        forward.seq_lens_cpu,
+        None,
+    )
 
 
-__all__ = ["Missing", "STAND_INS_DOC", "SglangRelease", "run_metadata"]
+__all__ = ["STAND_INS_DOC", "Missing", "SglangRelease", "run_metadata"]

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import ast
 import importlib
+import shlex
 import sys
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,8 +44,26 @@ FILES = {
 }
 """The release files the harness runs code from (paths inside the wheel)."""
 
-REAL_MODULES = ("torch", "triton", "dataclasses", "typing", "enum", "functools", "logging", "math", "os", "abc",
-                "collections", "contextlib", "itertools", "array", "time", "copy", "warnings", "__future__")
+REAL_MODULES = (
+    "torch",
+    "triton",
+    "dataclasses",
+    "typing",
+    "enum",
+    "functools",
+    "logging",
+    "math",
+    "os",
+    "abc",
+    "collections",
+    "contextlib",
+    "itertools",
+    "array",
+    "time",
+    "copy",
+    "warnings",
+    "__future__",
+)
 """Top-level modules bound for real: the standard library and torch (the CPU build)."""
 
 
@@ -64,8 +83,29 @@ def sglang_tree_root(spec: str) -> Path:
         return path
     if path.name == "sglang" and (path / "srt").is_dir():
         return path.parent
-    raise EngineError(f"{spec.strip()}: {path} has no sglang package (sglang@PATH takes a folder holding "
-                      "sglang/: a source checkout or an unpacked wheel)")
+    raise EngineError(
+        f"{spec.strip()}: {path} has no sglang package (sglang@PATH takes a folder holding "
+        "sglang/: a source checkout or an unpacked wheel)"
+    )
+
+
+def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[tuple[int, int, int]]) -> str:
+    """The command replaying one batch: ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``."""
+    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+    return shlex.join(
+        [
+            "crossattn-sizing",
+            "check",
+            "--engine",
+            spec.strip(),
+            "--context-len",
+            str(context_len),
+            "--kv-capacity",
+            str(kv_capacity),
+            "--requests",
+            requests,
+        ]
+    )
 
 
 class StandInMissing(RuntimeError):
@@ -144,8 +184,12 @@ def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) ->
             raise EngineError(f"{module.path}: {cls} lacks {method} (the harness calls it)")
 
 
-def execute(module: SourceModule, stand_ins: Mapping[str, Any], only: tuple[str, ...] | None = None,
-            extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def execute(
+    module: SourceModule,
+    stand_ins: Mapping[str, Any],
+    only: tuple[str, ...] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Run ``module``'s body (or only its top-level definitions named in ``only``) and return its namespace.
 
     Each imported name is bound to the real module or attribute when its top
@@ -166,10 +210,11 @@ def execute(module: SourceModule, stand_ins: Mapping[str, Any], only: tuple[str,
             skipped = getattr(node, "name", None)
             if skipped is not None and skipped not in only:
                 ns[skipped] = stand_ins.get(skipped) or Missing(
-                    f"{module.path.name}:{skipped} (not executed by the harness)")
+                    f"{module.path.name}:{skipped} (not executed by the harness)"
+                )
         body = [n for n in body if getattr(n, "name", None) in only]
     code = compile(ast.Module(body=body, type_ignores=[]), str(module.path), "exec")
-    exec(code, ns)  # noqa: S102 -- the release's own module body, run in the worker process
+    exec(code, ns)  # the release's own module body, run in the worker process
     return ns
 
 
