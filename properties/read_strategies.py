@@ -20,6 +20,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission, admitted
+from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.core.layouts import SharedRow
 from crossattn_sizing.core.read_gather import BatchRequest
 
@@ -32,15 +33,17 @@ def model_encoder_sizes() -> tuple[int, ...]:
     """Encoder tokens per request of real models, from transformers' config classes (no download).
 
     Whisper: ``max_source_positions`` frames (1500). Mllama: ``media * tiles *
-    ((image_size // patch_size)^2 + 1)`` for one image of 1 to ``max_num_tiles`` tiles
-    (4 tiles: 6404).
+    ((image_size // patch_size)^2 + 1)`` for one image of 1 to ``max_num_tiles`` tiles, with
+    transformers' defaults (448 px: 4 tiles 4100) and Llama-3.2-Vision's 560 px (4 tiles: 6404).
     """
     import transformers
 
     whisper = transformers.WhisperConfig().max_source_positions
-    vision = transformers.MllamaVisionConfig()
-    per_tile = (vision.image_size // vision.patch_size) ** 2 + 1
-    return (whisper, *(tiles * per_tile for tiles in range(1, vision.max_num_tiles + 1)))
+    sizes = [whisper]
+    for vision in (transformers.MllamaVisionConfig(), transformers.MllamaVisionConfig(**LLAMA_32_VISION)):
+        per_tile = (vision.image_size // vision.patch_size) ** 2 + 1
+        sizes += [tiles * per_tile for tiles in range(1, vision.max_num_tiles + 1)]
+    return tuple(sorted(set(sizes)))
 
 
 @dataclass(frozen=True)

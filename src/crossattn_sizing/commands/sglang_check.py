@@ -14,6 +14,7 @@ guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
 from __future__ import annotations
 
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.sglang_source import check_line
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
@@ -99,15 +100,15 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
 
 def mllama_mixed_batch() -> tuple[int, int, list[Triple], str]:
     """Issue 28's batch: Mllama with one 4-tile image and 20 text tokens beside a 3000-token text request,
-    at context 8192, at its first decode step; E from transformers' MllamaVisionConfig (built locally)."""
+    at context 8192, at its first decode step; E from a transformers MllamaVisionConfig built locally."""
     import transformers
 
-    vision = transformers.MllamaVisionConfig()
+    vision = transformers.MllamaVisionConfig(**LLAMA_32_VISION)
     tiles = vision.max_num_tiles
     e = tiles * ((vision.image_size // vision.patch_size) ** 2 + 1)
     why = (
-        f"Mllama: 1 image x {tiles} tiles x ((image_size {vision.image_size} // patch_size "
-        f"{vision.patch_size})^2 + 1) = {e} encoder tokens, 20 text tokens; beside a text-only request "
-        "of 3000 tokens; context_len 8192"
+        f"Llama-3.2-Vision (image_size {vision.image_size}, patch_size {vision.patch_size}): 1 image x "
+        f"{tiles} tiles x ((image_size // patch_size)^2 + 1) = {e} encoder tokens and 20 text tokens, "
+        "beside a text-only request of 3000 tokens; context_len 8192"
     )
     return 8192, 8192 * 4, [(e, 20, 21), (0, 3000, 3001)], why
