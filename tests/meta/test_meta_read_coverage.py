@@ -24,7 +24,8 @@ def test_read_property_holds_on_the_bounded_gather() -> None:
 
 
 def test_write_property_fails_when_the_row_loses_its_margin(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(layouts, "SGLANG_EXTRA_CONTEXT", -3)  # width context_len - 3: E + d may not fit
+    # Width context_len - 200 instead of + 4: an admitted request of 200 tokens or more no longer fits.
+    monkeypatch.setattr(layouts, "SGLANG_EXTRA_CONTEXT", -200)
     with pytest.raises(PropertyFailure):
         test_read_coverage.test_admitted_requests_fit_their_shared_row()
 
@@ -38,3 +39,21 @@ def test_consuming_an_unwritten_column_fails() -> None:
 
     with pytest.raises(PropertyFailure, match="never wrote"):
         test_read_coverage.test_gathers_stay_in_row_and_own_columns(read_builder=one_past)
+
+
+def test_read_property_fails_on_the_recorded_sglang_tree_with_a_check_line() -> None:
+    from crossattn_sizing.engine.sglang import SglangReads
+    from tests.sglang_tree import SPEC
+
+    with pytest.raises(PropertyFailure) as info:
+        test_read_coverage.test_gathers_stay_in_row_and_own_columns(read_builder=SglangReads(SPEC))
+    assert "eager: self-attention gather read row" in str(info.value)
+    assert info.value.reproduce.startswith(f"crossattn-sizing check --engine {SPEC} --context-len ")
+
+
+def test_read_property_holds_on_the_tree_with_the_bounded_gather(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from crossattn_sizing.engine.sglang import SglangReads
+    from tests.sglang_tree import bounded_copy
+
+    tree = bounded_copy(tmp_path / "bounded")
+    test_read_coverage.test_gathers_stay_in_row_and_own_columns(read_builder=SglangReads(f"sglang@{tree}"))
