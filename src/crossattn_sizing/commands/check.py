@@ -27,8 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--encoder-lens",
         help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
     )
-    p.add_argument("--engine", help="sglang==X or sglang@PATH: judge one decode batch (--requests) with that "
-                                    "SGLang tree's own attention metadata builder")
+    options.ENGINE.add(p)
     p.add_argument("--context-len", help="with --engine sglang: the server's context length")
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
     p.add_argument("--requests", help="with --engine sglang: E:prompt:d per request, comma-separated")

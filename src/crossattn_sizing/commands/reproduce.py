@@ -80,9 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
     options.IMPL.add(p, default="torch")
     options.SEED.add(p, default=0)
-    p.add_argument("--engine", help="vllm==X, vllm@PATH (a folder holding vllm/) or vllm: run that "
-                                    "code's own sizing, block tables and kernels (sets --policy and --impl "
-                                    "to it)")
+    options.ENGINE.add(p)
     p.set_defaults(func=run)
 
 

@@ -73,8 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
     options.MARKDOWN.add(p)
-    p.add_argument("--engine", help="sglang==X or sglang@PATH: the read- and write-side properties on that "
-                                    "SGLang tree's own attention metadata builder (docs/engine.md)")
+    options.ENGINE.add(p)
     p.set_defaults(func=run)
 
 
