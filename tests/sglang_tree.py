@@ -18,8 +18,8 @@ EAGER_LINE = "            ) + arange_text.unsqueeze(0)  # (bs, max_seq_len_k)\n"
 EAGER_BOUNDED = ("            ) + arange_text.unsqueeze(0); text_col = torch.minimum(text_col, (forward_batch"
                  ".encoder_lens + forward_batch.seq_lens - 1).long().unsqueeze(1))\n")
 REPLAY_LINE = "            text_col = encoder_lens[:bs].long().unsqueeze(1) + arange_text.unsqueeze(0)\n"
-REPLAY_BOUNDED = ("            text_col = torch.minimum(encoder_lens[:bs].long().unsqueeze(1) + arange_text.unsqueeze(0), "
-                  "(encoder_lens[:bs] + seq_lens[:bs] - 1).long().unsqueeze(1))\n")
+REPLAY_BOUNDED = ("            text_col = torch.minimum(encoder_lens[:bs].long().unsqueeze(1) + "
+                  "arange_text.unsqueeze(0), (encoder_lens[:bs] + seq_lens[:bs] - 1).long().unsqueeze(1))\n")
 
 
 def copy_tree(dest: Path, replacements: dict[str, tuple[str, str]] | None = None) -> Path:

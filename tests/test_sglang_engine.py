@@ -46,7 +46,8 @@ def test_issue_batch_reads_past_its_row(release, path: str) -> None:  # type: ig
     from crossattn_sizing.engine.sglang_run import run_metadata
 
     verdict = run_metadata(release, 8192, ISSUE, path)
-    assert (verdict["verdict"], verdict["row"], verdict["column"], verdict["width"]) == ("fails", 1, 8196, 8196)
+    got = (verdict["verdict"], verdict["row"], verdict["column"], verdict["width"])
+    assert got == ("fails", 1, 8196, 8196)
     assert run_metadata(release, 8192, NEIGHBOUR, path) == {"verdict": "holds"}
 
 
@@ -77,8 +78,9 @@ def test_worker_bounded_copy_holds_and_original_fails(tmp_path: Path) -> None:
 
 
 def test_a_missing_stand_in_is_not_run(tmp_path: Path) -> None:
-    tree = copy_tree(tmp_path / "t", {FA3: ("        if forward_batch.encoder_lens is not None:\n",
-                                           "        if get_exec().x or forward_batch.encoder_lens is not None:\n")})
+    old = "        if forward_batch.encoder_lens is not None:\n"
+    new = "        if get_exec().x or forward_batch.encoder_lens is not None:\n"
+    tree = copy_tree(tmp_path / "t", {FA3: (old, new)})
     kind, line = SglangReads(f"sglang@{tree}").first_problem(8192, NEIGHBOUR)
     assert kind == "not run" and "no CPU stand-in for sglang.srt.runtime_context.get_exec" in line
 
@@ -89,7 +91,8 @@ def test_a_missing_stand_in_is_not_run(tmp_path: Path) -> None:
         ((FA3, ("    def init_forward_metadata(self, forward_batch: ForwardBatch):\n",
                 "    def init_forward_metadata_gone(self, forward_batch: ForwardBatch):\n")),
          "FlashAttentionBackend lacks init_forward_metadata"),
-        ((FA3, ("class FlashAttentionBackend(AttentionBackend):\n", "class FlashAttentionBackend(AttentionBackend)\n")),
+        ((FA3, ("class FlashAttentionBackend(AttentionBackend):\n",
+                "class FlashAttentionBackend(AttentionBackend)\n")),
          "the tree has a syntax error"),
     ],
 )
@@ -150,7 +153,8 @@ def test_release_from_a_cached_wheel_for_another_python_says_so(tmp_path: Path) 
     _fake_wheel(tmp_path / "wheels", "cp399")
     root, note = sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)
     assert (root / FA3).is_file()
-    assert note.startswith("sglang==9.9.9 ships wheels for Python 3.99 only, not ") and "unpacked anyway" in note
+    assert note.startswith("sglang==9.9.9 ships wheels for Python 3.99 only, not ")
+    assert "unpacked anyway" in note
 
 
 def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
