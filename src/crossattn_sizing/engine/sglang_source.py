@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.engine.specs import tree_root
 from crossattn_sizing.errors import EngineError
 
 TREE_PREFIX = "sglang@"
@@ -75,18 +76,7 @@ def is_sglang_spec(spec: str) -> bool:
 
 def sglang_tree_root(spec: str) -> Path:
     """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`EngineError` if none."""
-    text = spec.strip().removeprefix(TREE_PREFIX)
-    if not text:
-        raise EngineError(f"{spec.strip()!r}: sglang@PATH needs a path (a folder holding sglang/)")
-    path = Path(text).expanduser().resolve()
-    if (path / "sglang" / "__init__.py").is_file() or (path / "sglang" / "srt").is_dir():
-        return path
-    if path.name == "sglang" and (path / "srt").is_dir():
-        return path.parent
-    raise EngineError(
-        f"{spec.strip()}: {path} has no sglang package (sglang@PATH takes a folder holding "
-        "sglang/: a source checkout or an unpacked wheel)"
-    )
+    return tree_root(spec, "sglang", "srt")
 
 
 def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[tuple[int, int, int]]) -> str:
