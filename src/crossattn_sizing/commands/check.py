@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
     )
     options.ENGINE.add(p)
-    p.add_argument("--context-len", help="with --engine sglang: the server's context length")
+    options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
     p.add_argument("--requests", help="with --engine sglang: E:prompt:d per request, comma-separated")
     p.set_defaults(func=run)

@@ -131,6 +131,7 @@ ENGINE = Option(
     "its attention metadata builder under the read-side property)",
     metavar="ENGINE",
 )
+CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")
 BLOCK_SIZE = Option(

@@ -22,7 +22,7 @@ from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 Triple = tuple[int, int, int]
 
 
-def _int(option: str, text: str, minimum: int) -> int:
+def int_option(option: str, text: str, minimum: int) -> int:
     if too_long(text):
         raise ConfigError(option, text, f"integers may have at most {MAX_INT_DIGITS} digits")
     try:
@@ -43,7 +43,7 @@ def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
             raise ConfigError(
                 "--requests", part, "each request is E:prompt:d (encoder, prompt, decoder tokens)"
             )
-        e, p, d = (_int("--requests", f, 0) for f in fields)
+        e, p, d = (int_option("--requests", f, 0) for f in fields)
         request = EngineRequest(e, p, d - p)
         refused = rule.refusal(request)
         if refused is not None:
@@ -63,8 +63,8 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
     """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run)."""
     from crossattn_sizing.engine.sglang import SglangReads, sglang_worker
 
-    context_len = _int("--context-len", str(context_text), 8)
-    kv_capacity = _int("--kv-capacity", str(kv_text), 8)
+    context_len = int_option("--context-len", str(context_text), 8)
+    kv_capacity = int_option("--kv-capacity", str(kv_text), 8)
     rule = SglangAdmission(context_len, kv_capacity)
     batch = parse_requests(requests_text, rule)
     worker = sglang_worker(spec)
