@@ -74,6 +74,9 @@ def sgl_kernel_stub() -> types.ModuleType:
     module = types.ModuleType("sgl_kernel")
 
     def __getattr__(name: str) -> Any:
+        if name.startswith("__"):  # module protocol (``__file__``, ``__path__``): what tools probe for
+            raise AttributeError(name)
+
         def refuse(*_: Any, **__: Any) -> Any:
             raise KernelCalled(f"sgl_kernel.{name} was called; it is a CUDA kernel, stubbed on CPU")
 
