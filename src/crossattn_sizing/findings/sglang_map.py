@@ -24,7 +24,7 @@ import numpy as np
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission, admitted
 from crossattn_sizing.core.layouts import SharedRow
 from crossattn_sizing.core.read_gather import BatchRequest, sglang_fa3_gather
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.findings.capacity_map import save
 
 INADMISSIBLE, OVERFLOW, FITS = 0, 1, 2
 STEPS = 120
@@ -105,9 +105,4 @@ def draw_sglang(spec: str, context_len: int, markers: list[tuple[str, int, int, 
         fontsize=9,
     )
     fig.tight_layout(rect=(0, 0.06, 1, 1))
-    try:
-        fig.savefig(out, dpi=110)
-    except OSError as exc:
-        raise OptionError("--out", out, f"cannot be written ({exc.strerror or type(exc).__name__})") from None
-    finally:
-        plt.close(fig)
+    save(fig, out)
