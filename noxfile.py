@@ -165,7 +165,8 @@ def audit(session: nox.Session) -> None:
 @nox.session
 def engine(session: nox.Session) -> None:
     """vLLM's own sizing, block tables and kernels (slot mapping, KV write, attention, merge) under the
-    properties (real wheels), and an unpacked wheel as a vllm@PATH tree.
+    properties (real wheels), and an unpacked wheel as a vllm@PATH tree; SGLang 0.5.23's decode metadata
+    under the read-side property (its wheel, tests/test_sglang_real.py).
 
     Each release is unpacked once into ~/.cache/crossattn-sizing/engine from the
     wheel cache (downloaded once); the few pure-Python modules its import chain
@@ -174,7 +175,8 @@ def engine(session: nox.Session) -> None:
     """
     install(session)
     env = dict(CPU_ENV, CROSSATTN_ENGINE_TESTS="1")
-    session.run("pytest", "tests/test_engine_real.py", "-p", "no:cacheprovider", *session.posargs, env=env)
+    session.run("pytest", "tests/test_engine_real.py", "tests/test_sglang_real.py", "-p", "no:cacheprovider",
+                *session.posargs, env=env)
 
 
 @nox.session

@@ -60,7 +60,7 @@ class Case:
         return "pytest" if self.args[0] == "pytest" else self.args[0]
 
     def argv(self, d: Path) -> list[str]:
-        return [a.replace("{d}", str(d)) for a in self.args]
+        return [a.replace("{d}", str(d)).replace("{fixtures}", str(FIXTURES)) for a in self.args]
 
     def environ(self, d: Path) -> dict[str, str]:
         return {k: v.replace("{d}", str(d)) for k, v in self.env.items()}
@@ -127,6 +127,11 @@ SMALL_DOMAIN = ("--block-sizes", "1-8", "--max-model-len", "1-64:7", "--encoder-
                 "--source-positions", "absent,0", "--no-progress")  # fmt: skip
 
 
+FIXTURES = Path(__file__).parent / "fixtures"
+SGLANG_TREE = "sglang@{fixtures}/sglang/0.5.23"  # ``{fixtures}``: tests/fixtures, so case names hold no path
+SGLANG_BATCH = ("--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:6")
+
+
 def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[str, str] | None = None) -> Case:
     return Case(tuple(args), status, says, isolated, env or {})
 
@@ -134,6 +139,8 @@ def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[
 CASES: list[Case] = [
     # verify ------------------------------------------------------------------
     C("verify", "--policy", "nope", says="unknown sizing policy 'nope'"),
+    C("verify", "--engine", "vllm==0.25.0", says="verify takes sglang==X or sglang@PATH"),
+    C("verify", "--engine", "sglang@{d}", says="has no sglang package"),
     C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
     C("verify", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),
@@ -197,6 +204,16 @@ CASES: list[Case] = [
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "mrv2-prefix", status=1,
       says="policy:"),
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", status=0, says="policy:"),
+    C("check", "--engine", "sglang==0.5.23", says="--context-len, --kv-capacity, --requests: required with"),
+    C("check", "--engine", "vllm==0.25.0", *SGLANG_BATCH, says="check takes sglang==X or sglang@PATH"),
+    C("check", "--engine", "sglang==abc", *SGLANG_BATCH, says="sglang==abc: not a release version"),
+    C("check", "--engine", "sglang@{d}", *SGLANG_BATCH, says="has no sglang package"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "60:3:4",
+      says="not admitted by SGLang"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:3",
+      says="d must be prompt + 1"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "x" * 40, "--kv-capacity", "64", "--requests", "5:3:6",
+      says="--context-len"),
     # fuzz --------------------------------------------------------------------
     C("fuzz", "--minutes", "nan", says="--minutes nan: must be a number of minutes in (0, 10080]"),
     C("fuzz", "--minutes", "inf", says="--minutes inf: must be a number of minutes"),
@@ -227,6 +244,7 @@ CASES: list[Case] = [
     C("prove", *SMALL_DOMAIN, says="the following arguments are required: --policy"),
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
     # reproduce ---------------------------------------------------------------
+    C("reproduce", "mllama-mixed-batch", says="mllama-mixed-batch takes sglang==X or sglang@PATH"),
     C("reproduce", "--config", "{d}/gpt2.json", "--encoder-tokens", "3000", says="'gpt2' is decoder-only"),
     C("reproduce", "--config", "{d}/llama.json", "--encoder-tokens", "3000", says="'llama' is decoder-only"),
     C("reproduce", "--config", "{d}/whisper-abc.json", says="max_source_positions='abc'"),

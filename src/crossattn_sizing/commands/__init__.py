@@ -7,4 +7,4 @@ new command is one new module and no edit elsewhere. The modules in
 option declared once, :mod:`crossattn_sizing.commands.options`).
 """
 
-SHARED = frozenset({"options"})
+SHARED = frozenset({"options", "sglang_check", "sglang_verify"})

@@ -13,7 +13,7 @@ from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import violations
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import checked_widths
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.errors import ConfigError, HarnessError, OptionError
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.resolve import load_checked_policy
@@ -22,12 +22,15 @@ from crossattn_sizing.resolve import load_checked_policy
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
     options.POLICY.add(p, default="mrv2")
-    options.CONFIG.add(p, required=True)
+    options.CONFIG.add(p)  # required unless --engine names SGLang (checked in run)
     p.add_argument(
         "--encoder-lens",
-        required=True,
         help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
     )
+    options.ENGINE.add(p)
+    options.CONTEXT_LEN.add(p)
+    p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
+    p.add_argument("--requests", help="with --engine sglang: E:prompt:d per request, comma-separated")
     p.set_defaults(func=run)
 
 
@@ -73,6 +76,11 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine is not None:
+        return run_engine(args)
+    missing = [o for o, v in (("--config", args.config), ("--encoder-lens", args.encoder_lens)) if v is None]
+    if missing:
+        raise HarnessError("the following arguments are required: " + ", ".join(missing))
     policy = load_checked_policy(args.policy)
     config = parse_config(args.config)
     lens = parse_lengths(args.encoder_lens, config)
@@ -86,3 +94,18 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("OK    every encoder and decoder token has a column, and every row holds what it receives")
     return 1 if found else 0
+
+
+def run_engine(args: argparse.Namespace) -> int:
+    """``check --engine sglang==X``: one batch through that tree's own builder (commands/sglang_check.py)."""
+    from crossattn_sizing.commands.sglang_check import run_check
+    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+
+    if not is_sglang_spec(args.engine):
+        raise OptionError("--engine", args.engine, "check takes sglang==X or sglang@PATH (vLLM releases are "
+                          "checked with --policy vllm==X)")
+    missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
+                              ("--requests", args.requests)) if v is None]
+    if missing:
+        raise HarnessError(f"{', '.join(missing)}: required with --engine {args.engine}")
+    return run_check(args.engine, args.context_len, args.kv_capacity, args.requests)

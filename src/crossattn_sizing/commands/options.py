@@ -124,6 +124,14 @@ CONFIG = Option(
     "a transformers config.json)",
     metavar="JSON",
 )
+ENGINE = Option(
+    "--engine",
+    "an engine's own code: vllm==X, vllm@PATH or vllm (reproduce: its sizing, block tables and kernels; sets "
+    "--policy and --impl to it), or sglang==X, sglang@PATH (check, verify, reproduce mllama-mixed-batch: "
+    "its attention metadata builder under the read-side property)",
+    metavar="ENGINE",
+)
+CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")
 BLOCK_SIZE = Option(

@@ -23,7 +23,7 @@ from typing import Any
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.errors import ConfigError, OptionError
 from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
@@ -67,7 +67,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run a real model's config (nemotron-parse, whisper, bart, mbart, or --config) under a policy",
         description=DESCRIPTION,
     )
-    p.add_argument("model", nargs="?", help=f"one of {', '.join(adapters.MODEL_NAMES)}")
+    models = ", ".join(adapters.MODEL_NAMES)
+    p.add_argument("model", nargs="?", help=f"one of {models}, or mllama-mixed-batch (--engine sglang==X)")
     options.CONFIG.add(p)
     options.POLICY.add(p, default="mrv2")
     p.add_argument("--image-size", help="nemotron-parse page HEIGHTxWIDTH in pixels (default 2048x1664)")
@@ -79,9 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
     options.IMPL.add(p, default="torch")
     options.SEED.add(p, default=0)
-    p.add_argument("--engine", help="vllm==X, vllm@PATH (a folder holding vllm/) or vllm: run that "
-                                    "code's own sizing, block tables and kernels (sets --policy and --impl "
-                                    "to it)")
+    options.ENGINE.add(p)
     p.set_defaults(func=run)
 
 
@@ -201,6 +200,8 @@ def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
+        return run_mllama_mixed_batch(args.engine)
     if args.engine:
         args.policy = args.impl = check_engine_spec("--engine", args.engine)
     policy = load_checked_policy(args.policy)
@@ -244,3 +245,20 @@ def run(args: argparse.Namespace) -> int:
         lens = [scenario.encoder_len.value] * config.max_num_reqs
         print(f"  reproduce: {check_line(args.policy, config, lens)}")
     return 0 if verdict.outcome == Outcome.HOLDS else 1
+
+
+MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
+"""Issue 28's SGLang batch: a 4-tile Mllama image request beside a 3000-token text request."""
+
+
+def run_mllama_mixed_batch(engine: str | None) -> int:
+    """``reproduce mllama-mixed-batch --engine sglang==X``: the batch through that tree's own FA3 metadata."""
+    from crossattn_sizing.commands.sglang_check import mllama_mixed_batch, run_check
+    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+
+    if engine is None or not is_sglang_spec(engine):
+        raise OptionError("--engine", engine or "", f"{MLLAMA_MIXED_BATCH} takes sglang==X or sglang@PATH")
+    context_len, kv_capacity, batch, why = mllama_mixed_batch()
+    print(f"reproduce {MLLAMA_MIXED_BATCH}: {why}")
+    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+    return run_check(engine, context_len, kv_capacity, requests)

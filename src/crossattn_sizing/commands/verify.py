@@ -73,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
     options.MARKDOWN.add(p)
+    options.ENGINE.add(p)
     p.set_defaults(func=run)
 
 
@@ -126,6 +127,10 @@ def check_impl(spec: str, device: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.engine is not None:
+        from crossattn_sizing.commands.sglang_verify import run_engine_verify
+
+        return run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs.
     names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}

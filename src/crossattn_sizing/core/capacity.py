@@ -20,6 +20,7 @@ from typing import Literal, NamedTuple
 import numpy as np
 
 from crossattn_sizing.core import admission
+from crossattn_sizing.core.admission_rules import AdmissionRule, EngineRequest, VllmAdmission
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths
 
@@ -158,15 +159,18 @@ def violations(
     config: RunnerConfig,
     encoder_lens: Sequence[int],
     invariants: Sequence[Invariant] = ("coverage", "allocation"),
+    rule: AdmissionRule | None = None,
 ) -> list[Shortfall]:
     """Every shortfall, by the chosen invariants, of a batch of admitted requests.
 
-    Encoder lengths the config does not admit are the caller's error: the
-    scheduler never shows them to a block table, so they cannot be held
-    against a policy.
+    Encoder lengths ``rule`` (default: vLLM's, ``1 <= e <= min(E, B)``) does
+    not admit are the caller's error: the scheduler never shows them to a
+    block table, so they cannot be held against a policy.
     """
+    rule = VllmAdmission(config) if rule is None else rule
     for e in encoder_lens:
-        if not admission.admits(config, e):
+        refused = rule.refusal(EngineRequest(e, 0)) if e >= 1 else "no encoder tokens"
+        if refused is not None:
             raise ValueError(
                 f"encoder length {e} is not admitted (bound {admission.encoder_bound(config)})"
             )

@@ -60,3 +60,9 @@ def nemotron_parse(max_model_len: int = NEMOTRON_MAX_MODEL_LEN) -> RunnerConfig:
 def whisper(max_num_batched_tokens: int = WHISPER_FRAMES) -> RunnerConfig:
     """Whisper at its own limits: ``max_model_len`` 448, ``max_source_positions`` 1500."""
     return encoder_decoder(WHISPER_MAX_MODEL_LEN, max_num_batched_tokens, WHISPER_FRAMES)
+
+
+LLAMA_32_VISION = {"image_size": 560, "patch_size": 14, "max_num_tiles": 4}
+"""Llama-3.2-11B-Vision's vision tower (its published config), for a ``transformers.MllamaVisionConfig``
+built locally: transformers' own defaults are smaller (image_size 448). One image of ``t`` tiles is
+``t * ((560 // 14)**2 + 1)`` encoder tokens: 6404 for 4 tiles."""

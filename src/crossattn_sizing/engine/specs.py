@@ -22,20 +22,22 @@ def is_engine_spec(spec: str) -> bool:
     return s == "vllm" or s.startswith("vllm==") or s.startswith(TREE_PREFIX)
 
 
-def tree_root(spec: str) -> Path:
-    """The folder holding ``vllm/`` that ``vllm@PATH`` names (``PATH`` may also be that ``vllm/`` itself).
+def tree_root(spec: str, package: str = "vllm", marker: str = "__init__.py") -> Path:
+    """The folder holding ``package/`` that ``package@PATH`` names (``PATH`` may also be that folder itself).
 
-    Raises :class:`EngineError` with the rule when it holds no ``vllm`` package.
+    ``marker`` is what makes a folder the package (``__init__.py`` for vLLM;
+    ``srt`` for SGLang, whose recorded trees carry only the files that run).
+    Raises :class:`EngineError` with the rule when it holds no such package.
     """
-    text = spec.strip().removeprefix(TREE_PREFIX)
+    text = spec.strip().removeprefix(f"{package}@")
     if not text:
-        raise EngineError(f"{spec.strip()!r}: vllm@PATH needs a path (a folder holding vllm/)")
+        raise EngineError(f"{spec.strip()!r}: {package}@PATH needs a path (a folder holding {package}/)")
     path = Path(text).expanduser().resolve()
-    if (path / "vllm" / "__init__.py").is_file():
+    if (path / package / marker).exists():
         return path
-    if path.name == "vllm" and (path / "__init__.py").is_file():
+    if path.name == package and (path / marker).exists():
         return path.parent
     raise EngineError(
-        f"{spec.strip()}: {path} has no vllm package (vllm@PATH takes a folder holding vllm/: a source "
-        "checkout or an unpacked wheel)"
+        f"{spec.strip()}: {path} has no {package} package ({package}@PATH takes a folder holding {package}/: "
+        "a source checkout or an unpacked wheel)"
     )

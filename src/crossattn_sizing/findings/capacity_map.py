@@ -150,8 +150,15 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
                  "dots: real models with their own config (white covered, black overflow)",
                  fontsize=11)  # fmt: skip
     fig.tight_layout(rect=(0, 0.08, 1, 0.9))
+    save(fig, out)
+
+
+def save(fig: object, out: Path) -> None:
+    """Write ``fig`` to ``out`` and close it; a path that cannot be written is ``--out``'s error."""
+    import matplotlib.pyplot as plt
+
     try:
-        fig.savefig(out, dpi=110)
+        fig.savefig(out, dpi=110)  # type: ignore[attr-defined]
     except OSError as exc:
         raise OptionError("--out", out, f"cannot be written ({exc.strerror or type(exc).__name__})") from None
     finally:

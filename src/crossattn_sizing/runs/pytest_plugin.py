@@ -126,6 +126,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,  # CROSSATTN_RECORD_REGRESSIONS, else no
         help="write each new shrunk capacity failure as a regression file (what fuzz does)",
     )
+    group.addoption(
+        "--read-builder",
+        default="bounded",  # checked by the read_builder fixture: one line, not pytest's usage text
+        help="metadata builder the read-side property judges: bounded, sglang-fa3 (the harness's models), "
+             "sglang==X or sglang@PATH (the release's own FlashAttentionBackend) (default: bounded)",
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -311,6 +317,34 @@ def sizing_policy(request: pytest.FixtureRequest) -> Policy:
 def sizing_policy_spec(request: pytest.FixtureRequest) -> str:
     """The ``--sizing-policy`` value as typed, for reproduce commands."""
     return str(request.config.getoption("sizing_policy"))
+
+
+@pytest.fixture(scope="session")
+def read_builder_name(request: pytest.FixtureRequest) -> str:
+    """The ``--read-builder`` value as typed, for rerun lines."""
+    return str(request.config.getoption("read_builder"))
+
+
+@pytest.fixture(scope="session")
+def read_builder(read_builder_name: str):  # type: ignore[no-untyped-def]
+    """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
+    (``sglang==X``, ``sglang@PATH``); one that does not load stops the session with one line."""
+    from crossattn_sizing.core.read_gather import BUILDERS
+    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+
+    if is_sglang_spec(read_builder_name):
+        from crossattn_sizing.engine.sglang import SglangReads, sglang_worker
+
+        try:
+            sglang_worker(read_builder_name)
+        except HarnessError as exc:
+            pytest.exit(f"--read-builder {read_builder_name!r}: {exc}",
+                        returncode=pytest.ExitCode.USAGE_ERROR)
+        return SglangReads(read_builder_name)
+    if read_builder_name not in BUILDERS:
+        pytest.exit(f"--read-builder {read_builder_name!r}: must be one of {', '.join(sorted(BUILDERS))}, "
+                    "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)
+    return BUILDERS[read_builder_name]
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,100 @@
+"""Strategies for the read-side property: mixed decode batches on SGLang's shared-row layout.
+
+A case is a server (``context_len``, the KV pool's token capacity) and a batch
+at one decode step. The batch mixes the two shapes whose combination a
+batch-shaped gather gets wrong: requests with a large encoder input (sizes
+taken from transformers' own Whisper and Mllama configs, built locally, or any
+admissible size) and short prompts, beside text-only requests (no encoder
+input) with long decoders. Every request is admitted on its own by SGLang's
+rule (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`) and has
+generated at most what the scheduler lets it, so whatever goes wrong is the
+batch's, not an inadmissible request's.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from hypothesis import assume
+from hypothesis import strategies as st
+
+from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission, admitted
+from crossattn_sizing.core.known_configs import LLAMA_32_VISION
+from crossattn_sizing.core.layouts import SharedRow
+from crossattn_sizing.core.read_gather import BatchRequest
+
+MAX_CONTEXT = 16384
+"""Rows stay short enough for the guarded table's per-column lists (a few ms per example)."""
+
+
+@functools.cache
+def model_encoder_sizes() -> tuple[int, ...]:
+    """Encoder tokens per request of real models, from transformers' config classes (no download).
+
+    Whisper: ``max_source_positions`` frames (1500). Mllama: ``media * tiles *
+    ((image_size // patch_size)^2 + 1)`` for one image of 1 to ``max_num_tiles`` tiles, with
+    transformers' defaults (448 px: 4 tiles 4100) and Llama-3.2-Vision's 560 px (4 tiles: 6404).
+    """
+    import transformers
+
+    whisper = transformers.WhisperConfig().max_source_positions
+    sizes = [whisper]
+    for vision in (transformers.MllamaVisionConfig(), transformers.MllamaVisionConfig(**LLAMA_32_VISION)):
+        per_tile = (vision.image_size // vision.patch_size) ** 2 + 1
+        sizes += [tiles * per_tile for tiles in range(1, vision.max_num_tiles + 1)]
+    return tuple(sorted(set(sizes)))
+
+
+@dataclass(frozen=True)
+class ReadCase:
+    """A server and one decode step of a batch, every request admitted alone."""
+
+    layout: SharedRow
+    rule: SglangAdmission
+    requests: tuple[EngineRequest, ...]
+    batch: tuple[BatchRequest, ...]
+
+    def lines(self) -> list[str]:
+        """The case, for a failure's diagnosis."""
+        out = [f"  context_len {self.layout.context_len} (row width {self.layout.width}), "
+               f"kv_capacity {self.rule.kv_capacity}, max_req_input_len {self.rule.max_req_input_len}"]
+        for i, (req, step) in enumerate(zip(self.requests, self.batch, strict=True)):
+            out.append(f"  request {i}: encoder {req.encoder_len}, prompt {req.prompt_len}, "
+                       f"max_new {req.max_new}; at this step d = {step.decoder_len}")
+        return out
+
+
+@st.composite
+def _request(draw: st.DrawFn, rule: SglangAdmission,
+             with_encoder: bool) -> tuple[EngineRequest, BatchRequest]:
+    limit = rule.max_req_input_len - 1  # input_len < max_req_input_len
+    if with_encoder:
+        sizes = [e for e in model_encoder_sizes() if e < limit]
+        choices = st.sampled_from(sizes) | st.integers(1, limit - 1) if sizes else st.integers(1, limit - 1)
+        encoder = draw(choices, label="encoder_len")
+        prompt = draw(st.integers(1, limit - encoder), label="prompt_len")
+    else:
+        encoder = 0
+        prompt = draw(st.integers(1, limit), label="prompt_len")
+    request = EngineRequest(encoder, prompt, draw(st.integers(0, rule.context_len), label="max_new"))
+    assume(admitted(rule, request) and rule.output_cap(request) >= 1)
+    generated = draw(st.integers(1, rule.output_cap(request)), label="generated")
+    return request, BatchRequest(encoder, prompt + generated)
+
+
+@st.composite
+def mixed_batches(draw: st.DrawFn) -> ReadCase:
+    """A server and a decode batch with at least one encoder request and one text-only request."""
+    context = draw(st.integers(64, MAX_CONTEXT), label="context_len")
+    kv_capacity = draw(st.integers(context // 2, 4 * context), label="kv_capacity")
+    rule = SglangAdmission(context, kv_capacity)
+    assume(rule.max_req_input_len >= 3)
+    n_encoder = draw(st.integers(1, 3), label="encoder_requests")
+    n_text = draw(st.integers(1, 3), label="text_requests")
+    drawn = [draw(_request(rule, True)) for _ in range(n_encoder)]
+    drawn += [draw(_request(rule, False)) for _ in range(n_text)]
+    order = draw(st.permutations(range(len(drawn))), label="order")
+    requests = tuple(drawn[i][0] for i in order)
+    batch = tuple(drawn[i][1] for i in order)
+    return ReadCase(SharedRow(context), rule, requests, batch)

@@ -1,0 +1,114 @@
+"""``sglang==X`` and ``sglang@PATH`` as the harness uses them: a worker per tree, asked about batches.
+
+:func:`sglang_worker` resolves the spec (a tree in place, or the release's
+wheel unpacked into the engine cache, :mod:`crossattn_sizing.engine.sglang_install`),
+starts one worker process for it (:mod:`crossattn_sizing.engine.sglang_worker`)
+and keeps it for the process, as vLLM's are kept
+(:mod:`crossattn_sizing.engine.client`: same crash handling, closed at exit).
+:class:`SglangReads` is the read-side judge the property and the commands
+call: the release's own metadata builder on one batch, on the eager path and
+on CUDA-graph replay.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from crossattn_sizing.engine.client import _SIBLINGS, Worker
+from crossattn_sizing.engine.install import Release
+from crossattn_sizing.engine.sglang_install import resolve_sglang
+from crossattn_sizing.errors import EngineError
+
+PATHS = ("eager", "replay")
+"""FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""
+
+
+@dataclass
+class SglangTree(Release):
+    """A resolved SGLang tree; ``spec`` is what the user typed (for labels and replay commands)."""
+
+    spec: str = ""
+    note: str = ""
+
+    @property
+    def label(self) -> str:
+        return self.spec
+
+
+class SglangWorker(Worker):
+    """A worker running ``crossattn_sizing.engine.sglang_worker`` on one tree."""
+
+    def _spawn(self) -> dict[str, Any]:
+        cmd = [sys.executable, "-m", "crossattn_sizing.engine.sglang_worker", "--root", self.release.paths[0]]
+        self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
+        # The decode-metadata Triton kernel runs in Triton's interpreter; no CUDA device is looked for.
+        env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env
+        )
+        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        if not line:
+            self.proc.wait()
+            raise EngineError(f"{self.release.label}: the worker died while loading: {self.stderr_tail()}")
+        import json
+
+        ready = json.loads(line)
+        if not ready.get("ready"):  # not a missing module to install: the tree itself is unusable
+            self.close()
+            raise EngineError(f"{self.release.label}: {ready.get('error')}")
+        return ready
+
+
+_WORKERS: dict[str, SglangWorker] = {}
+
+
+def sglang_worker(spec: str) -> SglangWorker:
+    """The shared, started worker of the tree ``spec`` names (closed at exit with every worker)."""
+    spec = spec.strip()
+    worker = _WORKERS.get(spec)
+    if worker is None:
+        root, note = resolve_sglang(spec)
+        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False)
+        worker.start()
+        _SIBLINGS.append(worker)  # ended by client.close_all at exit
+        _WORKERS[spec] = worker
+    return worker
+
+
+@dataclass
+class SglangReads:
+    """The read-side judge for one SGLang tree: its own metadata builder on a batch, each path."""
+
+    spec: str
+    paths: tuple[str, ...] = PATHS
+
+    @property
+    def name(self) -> str:
+        return self.spec
+
+    def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
+        """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason)."""
+        worker = sglang_worker(self.spec)
+        return {
+            path: worker.request(
+                "metadata", context_len=context_len, batch=[list(r) for r in batch], path=path
+            )
+            for path in self.paths
+        }
+
+    def first_problem(
+        self, context_len: int, batch: Sequence[tuple[int, int, int]]
+    ) -> tuple[str, str] | None:
+        """``("fails" | "not run", line)`` for the first path that does not hold; None when all hold."""
+        for path, verdict in self.verdicts(context_len, batch).items():
+            if verdict["verdict"] == "fails":
+                return "fails", f"{path}: {verdict['message']}"
+            if verdict["verdict"] == "not run":
+                return "not run", f"{path}: not run: {verdict['reason']}"
+        return None

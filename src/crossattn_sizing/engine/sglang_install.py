@@ -1,0 +1,117 @@
+"""Where an ``sglang==X`` release's files come from: its wheel, downloaded once and unpacked into the cache.
+
+The wheel is fetched with ``pip download --no-deps --only-binary :all:`` (so
+pip never resolves SGLang's dependencies, which would pull a CUDA torch) into
+``<engine cache>/wheels`` and unpacked with :mod:`zipfile` into
+``<engine cache>/sglang-X``: the harness runs only the release's pure-Python
+files (:mod:`crossattn_sizing.engine.sglang_run`), so nothing is installed.
+SGLang 0.5.23 ships one wheel, for CPython 3.11; on another Python the
+download for the running interpreter finds none, and the harness looks for
+the Pythons the release does ship for, says which, and unpacks one of those
+wheels anyway (its pure-Python files are all that runs).
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from crossattn_sizing import settings
+from crossattn_sizing.engine.sglang_source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
+from crossattn_sizing.errors import EngineError
+
+_VERSION = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.post\d+)?$")
+CPYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
+"""Python versions asked for when the running one has no wheel (to name what the release ships for)."""
+
+
+def sglang_version(spec: str) -> str:
+    """The ``X`` of ``sglang==X``, refused in one line when it cannot be a release number."""
+    version = spec.strip().removeprefix(RELEASE_PREFIX).strip()
+    if not _VERSION.match(version):
+        raise EngineError(f"{spec.strip()}: not a release version (expected e.g. sglang==0.5.23)")
+    return version
+
+
+def _pip_download(version: str, dest: Path, python: str | None) -> bool:
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-deps",
+        "--only-binary",
+        ":all:",
+        "-d",
+        str(dest),
+        f"sglang=={version}",
+    ]
+    if python is not None:
+        cmd += ["--python-version", python]
+    return subprocess.run(cmd, capture_output=True, text=True, check=False).returncode == 0
+
+
+def _wheel_in(dest: Path, version: str) -> Path | None:
+    found = sorted(dest.glob(f"sglang-{version}-*.whl"))
+    return found[0] if found else None
+
+
+def fetch_sglang_wheel(version: str, cache: Path, *, offline: bool) -> tuple[Path, str | None]:
+    """The release's wheel and, when it is not for the running Python, a note naming the ones it ships for."""
+    dest = cache / "wheels"
+    wheel = _wheel_in(dest, version)
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if wheel is None:
+        if offline:
+            raise EngineError(
+                f"sglang=={version} is not in the engine cache {dest} ({settings.OFFLINE}=1 "
+                "forbids downloading it)"
+            )
+        dest.mkdir(parents=True, exist_ok=True)
+        if not _pip_download(version, dest, None):
+            ships = [py for py in CPYTHONS if py != running and _pip_download(version, dest, py)]
+            if not ships:
+                raise EngineError(
+                    f"sglang=={version}: pip found no wheel of this release for any of "
+                    f"Python {', '.join(CPYTHONS)}"
+                )
+        wheel = _wheel_in(dest, version)
+        if wheel is None:
+            raise EngineError(f"sglang=={version}: pip reported success but no wheel is in {dest}")
+    tags = wheel.name.split("-")[2]  # name-version-python-abi-platform.whl
+    running_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    if running_tag in tags.split(".") or tags.startswith("py3"):
+        return wheel, None
+    shipped = ", ".join(f"{t[2]}.{t[3:]}" for t in tags.split(".") if t.startswith("cp"))
+    return wheel, (
+        f"sglang=={version} ships wheels for Python {shipped} only, not {running}: its "
+        "pure-Python files are all the harness runs, so the wheel is unpacked anyway"
+    )
+
+
+def resolve_sglang(spec: str, *, offline: bool | None = None, cache: Path | None = None) -> tuple[Path, str]:
+    """The folder holding ``sglang/`` that ``spec`` names, and a note for the user ('' when none)."""
+    spec = spec.strip()
+    if spec.startswith(TREE_PREFIX):
+        return sglang_tree_root(spec), ""
+    if not spec.startswith(RELEASE_PREFIX):
+        raise EngineError(f"{spec!r}: expected sglang==X.Y.Z or sglang@PATH")
+    version = sglang_version(spec)
+    offline = settings.offline() if offline is None else offline
+    cache = cache or settings.engine_cache(None)
+    target = cache / f"sglang-{version}"
+    if (target / "sglang" / "srt").is_dir():
+        return target, ""
+    wheel, note = fetch_sglang_wheel(version, cache, offline=offline)
+    try:
+        with zipfile.ZipFile(wheel) as archive:
+            members = [m for m in archive.namelist() if m.startswith("sglang/") and m.endswith(".py")]
+            archive.extractall(target, members)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise EngineError(f"sglang=={version}: cannot unpack {wheel}: {exc}") from None
+    return target, note or ""

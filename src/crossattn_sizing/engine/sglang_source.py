@@ -1,0 +1,222 @@
+"""Where SGLang's own code comes from, and how its modules run without importing the engine.
+
+``sglang==X`` is the release's PyPI wheel, unpacked into the engine cache;
+``sglang@PATH`` a folder holding ``sglang/`` (a checkout or an unpacked wheel,
+never written to). Importing SGLang's attention backend pulls in most of the
+engine and ``sgl_kernel`` (CUDA only), so the harness runs a module's *own
+source* instead: the file is parsed, its top-level ``import`` statements are
+replaced by bindings (the standard library and torch for real; every other
+name to a stand-in from :data:`STAND_INS`, or to :class:`Missing`, which raises
+:class:`StandInMissing` naming the piece the moment anything uses it), and the
+rest of the module (classes, functions, decorators) is executed as the
+release wrote it, under its real file name and line numbers. A function that
+reaches for a piece with no stand-in therefore stops with that piece's name
+(a "not run" verdict), never with a made-up result.
+
+This module reads and compiles; it imports neither torch nor the engine.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import shlex
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crossattn_sizing.engine.specs import tree_root
+from crossattn_sizing.errors import EngineError
+
+TREE_PREFIX = "sglang@"
+RELEASE_PREFIX = "sglang=="
+
+FILES = {
+    "flashattention": "sglang/srt/layers/attention/flashattention_backend.py",
+    "forward_batch_info": "sglang/srt/model_executor/forward_batch_info.py",
+    "memory_pool": "sglang/srt/mem_cache/memory_pool.py",
+    "schedule_batch": "sglang/srt/managers/schedule_batch.py",
+    "allocation": "sglang/srt/mem_cache/allocation.py",
+    "allocation_sizing": "sglang/srt/mem_cache/allocation_sizing.py",
+    "decode_metadata_kernel": "sglang/kernels/ops/attention/metadata.py",
+}
+"""The release files the harness runs code from (paths inside the wheel)."""
+
+REAL_MODULES = (
+    "torch",
+    "triton",
+    "dataclasses",
+    "typing",
+    "enum",
+    "functools",
+    "logging",
+    "math",
+    "os",
+    "abc",
+    "collections",
+    "contextlib",
+    "itertools",
+    "array",
+    "time",
+    "copy",
+    "warnings",
+    "__future__",
+)
+"""Top-level modules bound for real: the standard library and torch (the CPU build)."""
+
+
+def is_sglang_spec(spec: str) -> bool:
+    """Whether an ``--engine``/``--policy`` value names SGLang's own code."""
+    s = spec.strip()
+    return s.startswith(RELEASE_PREFIX) or s.startswith(TREE_PREFIX)
+
+
+def sglang_tree_root(spec: str) -> Path:
+    """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`EngineError` if none."""
+    return tree_root(spec, "sglang", "srt")
+
+
+def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[tuple[int, int, int]]) -> str:
+    """The command replaying one batch: ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``."""
+    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+    return shlex.join(
+        [
+            "crossattn-sizing",
+            "check",
+            "--engine",
+            spec.strip(),
+            "--context-len",
+            str(context_len),
+            "--kv-capacity",
+            str(kv_capacity),
+            "--requests",
+            requests,
+        ]
+    )
+
+
+class StandInMissing(RuntimeError):
+    """The release's code used a piece the harness has no stand-in for: the check is not run."""
+
+
+class Missing:
+    """A name a module imports that has no stand-in: any use raises :class:`StandInMissing` naming it."""
+
+    def __init__(self, qualname: str) -> None:
+        object.__setattr__(self, "_qualname", qualname)
+
+    def _refuse(self, *_: Any, **__: Any) -> Any:
+        raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}")
+
+    __call__ = _refuse
+
+    def __getattr__(self, name: str) -> Any:
+        raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}.{name}")
+
+    def __repr__(self) -> str:
+        return f"<missing {object.__getattribute__(self, '_qualname')}>"
+
+
+@dataclass(frozen=True)
+class SourceModule:
+    """A release file parsed: its path, its import-free body, and the names its imports bind."""
+
+    path: Path
+    body: ast.Module
+    imports: Mapping[str, tuple[str, str | None]]  # bound name -> (module, attribute or None)
+
+
+def parse_release_file(root: Path, key: str) -> SourceModule:
+    """Parse ``FILES[key]`` under ``root``; a missing file or a syntax error is one :class:`EngineError`."""
+    path = root / FILES[key]
+    if not path.is_file():
+        raise EngineError(f"{root}: the release has no {FILES[key]} (the harness runs code from it)")
+    try:
+        tree = ast.parse(path.read_text(), filename=str(path))
+    except SyntaxError as exc:
+        raise EngineError(f"{path}:{exc.lineno}: the tree has a syntax error: {exc.msg}") from None
+    imports: dict[str, tuple[str, str | None]] = {}
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+            for alias in node.names:
+                imports[alias.asname or alias.name] = ("." * node.level + (node.module or ""), alias.name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                imports[alias.asname or alias.name.split(".")[0]] = (alias.name, None)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            continue  # annotations only (the file uses ``from __future__ import annotations``)
+        else:
+            body.append(node)
+    return SourceModule(path, ast.Module(body=body, type_ignores=[]), imports)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return isinstance(test, ast.Name) and test.id == "TYPE_CHECKING"
+
+
+def find_class(module: SourceModule, name: str) -> ast.ClassDef:
+    """The top-level class ``name`` of ``module``; :class:`EngineError` if the release lacks it."""
+    for node in module.body.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    raise EngineError(f"{module.path}: the release lacks class {name} (the harness runs it)")
+
+
+def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) -> None:
+    """Refuse a release whose class lacks a method the harness calls, naming it."""
+    have = {n.name for n in find_class(module, cls).body if isinstance(n, ast.FunctionDef)}
+    for method in methods:
+        if method not in have:
+            raise EngineError(f"{module.path}: {cls} lacks {method} (the harness calls it)")
+
+
+def execute(
+    module: SourceModule,
+    stand_ins: Mapping[str, Any],
+    only: tuple[str, ...] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Run ``module``'s body (or only its top-level definitions named in ``only``) and return its namespace.
+
+    Each imported name is bound to the real module or attribute when its top
+    package is in :data:`REAL_MODULES`, else to ``stand_ins[name]``, else to
+    :class:`Missing`.
+    """
+    name = f"crossattn_sglang_release.{module.path.stem}"
+    holder = types.ModuleType(name)  # dataclasses look their class's module up in sys.modules
+    holder.__file__ = str(module.path)
+    sys.modules[name] = holder
+    ns: dict[str, Any] = holder.__dict__
+    for name, (source, attr) in module.imports.items():
+        ns[name] = bind(name, source, attr, stand_ins)
+    ns.update(extra or {})
+    body = module.body.body
+    if only is not None:
+        for node in body:  # a definition left out is a named piece with no stand-in, not a NameError
+            skipped = getattr(node, "name", None)
+            if skipped is not None and skipped not in only:
+                ns[skipped] = stand_ins.get(skipped) or Missing(
+                    f"{module.path.name}:{skipped} (not executed by the harness)"
+                )
+        body = [n for n in body if getattr(n, "name", None) in only]
+    code = compile(ast.Module(body=body, type_ignores=[]), str(module.path), "exec")
+    exec(code, ns)  # the release's own module body, run in the worker process
+    return ns
+
+
+def bind(name: str, source: str, attr: str | None, stand_ins: Mapping[str, Any]) -> Any:
+    """The value ``name`` gets: the real thing, a stand-in, or :class:`Missing`."""
+    if name in stand_ins:
+        return stand_ins[name]
+    top = source.split(".")[0]
+    if top in REAL_MODULES:
+        mod = importlib.import_module(source)
+        return mod if attr is None else getattr(mod, attr)
+    return Missing(f"{source}.{attr}" if attr else source)
+
+
+StandInFactory = Callable[[], Mapping[str, Any]]

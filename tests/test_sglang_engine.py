@@ -1,0 +1,167 @@
+"""SGLang 0.5.23's own code on the recorded tree (tests/fixtures/sglang/0.5.23; no download).
+
+What runs is the release's (docs/engine.md, "SGLang"): its row width sizing and
+``ReqToTokenPool``, ``prepare_encoder_info_extend``, ``alloc_for_decode_default``
+and ``FlashAttentionBackend``'s decode metadata on both paths. The issue's
+batch reads past its row; a copy bounded per request holds; bad trees are one
+line; a piece without a stand-in is "not run".
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from crossattn_sizing.cli import main
+from crossattn_sizing.engine import sglang_install
+from crossattn_sizing.engine.sglang import SglangReads
+from crossattn_sizing.errors import EngineError
+from tests.sglang_tree import FA3, FIXTURE, SPEC, bounded_copy, copy_tree
+
+pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+ISSUE = [(6404, 20, 21), (0, 3000, 3001)]
+NEIGHBOUR = [(6404, 20, 21), (0, 1000, 1001)]
+
+
+@pytest.fixture(scope="module")
+def release():  # type: ignore[no-untyped-def]
+    from crossattn_sizing.engine.sglang_run import SglangRelease
+
+    return SglangRelease.load(FIXTURE)
+
+
+def test_width_is_context_len_plus_four(release) -> None:  # type: ignore[no-untyped-def]
+    assert 8192 + release.extra_context_len() == 8196
+
+
+@pytest.mark.parametrize("path", ["eager", "replay"])
+def test_issue_batch_reads_past_its_row(release, path: str) -> None:  # type: ignore[no-untyped-def]
+    from crossattn_sizing.engine.sglang_run import run_metadata
+
+    verdict = run_metadata(release, 8192, ISSUE, path)
+    got = (verdict["verdict"], verdict["row"], verdict["column"], verdict["width"])
+    assert got == ("fails", 1, 8196, 8196)
+    assert run_metadata(release, 8192, NEIGHBOUR, path) == {"verdict": "holds"}
+
+
+def test_without_the_guard_torch_raises_the_issue_index_error(release, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from crossattn_sizing.engine import sglang_run
+
+    monkeypatch.setattr(sglang_run.GuardedTable, "_check", lambda self, key, attention: None)
+    with pytest.raises(IndexError, match="index 8196 is out of bounds"):
+        sglang_run.run_metadata(release, 8192, ISSUE, "eager")
+
+
+def test_decode_rule_and_extend_are_the_release_s(release) -> None:  # type: ignore[no-untyped-def]
+    from crossattn_sizing.engine.sglang_run import prepare_batch
+
+    prepared = prepare_batch(release, 64, [(5, 3, 6), (0, 7, 9)])
+    assert prepared.encoder_lens.tolist() == [5, 0]
+    assert prepared.seq_lens.tolist() == [6, 9]
+    row = prepared.table.tensor[int(prepared.req_pool_indices[0])]
+    assert row[: 5 + 6].tolist() == prepared.ids[0].tolist()  # [E | d], the last written by the decode rule
+    assert row[5 + 6 :].eq(0).all()
+
+
+def test_worker_bounded_copy_holds_and_original_fails(tmp_path: Path) -> None:
+    bounded = bounded_copy(tmp_path / "bounded")
+    assert SglangReads(f"sglang@{bounded}").first_problem(8192, ISSUE) is None
+    kind, line = SglangReads(SPEC).first_problem(8192, ISSUE)
+    assert kind == "fails" and "column 8196" in line
+
+
+def test_a_missing_stand_in_is_not_run(tmp_path: Path) -> None:
+    old = "        if forward_batch.encoder_lens is not None:\n"
+    new = "        if get_exec().x or forward_batch.encoder_lens is not None:\n"
+    tree = copy_tree(tmp_path / "t", {FA3: (old, new)})
+    kind, line = SglangReads(f"sglang@{tree}").first_problem(8192, NEIGHBOUR)
+    assert kind == "not run" and "no CPU stand-in for sglang.srt.runtime_context.get_exec" in line
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ((FA3, ("    def init_forward_metadata(self, forward_batch: ForwardBatch):\n",
+                "    def init_forward_metadata_gone(self, forward_batch: ForwardBatch):\n")),
+         "FlashAttentionBackend lacks init_forward_metadata"),
+        ((FA3, ("class FlashAttentionBackend(AttentionBackend):\n",
+                "class FlashAttentionBackend(AttentionBackend)\n")),
+         "the tree has a syntax error"),
+    ],
+)
+def test_bad_trees_are_one_line(tmp_path: Path, change, says: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    tree = copy_tree(tmp_path / "t", {change[0]: change[1]})
+    code = main(["check", "--engine", f"sglang@{tree}", "--context-len", "64", "--kv-capacity", "64",
+                 "--requests", "5:3:6"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--engine", "sglang@/nonexistent"], "has no sglang package"),
+        (["--engine", "sglang==abc"], "not a release version"),
+        (["--engine", "vllm==0.25.0"], "check takes sglang==X or sglang@PATH"),
+        (["--engine", SPEC, "--requests", "5:3"], "each request is E:prompt:d"),
+        (["--engine", SPEC, "--requests", "60:3:4"], "not admitted by SGLang"),
+        (["--engine", SPEC, "--requests", "5:3:3"], "d must be prompt + 1"),
+        (["--engine", SPEC, "--context-len", "x"], "--context-len='x': must be an integer"),
+    ],
+)
+def test_check_bad_input(args: list[str], says: str, capsys) -> None:  # type: ignore[no-untyped-def]
+    base = {"--context-len": "64", "--kv-capacity": "64", "--requests": "5:3:6"}
+    for i in range(0, len(args), 2):
+        base.pop(args[i], None)
+    extra = [x for kv in base.items() for x in kv]
+    assert main(["check", *args, *extra]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_check_and_reproduce_cli() -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    cmd = [sys.executable, "-m", "crossattn_sizing"]
+    out = subprocess.run([*cmd, "reproduce", "mllama-mixed-batch", "--engine", SPEC], capture_output=True,
+                         text=True, timeout=600, env=env)
+    assert out.returncode == 1, out.stderr
+    assert "= 6404 encoder tokens" in out.stdout
+    assert "FAIL  eager: self-attention gather read row 1 column 8196, past the row (width 8196" in out.stdout
+    assert "FAIL  replay:" in out.stdout
+    replay = out.stdout.split("reproduce: ")[1].strip()
+    assert replay.startswith("crossattn-sizing check --engine")
+    again = subprocess.run([*cmd, *replay.split()[1:]], capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 1 and "column 8196" in again.stdout
+
+
+def _fake_wheel(dest: Path, tag: str) -> Path:
+    dest.mkdir(parents=True)
+    wheel = dest / f"sglang-9.9.9-{tag}-{tag}-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path in FIXTURE.rglob("*.py"):
+            archive.write(path, str(path.relative_to(FIXTURE)))
+    return wheel
+
+
+def test_release_from_a_cached_wheel_for_another_python_says_so(tmp_path: Path) -> None:
+    _fake_wheel(tmp_path / "wheels", "cp399")
+    root, note = sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)
+    assert (root / FA3).is_file()
+    assert note.startswith("sglang==9.9.9 ships wheels for Python 3.99 only, not ")
+    assert "unpacked anyway" in note
+
+
+def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
+    _fake_wheel(tmp_path / "wheels", f"cp{sys.version_info.major}{sys.version_info.minor}")
+    assert sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)[1] == ""
+
+
+def test_offline_without_the_wheel_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="is not in the engine cache"):
+        sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)

@@ -1,0 +1,68 @@
+"""SGLang 0.5.23's real wheel (``nox -s engine``; downloads 39 MB once into the engine cache).
+
+- the recorded fixture's kept lines are the wheel's own, line for line;
+- ``verify --engine sglang==0.5.23`` reports the read side failing with a shrunk
+  mixed batch and the write side holding;
+- the unpacked wheel with the gather bounded per request holds the read side.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
+    pytest.skip("the real SGLang wheel (39 MB): run by `nox -s engine` (CROSSATTN_ENGINE_TESTS=1)",
+                allow_module_level=True)
+
+from crossattn_sizing.engine.sglang import SglangReads
+from crossattn_sizing.engine.sglang_install import resolve_sglang
+from tests.sglang_tree import EAGER_BOUNDED, EAGER_LINE, FA3, FIXTURE, REPLAY_BOUNDED, REPLAY_LINE
+
+pytestmark = pytest.mark.engine
+SPEC = "sglang==0.5.23"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel_root() -> Path:
+    return resolve_sglang(SPEC)[0]
+
+
+def test_fixture_lines_are_the_wheel_s(wheel_root: Path) -> None:
+    for recorded in FIXTURE.rglob("*.py"):
+        rel = recorded.relative_to(FIXTURE)
+        real = (wheel_root / rel).read_text().splitlines()
+        kept = recorded.read_text().splitlines()
+        assert len(kept) == len(real), rel
+        assert all(k in ("", r) for k, r in zip(kept, real, strict=True)), rel
+
+
+def test_verify_engine_reports_read_failing_and_write_holding() -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "CROSSATTN_PROPERTIES": str(ROOT / "properties")}
+    out = subprocess.run([sys.executable, "-m", "crossattn_sizing", "verify", "--engine", SPEC],
+                         capture_output=True, text=True, timeout=900, env=env)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    read = next(ln for ln in lines if ln.startswith("read side"))
+    write = next(ln for ln in lines if ln.startswith("write side"))
+    assert read.split()[-4] == "fails" and write.split()[-3] == "holds"
+    assert "request 1: encoder 0" in out.stdout or "request 0: encoder 0" in out.stdout  # mixed batch
+    assert f"reproduce: crossattn-sizing check --engine {SPEC}" in out.stdout
+
+
+def test_bounded_wheel_copy_holds(wheel_root: Path, tmp_path: Path) -> None:
+    import shutil
+
+    tree = tmp_path / "bounded"
+    shutil.copytree(wheel_root / "sglang", tree / "sglang")
+    path = tree / FA3
+    text = path.read_text()
+    path.write_text(text.replace(EAGER_LINE, EAGER_BOUNDED).replace(REPLAY_LINE, REPLAY_BOUNDED))
+    assert SglangReads(f"sglang@{tree}").first_problem(8192, [(6404, 20, 21), (0, 3000, 3001)]) is None
+    kind, line = SglangReads(SPEC).first_problem(8192, [(6404, 20, 21), (0, 3000, 3001)])
+    assert kind == "fails" and "column 8196" in line
