@@ -141,6 +141,17 @@ class Engine:
         )  # fmt: skip
         return {"out": encode(out), "lse": encode(lse)}
 
+    def op_backend_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's Triton backend (builder metadata, ``TritonAttentionImpl.forward``): fp32 ``out``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out = self.kernels.backend_attention(
+            decode(req["query"]), decode(req["key_cache"]), decode(req["value_cache"]), decode(req["table"]),
+            int(req["row_stride"]), decode(req["query_start_loc"]), decode(req["seq_lens"]), bool(req["causal"]),
+            float(req["scale"]),
+        )  # fmt: skip
+        return {"out": encode(out)}
+
     def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
         """The release's merge of the rank partials sent: ``out``, ``lse`` and ``ran`` (what ran)."""
         from crossattn_sizing.engine.tensors import decode, encode

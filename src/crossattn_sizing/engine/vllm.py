@@ -307,6 +307,8 @@ class VllmImpl:
         self.calls: Counter[str] = Counter()
         self.notes: dict[str, str] = {}
         found["provenance"] = dict(found["provenance"])
+        self.backend: str | None = found["provenance"].pop("backend", None)
+        self.decode_kernel: str | None = found["provenance"].get("paged_attention")
         pairs = found["provenance"].pop("merge_pairs", None)
         if pairs and found["provenance"].get("merge") not in (None, pairs):
             self.notes["merge"] = f"{pairs} where {MERGE_FALLBACK}"
@@ -317,6 +319,9 @@ class VllmImpl:
                 name = HARNESS_KERNELS[step][0]
                 self.stand_ins[step] = f"vLLM {self.version} has none of {', '.join(found['tried'][step])}"
                 self.provenance[step] = f"{name} (harness stand-in: {self.stand_ins[step]})"
+        if self.backend and self.decode_kernel:
+            self.provenance["paged_attention"] = f"{self.backend} ({BACKEND_PATH}) at C = 1"
+            self.notes["paged_attention"] = f"with DCP (C > 1) {self.decode_kernel} {DCP_STAND_IN}"
         own = "all four steps vLLM's kernels" if not self.stand_ins else (
             f"harness stand-in for {', '.join(self.stand_ins)}")
         self.name = f"{self.spec} ({own})"
@@ -399,6 +404,19 @@ class VllmImpl:
             return torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
         self._interpreted_bf16(query, key_cache)
         num, heads = query.shape[0], query.shape[1]
+        if self.backend and step.layout.dcp_size == 1 and engine_positions(step, num):
+            result = self._request(
+                "backend_attention", query=encode(query.float()), key_cache=encode(key_cache),
+                value_cache=encode(value_cache), table=encode(step.table.to(torch.int32)),
+                row_stride=step.row_stride, query_start_loc=encode(step.query_start_loc.to(torch.int32)),
+                seq_lens=encode(step.seq_lens.to(torch.int32)), causal=step.causal, scale=step.scale,
+            )  # fmt: skip
+            self.calls["paged_attention"] += 1
+            self.calls[self.backend] += 1
+            out = decode(result["out"], query.device)
+            # unified_attention computes no LSE; at C = 1 nothing reads it (one rank, no merge): NaN, so
+            # that a reader would fail loudly rather than use a made-up value.
+            return out, torch.full((num, heads), float("nan"), dtype=torch.float32, device=query.device)
         out = torch.zeros(num, heads, value_cache.shape[-1], dtype=torch.float32, device=query.device)
         lse = torch.full((num, heads), float("-inf"), dtype=torch.float32, device=query.device)
         rows = decode_rows(step, num)
@@ -415,6 +433,7 @@ class VllmImpl:
         )  # fmt: skip
         out[live] = decode(result["out"], query.device)
         lse[live] = decode(result["lse"], query.device)
+        self.calls[str(self.decode_kernel)] += 1
         return out, lse
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -425,6 +444,32 @@ class VllmImpl:
         )
         self.calls[result["ran"]] += 1
         return decode(result["out"], outs[0].device)
+
+
+BACKEND_PATH = "unified_attention, over TritonAttentionMetadataBuilder.build's metadata"
+"""How the release's Triton backend is driven for ``C = 1``: what an encoder-decoder model runs there."""
+
+DCP_STAND_IN = (
+    "stands in (the Triton MLA backend's decode kernel, which returns the LSE): vLLM's DCP needs an "
+    "attention backend that returns the LSE, FLASH_ATTN or FLASHINFER for this layout, both CUDA-only"
+)
+"""Why the decode kernel still runs with DCP, and which backends the engine would use there."""
+
+
+def engine_positions(step: AttentionStep, num_queries: int) -> bool:
+    """Whether the step's queries stand where the engine's backends put them.
+
+    vLLM passes no query positions: a request's ``n`` queries are the last
+    ``n`` of its ``seq_lens[b]`` tokens, positions ``seq_lens[b] - n ..
+    seq_lens[b] - 1``. The harness's prefill and decode steps keep that;
+    cross-attention is not causal, so positions do not matter there.
+    """
+    if not step.causal:
+        return True
+    qsl = step.query_start_loc.to(torch.int64).cpu()
+    lens = (qsl[1:] - qsl[:-1]).tolist()
+    want = [p for s, n in zip(step.seq_lens.tolist(), lens, strict=True) for p in range(int(s) - n, int(s))]
+    return len(want) == num_queries and step.query_positions.tolist() == want
 
 
 DecodeRows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
