@@ -11,12 +11,18 @@ check that passes, as vLLM reports them, so the worker's shims are exercised):
   (``PIN_MEMORY``, ``async_tensor_h2d``, ``get_accelerator_view_from_cpu_tensor``);
 - ``vllm.v1.kv_cache_interface``: spec dataclasses with the fields the adapter fills;
 - with ``kernels=True`` (the recorded KV write, decode attention, two-way
-  merge and DCP correction (``common.py``) of 0.25.0 under
-  ``vllm/v1/attention/ops/``): ``vllm.platforms.current_platform`` (a CUDA
-  platform that is neither ROCm nor XPU, fp8 e4m3), the fp8 helpers of
-  ``quant_utils``, ``KVQuantMode``, ``is_quantized_kv_cache`` and
-  ``vllm.distributed.parallel_state.GroupCoordinator`` (only named in
-  ``common.py``'s type hints: the harness passes its own one-process group).
+  merge, DCP correction (``common.py``), ``unified_attention`` and its
+  helpers of 0.25.0 under ``vllm/v1/attention/ops/``, the Triton backend
+  ``triton_attn.py`` and ``attention/backend.py``): ``vllm.platforms.current_platform``
+  (a CUDA platform, capability 9.0, that is neither ROCm nor XPU, fp8 e4m3),
+  the fp8 helpers and quantisation keys of ``quant_utils``, ``KVQuantMode``
+  and its lookups, ``is_quantized_kv_cache``, ``vllm.envs`` (batch invariance
+  off, tensor descriptors unset), ``vllm.logger``, ``vllm._aiter_ops`` (off),
+  ``vllm.config`` (``CUDAGraphMode``), ``next_power_of_2``/``RCP_LN2``,
+  ``np_to_pinned_tensor``, the backend utilities the backend imports (NHD
+  layout, no registered layers) and ``vllm.distributed.parallel_state``
+  (``GroupCoordinator``, only named in ``common.py``'s type hints; the DCP and
+  PCP group getters raising as the real ones do before the groups exist).
 
 The worker cannot tell it from an installed release, which is the point: the
 default test run drives the real worker, protocol and shims with no download.
@@ -72,8 +78,8 @@ STANDINS = {
         "@dataclass(frozen=True)\nclass SlidingWindowSpec(AttentionSpec):\n    sliding_window: int\n\n\n"
         "@dataclass(frozen=True)\nclass MambaSpec(KVCacheSpec):\n"
         "    shapes: tuple\n    dtypes: tuple\n    num_speculative_blocks: int = 0\n\n\n"
-        "class KVQuantMode(enum.IntEnum):\n    NONE = 0\n    FP8_PER_TENSOR = 1\n    INT8_PER_TOKEN_HEAD = 2\n"
-        "    FP8_PER_TOKEN_HEAD = 3\n    INT4_PER_TOKEN_HEAD = 4\n\n"
+        "class KVQuantMode(enum.IntEnum):\n    NONE = 0\n    FP8_PER_TENSOR = 1\n"
+        "    INT8_PER_TOKEN_HEAD = 2\n    FP8_PER_TOKEN_HEAD = 3\n    INT4_PER_TOKEN_HEAD = 4\n\n"
         "    @property\n    def is_per_token_head(self):\n        return self in (2, 3, 4)\n\n\n"
         "def get_kv_quant_mode(kv_cache_dtype):\n"
         "    return KVQuantMode.NONE if kv_cache_dtype == 'auto' else KVQuantMode.FP8_PER_TENSOR\n\n\n"
@@ -97,13 +103,16 @@ KERNEL_STANDINS = {
         "    def fp8_dtype(self):\n        return torch.float8_e4m3fn\n\n\ncurrent_platform = _Cuda()\n"
     ),
     "platforms/interface.py": (
-        "from typing import NamedTuple\n\n\nclass DeviceCapability(NamedTuple):\n    major: int\n    minor: int\n\n"
+        "from typing import NamedTuple\n\n\nclass DeviceCapability(NamedTuple):\n"
+        "    major: int\n    minor: int\n\n"
         "    def as_version_str(self):\n        return f'{self.major}.{self.minor}'\n\n"
         "    def to_int(self):\n        return self.major * 10 + self.minor\n"
     ),
     "envs.py": "VLLM_BATCH_INVARIANT = False\nVLLM_TRITON_ATTN_USE_TD = None\n",
     "logger.py": "import logging\n\n\ndef init_logger(name):\n    return logging.getLogger(name)\n",
-    "_aiter_ops.py": "class _Aiter:\n    def is_enabled(self):\n        return False\n\n\nrocm_aiter_ops = _Aiter()\n",
+    "_aiter_ops.py": (
+        "class _Aiter:\n    def is_enabled(self):\n        return False\n\n\nrocm_aiter_ops = _Aiter()\n"
+    ),
     "config/__init__.py": (
         "import enum\n\n\nclass CUDAGraphMode(enum.Enum):\n    NONE = 0\n    PIECEWISE = 1\n    FULL = 2\n"
         "    FULL_DECODE_ONLY = 3\n    FULL_AND_PIECEWISE = 4\n\n\nclass VllmConfig:\n    pass\n"
@@ -124,8 +133,8 @@ KERNEL_STANDINS = {
     "distributed/__init__.py": "",
     "distributed/parallel_state.py": (
         "class GroupCoordinator:\n    pass\n\n\n"
-        "def get_dcp_group():\n    raise AssertionError('decode context parallel group is not initialized')\n\n\n"
-        "def get_pcp_group():\n    raise AssertionError('prefill context parallel group is not initialized')\n"
+        "def get_dcp_group():\n    raise AssertionError('decode context group not initialized')\n\n\n"
+        "def get_pcp_group():\n    raise AssertionError('prefill context group not initialized')\n"
     ),
 }
 KERNEL_FILES = (

@@ -177,14 +177,16 @@ def test_positions_the_backend_cannot_express_run_on_the_stand_in(impl: VllmImpl
     key_cache, value_cache = (torch.randn(4, 4, 1, 8, generator=gen) for _ in range(2))
     step = AttentionStep(
         table=torch.tensor([2, 1, 0], dtype=torch.int32), row_stride=3,
-        query_start_loc=torch.tensor([0, 2], dtype=torch.int32), seq_lens=torch.tensor([9], dtype=torch.int32),
-        query_positions=torch.tensor([2, 5]), layout=SlotLayout(4), causal=True, scale=8**-0.5,
+        query_start_loc=torch.tensor([0, 2], dtype=torch.int32),
+        seq_lens=torch.tensor([9], dtype=torch.int32), query_positions=torch.tensor([2, 5]),
+        layout=SlotLayout(4), causal=True, scale=8**-0.5,
     )  # fmt: skip
     query = torch.randn(2, 1, 8, generator=gen)
     before = impl.calls.copy()
     out, lse = impl.paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
     assert impl.calls - before == {"paged_attention": 1, DECODE: 1}
-    want_out, want_lse = torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    caches = {"key_cache": key_cache, "value_cache": value_cache}
+    want_out, want_lse = torch_paged_attention(query=query, **caches, step=step)
     torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-6)
 

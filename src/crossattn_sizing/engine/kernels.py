@@ -184,7 +184,7 @@ class ReleaseKernels:
         self, query: Any, key_cache: Any, value_cache: Any, table: Any, row_stride: int, query_start_loc: Any,
         seq_lens: Any, causal: bool, scale: float,
     ) -> Any:
-        """The Triton backend as the engine runs it: its builder's metadata, then ``TritonAttentionImpl.forward``.
+        """The Triton backend as the engine runs it: its builder's metadata, then its ``forward``.
 
         Request ``b``'s row is ``table[b*row_stride:]`` (a view of the whole
         storage, so a read past the row lands in the next one, as in the
@@ -205,7 +205,8 @@ class ReleaseKernels:
         block_table = storage.as_strided((num_reqs, row_stride), (row_stride, 1))
         lens = (query_start_loc[1:] - query_start_loc[:-1]).tolist()
         config = _stand_in_config(meta, heads, kv_heads, head_size, num_reqs)
-        builder = builder_cls(SimpleNamespace(block_size=block_size), ["crossattn.layer"], config, query.device)
+        spec = _stand_in_spec(block_size, kv_heads, head_size, key_cache.dtype)
+        builder = builder_cls(spec, ["crossattn.layer"], config, query.device)
         common = _common_metadata(
             meta.CommonAttentionMetadata,
             query_start_loc=query_start_loc,
@@ -221,11 +222,13 @@ class ReleaseKernels:
         )
         metadata = builder.build(0, common)
         kind = meta.AttentionType.DECODER if causal else meta.AttentionType.ENCODER_DECODER
-        impl = impl_cls(num_heads=heads, head_size=head_size, scale=scale, num_kv_heads=kv_heads,
-                        alibi_slopes=None, sliding_window=None, kv_cache_dtype="auto", attn_type=kind)  # fmt: skip
+        impl = impl_cls(
+            num_heads=heads, head_size=head_size, scale=scale, num_kv_heads=kv_heads, alibi_slopes=None,
+            sliding_window=None, kv_cache_dtype="auto", attn_type=kind,
+        )  # fmt: skip
         one = torch.tensor(1.0, dtype=torch.float32)
         layer = SimpleNamespace(_q_scale=one, _k_scale=one, _v_scale=one)
-        kv_cache = torch.stack([key_cache, value_cache], dim=1)
+        kv_cache = _backend_cache(torch, importlib.import_module(BACKEND_MODULE), key_cache, value_cache)
         output = torch.zeros(query.shape[0], heads, head_size, dtype=query.dtype)
         # forward reads key and value only for encoder self-attention; the KV write already ran.
         impl.forward(layer, query, query, query, kv_cache, metadata, output)
@@ -276,12 +279,43 @@ def _find_backend() -> tuple[Any, Any] | None:
     return parts[0], parts[1]
 
 
+def _backend_cache(torch: Any, module: Any, key_cache: Any, value_cache: Any) -> Any:
+    """The harness's key and value caches (``[blocks, block_size, heads, D]``) in the backend's layout.
+
+    0.25 states its shape (``get_kv_cache_shape``: ``[blocks, 2, block_size,
+    heads, D]``, keys then values); 0.34 has no such method and takes
+    ``[blocks, heads, block_size, 2 * D]`` as a view of ``[blocks, block_size,
+    heads, 2 * D]`` storage (its ``forward`` transposes it back and splits the
+    last dimension). Any other shape is refused, naming it.
+    """
+    blocks, _, heads, dim = (int(n) for n in key_cache.shape)
+    backend = getattr(module, "TritonAttentionBackend", None)
+    shape_of = getattr(backend, "get_kv_cache_shape", None)
+    if shape_of is None:
+        return torch.cat([key_cache, value_cache], dim=-1).transpose(1, 2)
+    # Asked about a block of 16: the method refuses other sizes (the engine's selector takes multiples
+    # of 16), while the kernel itself takes the harness's smaller kernel blocks; the layout is the same.
+    shape = tuple(shape_of(blocks, 16, heads, dim, "auto"))
+    if shape != (blocks, 2, 16, heads, dim):
+        raise LookupError(f"TritonAttentionBackend.get_kv_cache_shape gives {shape}: a layout the harness "
+                          f"cannot fill from caches of shape {tuple(key_cache.shape)}")  # fmt: skip
+    return torch.stack([key_cache, value_cache], dim=1)
+
+
+def _stand_in_spec(block_size: int, kv_heads: int, head_size: int, dtype: Any) -> Any:
+    """The attention spec fields the Triton builder reads (0.25: the block size; 0.34 also the KV heads,
+    head size and quantisation mode): an unquantised cache of the harness's shape."""
+    quant = getattr(importlib.import_module("vllm.v1.kv_cache_interface"), "KVQuantMode", None)
+    return SimpleNamespace(block_size=block_size, num_kv_heads=kv_heads, head_size=head_size, dtype=dtype,
+                           kv_quant_mode=None if quant is None else quant.NONE)  # fmt: skip
+
+
 def _stand_in_config(meta: Any, heads: int, kv_heads: int, head_size: int, num_reqs: int) -> Any:
     """The ``VllmConfig`` attributes the Triton builder reads, and nothing else.
 
-    No CUDA graphs (``CUDAGraphMode.NONE``: eager, as on a CPU), no R-SWA
-    window, no registered layers (so the head count comes from the model
-    config). Building a real ``VllmConfig`` would resolve a model, a device
+    No CUDA graphs (``CUDAGraphMode.NONE``: eager, as on a CPU), no
+    speculative decoding, no R-SWA window, no registered layers (so the head
+    count comes from the model config). Building a real ``VllmConfig`` would resolve a model, a device
     and a platform, none of which the metadata depends on.
     """
     config_module = importlib.import_module("vllm.config")
@@ -294,6 +328,7 @@ def _stand_in_config(meta: Any, heads: int, kv_heads: int, head_size: int, num_r
     return SimpleNamespace(
         model_config=model,
         parallel_config=SimpleNamespace(),
+        speculative_config=None,
         scheduler_config=SimpleNamespace(max_num_seqs=max(num_reqs, 1)),
         compilation_config=SimpleNamespace(
             cudagraph_mode=config_module.CUDAGraphMode.NONE, cudagraph_capture_sizes=[],

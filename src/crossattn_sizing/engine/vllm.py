@@ -29,6 +29,7 @@ from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
@@ -61,9 +62,13 @@ def _version_key(version: str | None) -> tuple[int, ...] | None:
 class VllmPolicy:
     """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
 
-    def __init__(self, spec: str, device: str = "cpu", worker: Worker | None = None) -> None:
+    def __init__(
+        self, spec: str, device: str = "cpu", worker: Worker | None = None, runner: str = "v2"
+    ) -> None:
+        """``runner``: whose copy of the sizing runs, a key of :data:`.sizing_exec.EXECUTED_RUNNERS`."""
         self.spec = normalise(spec)
         self.device = device
+        self.runner = runner
         self.worker = worker if worker is not None else worker_for(self.spec, device)
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
@@ -85,14 +90,14 @@ class VllmPolicy:
 
     @property
     def summary(self) -> str:
-        return f"vLLM {self.version} GPUModelRunner.initialize_kv_cache, executed"
+        return f"vLLM {self.version} {EXECUTED_RUNNERS[self.runner][1]}.initialize_kv_cache, executed"
 
     def sizing(self, config: RunnerConfig) -> dict[str, Any]:
         """``{"blocks", "widths", "length"}`` as the release's code computed them."""
         key = json.dumps(config.to_dict(), sort_keys=True)
         if key not in self._cache:
             try:
-                self._cache[key] = self.worker.request("widths", config=config.to_dict())
+                self._cache[key] = self.worker.request("widths", config=config.to_dict(), runner=self.runner)
             except Inexpressible as exc:
                 not_applicable(f"{self.spec}: {exc}")
                 raise
@@ -116,7 +121,7 @@ class VllmPolicy:
         batches = [configs[i : i + BATCH] for i in range(0, len(configs), BATCH)]
         workers = self._workers(len(batches))
         if len(workers) == 1:
-            return _until_crash(_ask(workers[0], b) for b in batches)
+            return _until_crash(_ask(workers[0], b, self.runner) for b in batches)
         free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
         for worker in workers:
             free.put(worker)
@@ -124,7 +129,7 @@ class VllmPolicy:
         def run(batch: Sequence[RunnerConfig]) -> list[Answer]:
             worker = free.get()
             try:
-                return _ask(worker, batch)
+                return _ask(worker, batch, self.runner)
             finally:
                 free.put(worker)
 
@@ -165,17 +170,18 @@ def _until_crash(answered: Iterable[list[Answer]]) -> list[Answer]:
     return out
 
 
-def _ask(worker: Worker, batch: Sequence[RunnerConfig]) -> list[Answer]:
+def _ask(worker: Worker, batch: Sequence[RunnerConfig], runner: str = "v2") -> list[Answer]:
     """One ``widths_many`` request; after a crash, one ``widths`` request per config until one dies."""
     try:
-        answers = worker.request("widths_many", configs=[c.to_dict() for c in batch])["results"]
+        configs = [c.to_dict() for c in batch]
+        answers = worker.request("widths_many", configs=configs, runner=runner)["results"]
     except EngineCrash:
         out: list[Answer] = []
         for config in batch:
             if interrupts.requested():  # Ctrl-C also ends the workers: asking again would restart them
                 raise KeyboardInterrupt from None
             try:
-                out.append(_widths(worker.request("widths", config=config.to_dict())))
+                out.append(_widths(worker.request("widths", config=config.to_dict(), runner=runner)))
             except EngineCrash as exc:
                 out.append(exc)
                 break
