@@ -1,5 +1,11 @@
 """The release's own KV-write, attention and merge kernels, found and called inside its worker.
 
+Attention at ``C = 1`` goes through the release's Triton attention backend
+(:meth:`ReleaseKernels.backend_attention`: its metadata builder, then
+``TritonAttentionImpl.forward``), as an encoder-decoder model on that backend
+runs it; the decode kernel serves DCP, whose merge needs an LSE the backend
+does not return.
+
 Imported by :mod:`crossattn_sizing.engine.release` only (it needs the release
 on ``sys.path``). Each step of the implementation interface has a list of
 places vLLM has kept the function (paths move between releases): the first

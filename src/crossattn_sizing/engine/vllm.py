@@ -2,10 +2,12 @@
 
 - :class:`VllmPolicy`: the widths ``GPUModelRunner.initialize_kv_cache`` of the
   release computes for a config (its sizing loop, executed), in the entries
-  its ``BlockTables`` allocate per row.
+  its ``BlockTables`` allocate per row; ``runner="cpu"`` runs 0.34's second
+  copy of the loop, ``StandaloneCPUModelRunner``'s.
 - :class:`VllmImpl`: the release's own Triton kernels for the four steps (slot
-  mapping through its ``BlockTables``, KV write, paged attention, merge),
-  over the harness's tables and caches; its ``provenance`` names each.
+  mapping through its ``BlockTables``, KV write, paged attention through its
+  Triton backend at ``C = 1``, merge), over the harness's tables and caches;
+  its ``provenance`` names each and what stands in with DCP.
 - :func:`run_block_tables`: the release's ``BlockTables`` end to end (append,
   staged writes, gather, slot mapping), for the engine coverage check.
 
@@ -287,8 +289,12 @@ class VllmImpl:
 
     Slot mapping: its ``BlockTables.compute_slot_mappings``. KV write:
     ``triton_reshape_and_cache_flash``. Paged attention (self and cross):
-    ``decode_attention_fwd``, the Triton kernel that returns the log-sum-exp
-    DCP needs; each query is one decode row over the keys it may see (a
+    at ``C = 1`` the release's Triton backend, as an encoder-decoder model
+    runs it (``TritonAttentionMetadataBuilder.build``, then
+    ``TritonAttentionImpl.forward``, which calls ``unified_attention``); with
+    DCP, which needs each rank's LSE that backend does not return,
+    ``decode_attention_fwd`` stands in (the Triton MLA decode kernel, which
+    returns it), each query one decode row over the keys it may see (a
     prefix of its request's local keys: its own length for cross-attention,
     the keys at or before its position for self-attention). Merge: the
     release's DCP combination ``cp_lse_ag_out_ar`` (each rank's partial
