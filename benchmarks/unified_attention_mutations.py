@@ -77,12 +77,15 @@ def run(name: str) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("names", nargs="*", default=list(MUTATIONS), choices=list(MUTATIONS))
+    parser.add_argument("names", nargs="*", help=f"mutations to run (default all: {', '.join(MUTATIONS)})")
     parser.add_argument("--label", default="this checkout", help="what harness ran (for the report)")
     parser.add_argument("--report", type=Path, default=REPORT)
     args = parser.parse_args()
+    unknown = [n for n in args.names if n not in MUTATIONS]
+    if unknown:
+        parser.error(f"unknown mutation {', '.join(unknown)} (choose from {', '.join(MUTATIONS)})")
     rows = []
-    for name in args.names:
+    for name in args.names or list(MUTATIONS):
         result = run(name)
         print(f"{name}: exit {result['exit']} in {result['wall']:.0f} s: {result['summary']}", flush=True)
         rows.append(result)
