@@ -139,3 +139,29 @@ def test_a_cpu_runner_without_the_encoder_budget_fails_the_audit(tmp_path: Path)
     assert verdict.outcome is Outcome.FAILS, verdict
     bad = verdict.counterexample.config
     assert bad.encoder_budget > max(bad.max_model_len, bad.max_source_positions or 0), bad.describe()
+
+
+def test_a_release_without_the_cpu_runner_is_absent_not_a_failed_execution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``audit --vllm vllm@TREE --runner v2 --runner cpu`` on a 0.25.0 tree: V2 executed and holding, the
+    CPU row absent, and no worker asked to run a file the tree does not have."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.engine_tree import build_tree
+
+    monkeypatch.setenv("CROSSATTN_ENGINE_CACHE", str(tmp_path / "engine-cache"))
+    monkeypatch.setenv("CROSSATTN_OFFLINE", "1")
+    tree = build_tree(tmp_path / "checkout", "0.25.0")
+    report = tmp_path / "audit.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--vllm", f"vllm@{tree}", "--runner", "v2",
+         "--runner", "cpu", "--json", str(report), "--markdown", str(tmp_path / "audit.md")],
+        capture_output=True, text=True, check=False, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = report.read_text()
+    assert "no StandaloneCPUModelRunner in this release" in text and "executing it failed" not in text
+    assert json.loads(text) and '"path": "executed"' in text  # V2 ran the tree's own sizing

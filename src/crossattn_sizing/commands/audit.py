@@ -121,7 +121,9 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
     if "v2" in runners:
         print(f"crossattn-sizing: running {spec}'s own V2 sizing (a worker process per release)",
               file=sys.stderr)  # fmt: skip
-    return executed_runners(spec, runners, offline=args.offline, cache_dir=args.cache_dir)
+    # A runner the tree lacks (the CPU runner before 0.34) is not asked of the worker: reading says "absent".
+    present = [r for r in runners if r == "v2" or RUNNERS[r].path in set(tree.files(RUNNERS[r].search_under))]
+    return executed_runners(spec, present, offline=args.offline, cache_dir=args.cache_dir)
 
 
 def run(args: argparse.Namespace) -> int:
