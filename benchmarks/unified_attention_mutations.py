@@ -57,17 +57,18 @@ def run(name: str) -> dict[str, object]:
         if text.count(change[0]) != 1:
             raise SystemExit(f"{name}: the line to change is not in {KERNEL} exactly once")
         text = text.replace(*change)
-    root = Path(tempfile.mkdtemp(prefix=f"unified-{name}-"))
-    build_tree(root, "0.25.0", kernels=True, kernel_sources={KERNEL: text})
-    env = dict(os.environ, CROSSATTN_OFFLINE="1", CROSSATTN_ENGINE_CACHE=str(root / "cache"),
-               HOME=str(root / "home"), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")  # fmt: skip
-    start = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "properties/test_attention.py", "--impl", f"vllm@{root}",
-         "-k", "matches_dense", "-p", "no:cacheprovider", "-q", "-x"],
-        capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT, check=False,
-    )  # fmt: skip
-    wall = time.monotonic() - start
+    with tempfile.TemporaryDirectory(prefix=f"unified-{name}-") as tmp:  # removed afterwards
+        root = Path(tmp)
+        build_tree(root, "0.25.0", kernels=True, kernel_sources={KERNEL: text})
+        env = dict(os.environ, CROSSATTN_OFFLINE="1", CROSSATTN_ENGINE_CACHE=str(root / "cache"),
+                   HOME=str(root / "home"), TRITON_INTERPRET="1", HF_HUB_OFFLINE="1")  # fmt: skip
+        start = time.monotonic()
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "properties/test_attention.py", "--impl", f"vllm@{root}",
+             "-k", "matches_dense", "-p", "no:cacheprovider", "-q", "-x"],
+            capture_output=True, text=True, env=env, timeout=1800, cwd=ROOT, check=False,
+        )  # fmt: skip
+        wall = time.monotonic() - start
     summary = next((ln for ln in reversed(proc.stdout.splitlines()) if re.search(r"passed|failed", ln)), "")
     failed = re.findall(r"FAILED (\S+)", proc.stdout)
     why = re.search(r"(paged [^\"']*differs from dense attention[^\"']*|non-finite[^\"']*)", proc.stdout)
