@@ -24,7 +24,8 @@ from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.engine.client import Inexpressible, Worker
 from crossattn_sizing.engine.install import Release
-from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
+from crossattn_sizing.engine.kernels import BACKEND
+from crossattn_sizing.engine.vllm import BACKEND_PATH, CPU_BF16, DCP_STAND_IN, VllmImpl
 from crossattn_sizing.impl import keyword_call_problems, provenance_lines
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.slot_mapping import SlotLayout
@@ -39,15 +40,21 @@ ENGINE = settings(settings.get_profile("ci"), max_examples=4, print_blob=False,
                   phases=[Phase.explicit, Phase.generate])  # fmt: skip
 
 SPLIT_END = "    split_kv_end = tl.minimum(split_kv_start + kv_len_per_split, cur_batch_seq_len{})\n"
+CONTEXT = "    context_len = seq_len - cur_batch_query_len{}\n"
 BROKEN = {
     "write_kv": ("triton_reshape_and_cache_flash.py", "    block_offset = slot_idx % block_size\n",
                  "    block_offset = (slot_idx + 1) % block_size\n"),
+    "backend": ("triton_unified_attention.py", CONTEXT.format(""), CONTEXT.format(" + 1")),
     "paged_attention": ("triton_decode_attention.py", SPLIT_END.format(""), SPLIT_END.format(" + 1")),
     "merge": ("common.py", "    lse_finally = lse_tmp - lse\n", "    lse_finally = lse_tmp - lse_max\n"),
 }  # fmt: skip
-"""One line changed in a recorded kernel (its first occurrence: the write kernel, the MHA decode
-kernel's first stage, the DCP correction): the write lands one cell over; attention reads one key
-past its length; each rank's partial is weighed against the largest LSE instead of their sum."""
+"""One line changed in a recorded kernel (its first occurrence: the write kernel, ``unified_attention``
+(what the Triton backend runs at C = 1), the MHA decode kernel's first stage (what stands in with DCP),
+the DCP correction): the write lands one cell over; each query sees one key past its causal bound;
+attention reads one key past its length; each rank's partial is weighed against the largest LSE
+instead of their sum."""
+DCP_STEPS = ("paged_attention", "merge")
+"""Steps that run only with DCP (C > 1): their meta-tests draw configs that reach them."""
 
 
 def broken_source(step: str) -> dict[str, str]:
@@ -73,9 +80,11 @@ def test_provenance_names_the_releases_function_for_every_step(impl: VllmImpl) -
     assert impl.provenance == {
         "slot_mapping": "vllm.v1.worker.gpu.block_table.BlockTables.compute_slot_mappings",
         "write_kv": "vllm.v1.attention.ops.triton_reshape_and_cache_flash.triton_reshape_and_cache_flash",
-        "paged_attention": "vllm.v1.attention.ops.triton_decode_attention.decode_attention_fwd",
+        "paged_attention": f"{BACKEND} ({BACKEND_PATH}) at C = 1",
         "merge": "vllm.v1.attention.ops.common.cp_lse_ag_out_ar",
     }
+    assert impl.notes["paged_attention"] == f"with DCP (C > 1) {DECODE} {DCP_STAND_IN}"
+    assert "FLASH_ATTN or FLASHINFER" in impl.notes["paged_attention"]
     assert impl.notes["merge"].startswith(
         "vllm.v1.attention.ops.triton_merge_attn_states.merge_attn_states where the head size or DCP size"
     )
@@ -112,10 +121,15 @@ def test_write_is_the_harness_write_bit_for_bit(impl: VllmImpl, dtype: torch.dty
         assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
 
 
+DECODE = "vllm.v1.attention.ops.triton_decode_attention.decode_attention_fwd"
+
+
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("layout", [SlotLayout(4), SlotLayout(4, 2, 2, 1)], ids=["dcp1", "dcp2-rank1"])
+@pytest.mark.parametrize("layout", [SlotLayout(4, 2, 2, 0), SlotLayout(4, 2, 2, 1)],
+                         ids=["dcp2-rank0", "dcp2-rank1"])
 def test_attention_and_lse_match_the_harness_kernel(impl: VllmImpl, causal: bool, layout: SlotLayout) -> None:
-    """Two requests, a read that crosses into row 1's storage order, a query that sees nothing (rank 1)."""
+    """With DCP the decode kernel stands in: two requests, a read that crosses into row 1's storage
+    order, a query that sees nothing (rank 1)."""
     gen = torch.Generator().manual_seed(2)
     key_cache, value_cache = (torch.randn(8, 4, 2, 8, generator=gen) for _ in range(2))
     step = AttentionStep(
@@ -130,6 +144,51 @@ def test_attention_and_lse_match_the_harness_kernel(impl: VllmImpl, causal: bool
     want_out, want_lse = torch_paged_attention(query=query, **caches, step=step)
     torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-6)  # -inf where a query sees no key
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_backend_runs_at_c1_and_matches_the_harness_kernel(impl: VllmImpl, causal: bool) -> None:
+    """C = 1: the Triton backend (builder, ``forward``, ``unified_attention``); a prefill request whose
+    queries are its last three tokens, a decode request, a one-token prompt (cross-attention: a request
+    with no keys); row 0's read crosses
+    into row 1's storage order. The backend returns no LSE (NaN: nothing reads it with one rank)."""
+    gen = torch.Generator().manual_seed(4)
+    key_cache, value_cache = (torch.randn(8, 4, 2, 8, generator=gen) for _ in range(2))
+    step = AttentionStep(
+        table=torch.tensor([3, 1, 0, 5, 2, 7, 6, 4, 0], dtype=torch.int32), row_stride=3,
+        query_start_loc=torch.tensor([0, 3, 4, 5], dtype=torch.int32),
+        seq_lens=torch.tensor([9, 12, int(causal)], dtype=torch.int32),
+        query_positions=torch.tensor([6, 7, 8, 11, 0] if causal else [0] * 5), layout=SlotLayout(4),
+        causal=causal, scale=8**-0.5,
+    )  # fmt: skip
+    query = torch.randn(5, 2, 8, generator=gen)
+    before = impl.calls.copy()
+    out, lse = impl.paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    assert impl.calls - before == {"paged_attention": 1, "backend_attention": 1, BACKEND: 1}
+    want_out, _ = torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-6)
+    assert lse.isnan().all()
+
+
+def test_positions_the_backend_cannot_express_run_on_the_stand_in(impl: VllmImpl) -> None:
+    """Causal queries that are not the last of their request's tokens: vLLM passes no positions, so the
+    backend cannot be asked; the decode kernel answers instead (and says so in ``calls``)."""
+    gen = torch.Generator().manual_seed(5)
+    key_cache, value_cache = (torch.randn(4, 4, 1, 8, generator=gen) for _ in range(2))
+    step = AttentionStep(
+        table=torch.tensor([2, 1, 0], dtype=torch.int32), row_stride=3,
+        query_start_loc=torch.tensor([0, 2], dtype=torch.int32),
+        seq_lens=torch.tensor([9], dtype=torch.int32), query_positions=torch.tensor([2, 5]),
+        layout=SlotLayout(4), causal=True, scale=8**-0.5,
+    )  # fmt: skip
+    query = torch.randn(2, 1, 8, generator=gen)
+    before = impl.calls.copy()
+    out, lse = impl.paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    assert impl.calls - before == {"paged_attention": 1, DECODE: 1}
+    caches = {"key_cache": key_cache, "value_cache": value_cache}
+    want_out, want_lse = torch_paged_attention(query=query, **caches, step=step)
+    torch.testing.assert_close(out, want_out, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(lse, want_lse, rtol=1e-5, atol=1e-6)
 
 
 CORRECT = "vllm.v1.attention.ops.common.cp_lse_ag_out_ar"
@@ -185,6 +244,7 @@ def test_cross_attention_property_holds(impl: VllmImpl, guarded: bool) -> None:
     run()
     ran = impl.calls - before  # the property held on the kernels, not on discarded examples
     assert ran["write_kv"] >= 2 and ran["paged_attention"] >= 2, ran
+    assert ran[BACKEND] >= 1, ran  # C = 1 examples ran the Triton backend
 
 
 def test_self_attention_property_holds(impl: VllmImpl) -> None:
@@ -199,6 +259,7 @@ def test_self_attention_property_holds(impl: VllmImpl) -> None:
     run()
     ran = impl.calls - before
     assert ran["write_kv"] >= 2 and ran["paged_attention"] >= 2, ran
+    assert ran[BACKEND] >= 1, ran
 
 
 def test_dcp_self_attention_holds_on_the_releases_correction(impl: VllmImpl) -> None:
@@ -214,22 +275,24 @@ def test_dcp_self_attention_holds_on_the_releases_correction(impl: VllmImpl) -> 
     before = impl.calls.copy()
     run()
     ran = impl.calls - before
-    assert ran[CORRECT] >= 1 and ran["paged_attention"] >= 2, ran
+    assert ran[CORRECT] >= 1 and ran["paged_attention"] >= 2 and ran[DECODE] >= 2, ran
 
 
 @pytest.mark.parametrize("step", sorted(BROKEN))
 def test_a_kernel_with_one_line_changed_is_caught(tmp_path: Path, step: str) -> None:
     """Meta-test: the recorded tree with one kernel line changed fails the self-attention property.
 
-    The DCP correction only runs where ranks' partials are combined: for it the
-    property draws configs and shapes it takes (DCP 2 or 4, power-of-two head
-    sizes), and the test checks that the release's correction ran.
+    The decode kernel and the DCP correction only run with DCP (C > 1): for
+    them the property draws configs and shapes the correction takes (DCP 2
+    or 4, power-of-two head sizes), and the test checks that what it broke ran.
+    ``unified_attention`` runs at C = 1 through the backend (the drawn configs
+    include C = 1; the test checks the backend ran).
     """
     from properties.impl_strategies import correctable_dcp
     from properties.test_attention import check_self_attention
 
     broken, worker = _impl(tmp_path, kernels=True, kernel_sources=broken_source(step))
-    dcp = correctable_dcp() if step == "merge" else {}
+    dcp = correctable_dcp() if step in DCP_STEPS else {}
 
     @ENGINE
     @given(data=st.data())
@@ -239,8 +302,8 @@ def test_a_kernel_with_one_line_changed_is_caught(tmp_path: Path, step: str) -> 
     try:
         with pytest.raises(AssertionError, match=r"differs from dense attention|non-finite"):
             run()
-        if step == "merge":
-            assert broken.calls[CORRECT] >= 1, broken.calls
+        ran = {"merge": CORRECT, "paged_attention": DECODE, "backend": BACKEND}.get(step, "write_kv")
+        assert broken.calls[ran] >= 1, broken.calls
     finally:
         worker.close()
 

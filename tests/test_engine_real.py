@@ -33,6 +33,7 @@ from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple
 from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import resolve_release
+from crossattn_sizing.engine.kernels import BACKEND
 from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
 from crossattn_sizing.prove import prove_all
 from crossattn_sizing.prove.edges import edge_domain
@@ -176,6 +177,9 @@ def test_release_kernels_pass_the_attention_properties(version: str, kind: str) 
     assert impl.calls["write_kv"] >= 2 and impl.calls["paged_attention"] >= 2, impl.calls
     if kind == "self-dcp":
         assert impl.calls[impl.provenance["merge"]] >= 1, impl.calls
+        assert impl.calls[str(impl.decode_kernel)] >= 1, impl.calls  # the stand-in DCP needs
+    else:  # C = 1 draws run the release's Triton backend
+        assert impl.calls[BACKEND] >= 1, impl.calls
 
 
 def _since_034(version: str) -> bool:
@@ -242,13 +246,15 @@ def test_an_unpacked_wheel_as_a_tree_holds_and_reproduces() -> None:
     assert "(all four steps vLLM's kernels)" in proc.stdout
 
 
-@pytest.mark.parametrize("step", ["write_kv", "paged_attention", "merge"])
+@pytest.mark.parametrize("step", ["write_kv", "backend", "paged_attention", "merge"])
 def test_a_tree_with_one_kernel_line_changed_is_caught(tmp_path: Path, step: str) -> None:
+    """``backend``: one line of ``unified_attention`` (what the Triton backend runs at C = 1)."""
     from properties.impl_strategies import correctable_dcp
     from properties.test_attention import check_self_attention
+    from tests.test_engine_kernels import DCP_STEPS
 
     broken = VllmImpl(f"vllm@{_broken_copy(_tree(), tmp_path, step)}")
-    dcp = correctable_dcp() if step == "merge" else {}
+    dcp = correctable_dcp() if step in DCP_STEPS else {}
 
     @KERNELS
     @given(data=st.data())
@@ -276,6 +282,33 @@ def test_gloo_ranks_run_the_releases_kernels_and_a_changed_correction_is_caught(
     caught = _gloo(f"vllm@{_broken_copy(_tree(), tmp_path, 'merge')}")
     assert caught.returncode == 1, caught.stdout[-3000:] + caught.stderr[-2000:]
     assert "differs from dense attention" in caught.stdout and "raised on DCP rank" not in caught.stdout
+
+
+# 0.34's second copy of the sizing rule: StandaloneCPUModelRunner ---------------------------
+
+
+def test_034_cpu_runner_sizes_as_the_gpu_runner() -> None:
+    """The CPU runner's own ``initialize_kv_cache`` (executed) gives V2's blocks on the Nemotron shape,
+    with and without ``max_source_positions``, and a Whisper-like shape."""
+    gpu, cpu = VllmPolicy("vllm==0.34.0"), VllmPolicy("vllm==0.34.0", runner="cpu")
+    assert "StandaloneCPUModelRunner.initialize_kv_cache" in cpu.summary
+    for cfg in (NEMOTRON, NEMOTRON.replace(max_source_positions=4096),
+                RunnerConfig(448, 2048, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),
+                             max_num_encoder_input_tokens=1500, max_source_positions=1500)):  # fmt: skip
+        assert cpu.sizing(cfg)["blocks"] == gpu.sizing(cfg)["blocks"], cfg.describe()
+
+
+def test_audit_executes_both_runners_of_034(tmp_path: Path) -> None:
+    report = tmp_path / "audit.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--vllm", "0.34.0", "--vllm", "0.25.0",
+         "--runner", "v2", "--runner", "cpu", "--json", str(report), "--markdown", str(tmp_path / "a.md")],
+        capture_output=True, text=True, check=False, timeout=1800,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    text = report.read_text()
+    assert "standalone_model_runner.py StandaloneCPUModelRunner.initialize_kv_cache (vLLM 0.34.0)" in text
+    assert "no StandaloneCPUModelRunner in this release" in text  # 0.25.0: absent, said so
 
 
 # vLLM's own hand-written values on the releases' BlockTables ------------------------------

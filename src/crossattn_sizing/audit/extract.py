@@ -50,6 +50,11 @@ RUNNERS: dict[str, RunnerSpec] = {
         "v1", "ModelRunner V1", "vllm/v1/worker/gpu_model_runner.py", "vllm/v1/worker/", False,
         "GPUModelRunner",
     ),
+    # 0.34.0 keeps a second copy of V2's sizing rule (its own initialize_kv_cache, not inherited).
+    "cpu": RunnerSpec(
+        "cpu", "StandaloneCPUModelRunner", "vllm/v1/worker/cpu/standalone_model_runner.py",
+        "vllm/v1/worker/cpu/", False, "StandaloneCPUModelRunner",
+    ),
 }  # fmt: skip
 
 

@@ -111,15 +111,19 @@ def _command(args: argparse.Namespace) -> str:
 
 
 def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) -> dict:
-    """ModelRunner V2 executed by the engine adapter where it can run the release, else why not."""
+    """ModelRunner V2 (and 0.34's CPU runner) executed by the engine adapter where it can run the release,
+    else why not."""
     spec = getattr(args, "executable", {}).get(tree.label)
-    if args.read_only or "v2" not in runners or spec is None:
+    if args.read_only or not {"v2", "cpu"} & set(runners) or spec is None:
         return {}
-    from crossattn_sizing.engine.audit_exec import executed_v2
+    from crossattn_sizing.engine.audit_exec import executed_runners
 
-    print(f"crossattn-sizing: running {spec}'s own V2 sizing (a worker process per release)",
-          file=sys.stderr)  # fmt: skip
-    return {"v2": executed_v2(spec, offline=args.offline, cache_dir=args.cache_dir)}
+    if "v2" in runners:
+        print(f"crossattn-sizing: running {spec}'s own V2 sizing (a worker process per release)",
+              file=sys.stderr)  # fmt: skip
+    # A runner the tree lacks (the CPU runner before 0.34) is not asked of the worker: reading says "absent".
+    present = [r for r in runners if r == "v2" or RUNNERS[r].path in set(tree.files(RUNNERS[r].search_under))]
+    return executed_runners(spec, present, offline=args.offline, cache_dir=args.cache_dir)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""The audit's executed path: a release's ModelRunner V2 sizing run for real, in the audit's policy shape.
+"""The audit's executed path: a release's runner sizing (V2, and 0.34's CPU runner) run for real, as a policy.
 
 ``audit`` reads the sizing out of the source by default; where the adapter
 can run the release (its wheel unpacked, its import chain complete), the V2
@@ -16,7 +16,7 @@ from crossattn_sizing.audit.extract import ReadError
 from crossattn_sizing.audit.sources import FetchError
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.engine.install import EngineError
-from crossattn_sizing.engine.sizing_exec import RUNNER_PATH
+from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 
 
 class ExecutedPolicy:
@@ -29,7 +29,8 @@ class ExecutedPolicy:
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
-        self.where = f"executed: {RUNNER_PATH} GPUModelRunner.initialize_kv_cache (vLLM {policy.version})"
+        path, class_name = EXECUTED_RUNNERS[getattr(policy, "runner", "v2")]
+        self.where = f"executed: {path} {class_name}.initialize_kv_cache (vLLM {policy.version})"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
         from crossattn_sizing.audit.verdicts import manager_twin
@@ -48,13 +49,27 @@ class ExecutedPolicy:
             raise ReadError(f"{self.where}: {exc}") from None
 
 
+def executed_runners(
+    version: str, runners: list[str], *, offline: bool = False, cache_dir: Path | None = None
+) -> dict[str, tuple[ExecutedPolicy | None, str]]:
+    """Each of ``runners`` that the adapter executes (V2 and 0.34's CPU runner), as :func:`executed_v2`.
+
+    One worker serves them all (the same release). A release without a
+    runner's file gets ``None`` and the reason, like a release that cannot
+    run here; the audit's reading then says whether the runner is there.
+    """
+    return {r: executed_v2(version, offline=offline, cache_dir=cache_dir, runner=r)
+            for r in runners if r in EXECUTED_RUNNERS}  # fmt: skip
+
+
 def executed_v2(
-    version: str, *, offline: bool = False, cache_dir: Path | None = None
+    version: str, *, offline: bool = False, cache_dir: Path | None = None, runner: str = "v2"
 ) -> tuple[ExecutedPolicy | None, str]:
     """The executed V2 policy of ``version`` (``X``, ``vllm==X`` or ``vllm@PATH``), or None and why not.
 
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
-    default cache under the home folder), and the release is unpacked inside it.
+    default cache under the home folder), and the release is unpacked inside it. ``runner``:
+    another runner's copy of the sizing (a key of :data:`.sizing_exec.EXECUTED_RUNNERS`).
     """
     try:
         from crossattn_sizing.engine.client import worker_for
@@ -66,7 +81,7 @@ def executed_v2(
 
         spec = normalise(version)  # a bare X is vllm==X
         worker = worker_for(spec, "cpu", wheel_cache=cache_dir, offline=offline or None)
-        policy = VllmPolicy(spec, worker=worker)
+        policy = VllmPolicy(spec, worker=worker, runner=runner)
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
     except (EngineError, FetchError) as exc:  # e.g. the wheel is only in --cache-dir: read it instead

@@ -47,14 +47,26 @@ class Engine:
             self.shims += cpu_buffers(torch, buffer_utils)
         self.block_table = block_table
         self.kv = importlib.import_module("vllm.v1.kv_cache_interface")
-        from crossattn_sizing.engine.sizing_exec import RUNNER_PATH, load_sizing_source
-
-        runner_file = Path(self.path).parent / RUNNER_PATH
-        self.sizing = load_sizing_source(runner_file.read_text(), str(runner_file))
-        self._bound: Any = None  # the sizing with its module names resolved, on first use
+        self.sizing = self.sizing_source("v2")
+        self._sources: dict[str, Any] = {"v2": self.sizing}
+        self._bound: dict[str, Any] = {}  # per runner: the sizing, its module names resolved on first use
         self._row_widths: dict[tuple[Any, ...], list[int]] = {}
         self._specs: dict[tuple[Any, ...], Any] = {}
         self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
+
+    def sizing_source(self, runner: str) -> Any:
+        """The compiled sizing of ``runner`` (a key of :data:`.sizing_exec.EXECUTED_RUNNERS`) in this release.
+
+        A release without that runner's file is a refusal naming the file (the
+        audit then says the runner is absent from the release).
+        """
+        from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS, SizingExecError, load_sizing_source
+
+        path, class_name = EXECUTED_RUNNERS[runner]
+        runner_file = Path(self.path).parent / path
+        if not runner_file.is_file():
+            raise SizingExecError(f"{path}: not in vLLM {self.version} (no {class_name} to run)")
+        return load_sizing_source(runner_file.read_text(), str(runner_file), class_name)
 
     # Objects -----------------------------------------------------------------
     def resolve(self, module: str, attr: str, name: str) -> Any:
@@ -141,6 +153,17 @@ class Engine:
         )  # fmt: skip
         return {"out": encode(out), "lse": encode(lse)}
 
+    def op_backend_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's Triton backend (builder metadata, ``TritonAttentionImpl.forward``): fp32 ``out``."""
+        from crossattn_sizing.engine.tensors import decode, encode
+
+        out = self.kernels.backend_attention(
+            decode(req["query"]), decode(req["key_cache"]), decode(req["value_cache"]), decode(req["table"]),
+            int(req["row_stride"]), decode(req["query_start_loc"]), decode(req["seq_lens"]),
+            bool(req["causal"]), float(req["scale"]),
+        )  # fmt: skip
+        return {"out": encode(out)}
+
     def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
         """The release's merge of the rank partials sent: ``out``, ``lse`` and ``ran`` (what ran)."""
         from crossattn_sizing.engine.tensors import decode, encode
@@ -148,16 +171,30 @@ class Engine:
         out, lse, ran = self.kernels.merge([decode(t) for t in req["outs"]], [decode(t) for t in req["lses"]])
         return {"out": encode(out), "lse": encode(lse), "ran": ran}
 
-    def widths(self, cfg: Any) -> dict[str, Any]:
-        """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries."""
+    def widths(self, cfg: Any, runner: str = "v2") -> dict[str, Any]:
+        """``{"blocks", "widths", "length"}``: the release's sizing of ``cfg``, in its own tables' entries.
+
+        ``runner``: whose copy of the sizing runs (V2's ``GPUModelRunner`` by
+        default; ``"cpu"``: 0.34's ``StandaloneCPUModelRunner``). V2's width is
+        measured in the ``BlockTables`` its blocks build; the CPU runner's
+        ``CPUBlockTables`` (``vllm/v1/worker/cpu/block_table.py``) allocates each
+        group's rows exactly ``max_num_blocks_per_group[g]`` wide, so its
+        widths are the executed blocks (building it would import the compiled
+        ``_cpu_ops``, which a CPU wheel of the GPU build does not have).
+        """
         from crossattn_sizing.engine.sizing_exec import bind
 
         quirks.check_kernel_blocks(self.table_params, self.version, cfg)
-        if self._bound is None:
-            self._bound = bind(self.sizing, self.resolve)
+        bound = self._bound.get(runner)
+        if bound is None:
+            if runner not in self._sources:
+                self._sources[runner] = self.sizing_source(runner)
+            bound = self._bound[runner] = bind(self._sources[runner], self.resolve)
         specs = [self.shared_spec(g, cfg) for g in cfg.groups]
-        out = self._bound(quirks.stand_in_runner(cfg, self.device), quirks.kv_cache_config(self.kv, specs))
+        out = bound(quirks.stand_in_runner(cfg, self.device), quirks.kv_cache_config(self.kv, specs))
         blocks = [int(b) for b in out["max_num_blocks_per_group"]]
+        if runner == "cpu":
+            return {"blocks": blocks, "widths": blocks, "length": int(out["block_table_max_model_len"])}
         widths = self.row_widths(
             block_sizes=[g.block_size for g in cfg.groups],
             max_num_reqs=1,
@@ -171,7 +208,7 @@ class Engine:
     def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
         from crossattn_sizing.core.config import RunnerConfig
 
-        return self.widths(RunnerConfig.from_dict(req["config"]))
+        return self.widths(RunnerConfig.from_dict(req["config"]), req.get("runner", "v2"))
 
     def op_widths_many(self, req: dict[str, Any]) -> dict[str, Any]:
         """``widths`` of every config listed: one answer per config, in order, each ok or its error.
@@ -183,8 +220,9 @@ class Engine:
         from crossattn_sizing.core.config import RunnerConfig
 
         results = []
+        runner = req.get("runner", "v2")
         for data in req["configs"]:
-            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data)))
+            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))
             if answer.get("missing_module"):
                 raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)

@@ -1,4 +1,4 @@
-"""Run the engine's own block-table sizing: ``GPUModelRunner.initialize_kv_cache``, up to its sizing loop.
+"""Run the engine's own block-table sizing: a runner's ``initialize_kv_cache``, up to its sizing loop.
 
 The sizing is inline in the model runner's ``initialize_kv_cache``. Importing
 the model runner's module pulls in most of the engine (models, compilation,
@@ -32,6 +32,20 @@ from typing import Any
 
 RUNNER_PATH = "vllm/v1/worker/gpu/model_runner.py"
 """Where ModelRunner V2 keeps ``initialize_kv_cache`` (0.19.0 .. 0.34.0)."""
+
+RUNNER_CLASS = "GPUModelRunner"
+
+EXECUTED_RUNNERS: dict[str, tuple[str, str]] = {
+    "v2": (RUNNER_PATH, RUNNER_CLASS),
+    "cpu": ("vllm/v1/worker/cpu/standalone_model_runner.py", "StandaloneCPUModelRunner"),
+}
+"""Every runner whose own copy of the sizing loop the adapter executes: key -> (file, class).
+
+0.34.0 keeps a second copy of V2's sizing (the three-way max included) in
+``StandaloneCPUModelRunner``, which does not inherit it from the GPU runner:
+a fix to one copy does not reach the other, so each is run on its own. The
+keys are the audit's runner keys (:data:`crossattn_sizing.audit.extract.RUNNERS`).
+"""
 
 Resolve = Callable[[str, str, str], Any]
 """``resolve(module, attr, name)``: the value ``from module import attr as name`` binds."""
@@ -81,7 +95,7 @@ def _module_imports(tree: ast.Module, package: str) -> dict[str, tuple[str, str]
     return out
 
 
-def _sizing_loop(func: ast.FunctionDef) -> ast.For:
+def _sizing_loop(func: ast.FunctionDef, path: str) -> ast.For:
     """The top-level ``for`` of the function whose body appends to ``max_num_blocks_per_group``."""
     for stmt in func.body:
         if not isinstance(stmt, ast.For):
@@ -95,25 +109,26 @@ def _sizing_loop(func: ast.FunctionDef) -> ast.For:
             ):
                 return stmt
     raise SizingExecError(
-        f"{RUNNER_PATH}:{func.lineno}: initialize_kv_cache has no loop appending to "
+        f"{path}:{func.lineno}: initialize_kv_cache has no loop appending to "
         "max_num_blocks_per_group (the sizing this adapter runs)"
     )
 
 
-def load_sizing_source(text: str, path: str = RUNNER_PATH) -> SizingSource:
-    """Compile ``GPUModelRunner.initialize_kv_cache`` out of the runner module's source ``text``."""
+def load_sizing_source(text: str, path: str = RUNNER_PATH, class_name: str = RUNNER_CLASS) -> SizingSource:
+    """Compile ``<class_name>.initialize_kv_cache`` out of the runner module's source ``text``."""
     tree = ast.parse(text, filename=path)
     runner = next(
-        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "GPUModelRunner"), None
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None
     )
     if runner is None:
-        raise SizingExecError(f"{path}: no class GPUModelRunner (ModelRunner V2 is not in this release)")
+        what = " (ModelRunner V2 is not in this release)" if class_name == RUNNER_CLASS else ""
+        raise SizingExecError(f"{path}: no class {class_name}{what}")
     func = next(
         (n for n in runner.body if isinstance(n, ast.FunctionDef) and n.name == "initialize_kv_cache"), None
     )
     if func is None:
-        raise SizingExecError(f"{path}:{runner.lineno}: GPUModelRunner has no initialize_kv_cache")
-    loop = _sizing_loop(func)
+        raise SizingExecError(f"{path}:{runner.lineno}: {class_name} has no initialize_kv_cache")
+    loop = _sizing_loop(func, path)
     # Decorators and annotations are not part of the sizing (and would import more of the engine).
     func.decorator_list = []
     func.returns = None

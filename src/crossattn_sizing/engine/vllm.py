@@ -2,10 +2,12 @@
 
 - :class:`VllmPolicy`: the widths ``GPUModelRunner.initialize_kv_cache`` of the
   release computes for a config (its sizing loop, executed), in the entries
-  its ``BlockTables`` allocate per row.
+  its ``BlockTables`` allocate per row; ``runner="cpu"`` runs 0.34's second
+  copy of the loop, ``StandaloneCPUModelRunner``'s.
 - :class:`VllmImpl`: the release's own Triton kernels for the four steps (slot
-  mapping through its ``BlockTables``, KV write, paged attention, merge),
-  over the harness's tables and caches; its ``provenance`` names each.
+  mapping through its ``BlockTables``, KV write, paged attention through its
+  Triton backend at ``C = 1``, merge), over the harness's tables and caches;
+  its ``provenance`` names each and what stands in with DCP.
 - :func:`run_block_tables`: the release's ``BlockTables`` end to end (append,
   staged writes, gather, slot mapping), for the engine coverage check.
 
@@ -29,6 +31,7 @@ from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
 from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
@@ -61,9 +64,13 @@ def _version_key(version: str | None) -> tuple[int, ...] | None:
 class VllmPolicy:
     """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
 
-    def __init__(self, spec: str, device: str = "cpu", worker: Worker | None = None) -> None:
+    def __init__(
+        self, spec: str, device: str = "cpu", worker: Worker | None = None, runner: str = "v2"
+    ) -> None:
+        """``runner``: whose copy of the sizing runs, a key of :data:`.sizing_exec.EXECUTED_RUNNERS`."""
         self.spec = normalise(spec)
         self.device = device
+        self.runner = runner
         self.worker = worker if worker is not None else worker_for(self.spec, device)
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
@@ -85,14 +92,14 @@ class VllmPolicy:
 
     @property
     def summary(self) -> str:
-        return f"vLLM {self.version} GPUModelRunner.initialize_kv_cache, executed"
+        return f"vLLM {self.version} {EXECUTED_RUNNERS[self.runner][1]}.initialize_kv_cache, executed"
 
     def sizing(self, config: RunnerConfig) -> dict[str, Any]:
         """``{"blocks", "widths", "length"}`` as the release's code computed them."""
         key = json.dumps(config.to_dict(), sort_keys=True)
         if key not in self._cache:
             try:
-                self._cache[key] = self.worker.request("widths", config=config.to_dict())
+                self._cache[key] = self.worker.request("widths", config=config.to_dict(), runner=self.runner)
             except Inexpressible as exc:
                 not_applicable(f"{self.spec}: {exc}")
                 raise
@@ -116,7 +123,7 @@ class VllmPolicy:
         batches = [configs[i : i + BATCH] for i in range(0, len(configs), BATCH)]
         workers = self._workers(len(batches))
         if len(workers) == 1:
-            return _until_crash(_ask(workers[0], b) for b in batches)
+            return _until_crash(_ask(workers[0], b, self.runner) for b in batches)
         free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
         for worker in workers:
             free.put(worker)
@@ -124,7 +131,7 @@ class VllmPolicy:
         def run(batch: Sequence[RunnerConfig]) -> list[Answer]:
             worker = free.get()
             try:
-                return _ask(worker, batch)
+                return _ask(worker, batch, self.runner)
             finally:
                 free.put(worker)
 
@@ -165,17 +172,18 @@ def _until_crash(answered: Iterable[list[Answer]]) -> list[Answer]:
     return out
 
 
-def _ask(worker: Worker, batch: Sequence[RunnerConfig]) -> list[Answer]:
+def _ask(worker: Worker, batch: Sequence[RunnerConfig], runner: str = "v2") -> list[Answer]:
     """One ``widths_many`` request; after a crash, one ``widths`` request per config until one dies."""
     try:
-        answers = worker.request("widths_many", configs=[c.to_dict() for c in batch])["results"]
+        configs = [c.to_dict() for c in batch]
+        answers = worker.request("widths_many", configs=configs, runner=runner)["results"]
     except EngineCrash:
         out: list[Answer] = []
         for config in batch:
             if interrupts.requested():  # Ctrl-C also ends the workers: asking again would restart them
                 raise KeyboardInterrupt from None
             try:
-                out.append(_widths(worker.request("widths", config=config.to_dict())))
+                out.append(_widths(worker.request("widths", config=config.to_dict(), runner=runner)))
             except EngineCrash as exc:
                 out.append(exc)
                 break
@@ -281,8 +289,12 @@ class VllmImpl:
 
     Slot mapping: its ``BlockTables.compute_slot_mappings``. KV write:
     ``triton_reshape_and_cache_flash``. Paged attention (self and cross):
-    ``decode_attention_fwd``, the Triton kernel that returns the log-sum-exp
-    DCP needs; each query is one decode row over the keys it may see (a
+    at ``C = 1`` the release's Triton backend, as an encoder-decoder model
+    runs it (``TritonAttentionMetadataBuilder.build``, then
+    ``TritonAttentionImpl.forward``, which calls ``unified_attention``); with
+    DCP, which needs each rank's LSE that backend does not return,
+    ``decode_attention_fwd`` stands in (the Triton MLA decode kernel, which
+    returns it), each query one decode row over the keys it may see (a
     prefix of its request's local keys: its own length for cross-attention,
     the keys at or before its position for self-attention). Merge: the
     release's DCP combination ``cp_lse_ag_out_ar`` (each rank's partial
@@ -307,6 +319,8 @@ class VllmImpl:
         self.calls: Counter[str] = Counter()
         self.notes: dict[str, str] = {}
         found["provenance"] = dict(found["provenance"])
+        self.backend: str | None = found["provenance"].pop("backend", None)
+        self.decode_kernel: str | None = found["provenance"].get("paged_attention")
         pairs = found["provenance"].pop("merge_pairs", None)
         if pairs and found["provenance"].get("merge") not in (None, pairs):
             self.notes["merge"] = f"{pairs} where {MERGE_FALLBACK}"
@@ -317,6 +331,9 @@ class VllmImpl:
                 name = HARNESS_KERNELS[step][0]
                 self.stand_ins[step] = f"vLLM {self.version} has none of {', '.join(found['tried'][step])}"
                 self.provenance[step] = f"{name} (harness stand-in: {self.stand_ins[step]})"
+        if self.backend and self.decode_kernel:
+            self.provenance["paged_attention"] = f"{self.backend} ({BACKEND_PATH}) at C = 1"
+            self.notes["paged_attention"] = f"with DCP (C > 1) {self.decode_kernel} {DCP_STAND_IN}"
         own = "all four steps vLLM's kernels" if not self.stand_ins else (
             f"harness stand-in for {', '.join(self.stand_ins)}")
         self.name = f"{self.spec} ({own})"
@@ -399,6 +416,19 @@ class VllmImpl:
             return torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
         self._interpreted_bf16(query, key_cache)
         num, heads = query.shape[0], query.shape[1]
+        if self.backend and step.layout.dcp_size == 1 and engine_positions(step, num):
+            result = self._request(
+                "backend_attention", query=encode(query.float()), key_cache=encode(key_cache),
+                value_cache=encode(value_cache), table=encode(step.table.to(torch.int32)),
+                row_stride=step.row_stride, query_start_loc=encode(step.query_start_loc.to(torch.int32)),
+                seq_lens=encode(step.seq_lens.to(torch.int32)), causal=step.causal, scale=step.scale,
+            )  # fmt: skip
+            self.calls["paged_attention"] += 1
+            self.calls[self.backend] += 1
+            out = decode(result["out"], query.device)
+            # unified_attention computes no LSE; at C = 1 nothing reads it (one rank, no merge): NaN, so
+            # that a reader would fail loudly rather than use a made-up value.
+            return out, torch.full((num, heads), float("nan"), dtype=torch.float32, device=query.device)
         out = torch.zeros(num, heads, value_cache.shape[-1], dtype=torch.float32, device=query.device)
         lse = torch.full((num, heads), float("-inf"), dtype=torch.float32, device=query.device)
         rows = decode_rows(step, num)
@@ -415,6 +445,7 @@ class VllmImpl:
         )  # fmt: skip
         out[live] = decode(result["out"], query.device)
         lse[live] = decode(result["lse"], query.device)
+        self.calls[str(self.decode_kernel)] += 1
         return out, lse
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -425,6 +456,32 @@ class VllmImpl:
         )
         self.calls[result["ran"]] += 1
         return decode(result["out"], outs[0].device)
+
+
+BACKEND_PATH = "unified_attention, over TritonAttentionMetadataBuilder.build's metadata"
+"""How the release's Triton backend is driven for ``C = 1``: what an encoder-decoder model runs there."""
+
+DCP_STAND_IN = (
+    "stands in (the Triton MLA backend's decode kernel, which returns the LSE): vLLM's DCP needs an "
+    "attention backend that returns the LSE, FLASH_ATTN or FLASHINFER for this layout, both CUDA-only"
+)
+"""Why the decode kernel still runs with DCP, and which backends the engine would use there."""
+
+
+def engine_positions(step: AttentionStep, num_queries: int) -> bool:
+    """Whether the step's queries stand where the engine's backends put them.
+
+    vLLM passes no query positions: a request's ``n`` queries are the last
+    ``n`` of its ``seq_lens[b]`` tokens, positions ``seq_lens[b] - n ..
+    seq_lens[b] - 1``. The harness's prefill and decode steps keep that;
+    cross-attention is not causal, so positions do not matter there.
+    """
+    if not step.causal:
+        return True
+    qsl = step.query_start_loc.to(torch.int64).cpu()
+    lens = (qsl[1:] - qsl[:-1]).tolist()
+    want = [p for s, n in zip(step.seq_lens.tolist(), lens, strict=True) for p in range(int(s) - n, int(s))]
+    return len(want) == num_queries and step.query_positions.tolist() == want
 
 
 DecodeRows = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
