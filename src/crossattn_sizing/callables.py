@@ -16,6 +16,19 @@ from crossattn_sizing import usercode
 from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
 
 
+def check_form(spec: str, builtins: Mapping[str, Any], what: str) -> None:
+    """Refuse a spec that is neither one of ``builtins`` nor of the form ``module:attr``, without
+    importing anything (a ``module:attr`` run in a worker is imported there, not here)."""
+    if spec in builtins:
+        return
+    if ":" not in spec:
+        known = ", ".join(sorted(builtins))
+        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
+
+
 def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable[..., Any]:
     """Resolve ``spec`` as one of ``builtins`` or a ``module:attr`` path.
 
@@ -27,12 +40,8 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
     """
     if spec in builtins:
         return builtins[spec]  # type: ignore[no-any-return]
-    if ":" not in spec:
-        known = ", ".join(sorted(builtins))
-        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    check_form(spec, builtins, what)
     module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
     try:
         module = usercode.call(importlib.import_module, module_name, what="import")
     except PolicyCallError as exc:  # any import failure is the user's path, reported as such

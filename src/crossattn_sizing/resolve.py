@@ -13,8 +13,11 @@ refuses an engine spec that names nothing before any work starts.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from crossattn_sizing import settings
+from crossattn_sizing.callables import check_form
 from crossattn_sizing.core import policies
 from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
 from crossattn_sizing.errors import EngineError, shown
@@ -26,11 +29,44 @@ if TYPE_CHECKING:
     from crossattn_sizing.impl import Impl
 
 
-def load_policy(spec: str) -> Policy:
+@dataclass(frozen=True)
+class Isolation:
+    """Where a ``module:attr`` policy or implementation runs: in a worker process (the default), with a
+    deadline per call, or in the judge's own process (``--in-process``: unsafe, for a debugger).
+
+    Built-in policies and implementations run in process either way (they are
+    the harness's own code); an engine release runs in its release worker.
+    """
+
+    in_process: bool = False
+    timeout: float = settings.DEFAULT_CALL_TIMEOUT
+
+    @classmethod
+    def from_settings(cls) -> Isolation:
+        """``CROSSATTN_IN_PROCESS`` and ``CROSSATTN_CALL_TIMEOUT``, or the defaults."""
+        return cls(settings.in_process(), settings.call_timeout())
+
+    @property
+    def note(self) -> str | None:
+        """What a report says about it: nothing when isolated, a warning when not."""
+        if self.in_process:
+            return ("--in-process: module:attr code ran inside the judge's own process; the verdict is not "
+                    "isolated from the code under test")
+        return None
+
+
+def is_user_spec(spec: str) -> bool:
+    """Whether ``spec`` names a user's ``module:attr`` (not a built-in or an engine release)."""
+    return ":" in spec and not is_engine_spec(spec)
+
+
+def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     """The sizing policy ``spec`` names: built-in, ``module:attr``, or a release's own sizing, executed.
 
-    Raises :class:`~crossattn_sizing.errors.PolicyLoadError` (a built-in or
-    ``module:attr`` that does not load) or
+    A ``module:attr`` runs in its worker process unless ``isolation`` says
+    in process (:mod:`crossattn_sizing.engine.isolated`); ``None`` reads the
+    settings. Raises :class:`~crossattn_sizing.errors.PolicyLoadError` (a
+    built-in or ``module:attr`` that does not load) or
     :class:`~crossattn_sizing.errors.EngineError` (a release that cannot be
     obtained or run) with the reason.
     """
@@ -38,20 +74,27 @@ def load_policy(spec: str) -> Policy:
         from crossattn_sizing.engine.vllm import load_engine_policy
 
         return load_engine_policy(spec)
+    isolation = isolation or Isolation.from_settings()
+    if is_user_spec(spec) and not isolation.in_process:
+        from crossattn_sizing.engine.isolated import isolated_policy
+
+        check_form(spec, {}, "sizing policy")
+        return isolated_policy(spec, isolation.timeout)
     return policies.load_policy(spec)
 
 
-def load_checked_policy(spec: str) -> Policy:
+def load_checked_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     """:func:`load_policy`, then :func:`~crossattn_sizing.core.policies.probe_policy`: what every command and
     the plugin use, so a policy that cannot answer fails before any work starts."""
-    return policies.probe_policy(load_policy(spec))
+    return policies.probe_policy(load_policy(spec, isolation))
 
 
-def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
+def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None) -> Impl:
     """The implementation ``spec`` names on ``device``: built-in, ``module:attr``, or a release's kernels.
 
     Checked as :func:`crossattn_sizing.impl.load_impl` checks any (device,
-    methods, the keywords it must take). Imports torch, so only when called.
+    methods, the keywords it must take). A ``module:attr`` runs in its worker
+    process unless ``isolation`` says in process. Imports torch, so only when called.
     """
     from crossattn_sizing import impl
 
@@ -59,6 +102,13 @@ def load_impl(spec: str, device: str | torch.device = "cpu") -> Impl:
         from crossattn_sizing.engine.vllm import load_engine_impl
 
         return impl.load_impl(spec, device, factory=lambda d: load_engine_impl(spec, d))
+    isolation = isolation or Isolation.from_settings()
+    if is_user_spec(spec) and not isolation.in_process:
+        from crossattn_sizing.engine.isolated import isolated_impl
+
+        check_form(spec, {}, "implementation")
+        timeout = isolation.timeout
+        return impl.load_impl(spec, device, factory=lambda d: isolated_impl(spec, d, timeout))
     return impl.load_impl(spec, device)
 
 

@@ -30,6 +30,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,20 +51,30 @@ def added_modules(paths: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _dispatch(engine: Engine, req: dict[str, Any]) -> Any:
-    """The ``op`` named by the request, called with it: ``Engine.op_<name>``."""
+def _dispatch(engine: Any, req: dict[str, Any]) -> Any:
+    """The ``op`` named by the request, called with it: ``Engine.op_<name>`` (or a user subject's)."""
     return getattr(engine, f"op_{req['op']}")(req)
+
+
+def _load(kind: str, spec: str, device: str) -> Any:
+    """What ``--load KIND=SPEC`` names: a user's policy or implementation, made ready to be asked."""
+    from crossattn_sizing.engine.subject import load_subject
+
+    return load_subject(kind, spec, device)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.worker")
     parser.add_argument("--path", action="append", default=[], help="directory put first on sys.path")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--load", help="KIND=SPEC: a user's policy or implementation instead of a release")
     args = parser.parse_args(argv)
     # The protocol gets its own copy of stdout; what the engine prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if args.load:
+        return serve_subject(args.load, args.device, proto)
     applied = set_cpu_environment() if args.device == "cpu" else []
     sys.path[:0] = args.path
     start = time.perf_counter()
@@ -81,12 +92,51 @@ def main(argv: list[str] | None = None) -> int:
         "import_s": round(time.perf_counter() - start, 2),
     }
     proto.write(json.dumps(ready) + "\n")
+    serve(engine, proto)
+    return 0
+
+
+def serve(engine: Any, proto: Any) -> None:
+    """Answer each request line until the end of input (the parent closed the pipe, or died)."""
     for line in sys.stdin:
         if not line.strip():
             continue
         reply = answer(lambda line=line: _dispatch(engine, json.loads(line)))
         proto.write(json.dumps(reply) + "\n")
-    return 0
+
+
+def _leave_with_parent(parent: int) -> None:
+    """Exit at once when the process that started this worker is gone (its pid is no longer the parent)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def serve_subject(load: str, device: str, proto: Any) -> int:
+    """The loop for a user's own code: load it, answer its requests, then leave at once.
+
+    The current directory is put first on ``sys.path`` as the console script
+    has it, so ``module:attr`` names what it names in the judge. The exit is
+    :func:`os._exit`: a thread the user's code left running must not keep the
+    worker (and so the judge, which waits for it) alive.
+    """
+    kind, _, spec = load.partition("=")
+    sys.path.insert(0, os.getcwd())
+    # The worker leads its own process group (so a kill takes what it started): a judge killed outright
+    # no longer ends it through the group, so it watches for that itself, even while a call hangs.
+    threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        subject = _load(kind, spec, device)
+    except BaseException as exc:  # reported to the parent as one line, then exit
+        proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
+        proto.flush()
+        os._exit(1)
+    proto.write(json.dumps({"ready": True, **subject.ready()}) + "\n")
+    try:
+        serve(subject, proto)
+        proto.flush()
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":
