@@ -75,6 +75,10 @@ class HonestBatch(LyingBatch):
         return [self(c) for c in configs]
 
 
+lying_batch = LyingBatch()
+honest_batch = HonestBatch()
+
+
 # Implementations ----------------------------------------------------------------------------------
 class ExitsInSlotMapping(TorchImpl):
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
@@ -138,3 +142,7 @@ class IgnoresSigterm(TorchImpl):
         super().__init__(device)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class Honest(TorchImpl):
+    """A user's subclass of the torch implementation that changes nothing (every check must stay quiet)."""

@@ -14,7 +14,7 @@ refuses an engine spec that names nothing before any work starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing import settings
 from crossattn_sizing.callables import check_form
@@ -45,6 +45,10 @@ class Isolation:
     def from_settings(cls) -> Isolation:
         """``CROSSATTN_IN_PROCESS`` and ``CROSSATTN_CALL_TIMEOUT``, or the defaults."""
         return cls(settings.in_process(), settings.call_timeout())
+
+    def plugin_args(self) -> list[str]:
+        """The pytest plugin's options that carry this into a run of the suite."""
+        return ["--call-timeout", repr(self.timeout), *(["--in-process"] if self.in_process else [])]
 
     @property
     def note(self) -> str | None:
@@ -138,3 +142,52 @@ def check_engine_spec(option: str, spec: str) -> str:
         return "vllm==" + check_version(spec.removeprefix("vllm=="))
     except FetchError:
         raise FetchError(f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)") from None
+
+
+@dataclass(frozen=True)
+class Subject:
+    """One policy or implementation under test, resolved once: what every report and replay line reads.
+
+    ``spec`` is exactly what the user typed, and is what every printed command
+    line uses (a display name such as ``vllm==0.25.0 (all four steps vLLM's
+    kernels)`` or a base class's ``name`` cannot be typed back); ``loaded`` is
+    the object the properties call; ``name`` what a table shows;
+    ``expected_to_hold`` what the verdict is measured against; ``provenance``
+    an implementation's ``step: function`` lines (empty for a policy, and for
+    an implementation that does not say).
+    """
+
+    kind: str  # "policy" or "impl"
+    spec: str
+    loaded: Any
+    name: str
+    expected_to_hold: bool
+    provenance: tuple[str, ...] = ()
+
+
+def resolve_policy(spec: str, isolation: Isolation | None = None) -> Subject:
+    """The policy ``spec`` names, loaded and probed once (:func:`load_checked_policy`), as a :class:`Subject`.
+
+    A built-in says whether it is expected to hold; so may an engine release
+    (one before the fix is expected to fail) or a user's object (an
+    ``expected_to_hold`` bool attribute); otherwise it is expected to hold,
+    since that is what a user asks.
+    """
+    policy = load_checked_policy(spec, isolation)
+    expected = getattr(policy, "expected_to_hold", True)
+    name = policies.policy_name(policy) if not is_user_spec(spec) else spec
+    return Subject("policy", spec, policy, name, expected if isinstance(expected, bool) else True)
+
+
+def resolve_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None) -> Subject:
+    """The implementation ``spec`` names on ``device``, loaded once (:func:`load_impl`), as a :class:`Subject`.
+
+    Its ``name`` is its own display name where it is an engine release's
+    (which says whose kernels run), else the spec as typed: a ``TorchImpl``
+    subclass given as ``mymod:MyImpl`` is ``mymod:MyImpl``, never ``torch``.
+    """
+    from crossattn_sizing.impl import provenance_lines
+
+    impl = load_impl(spec, device, isolation)
+    name = impl.name if is_engine_spec(spec) and isinstance(getattr(impl, "name", None), str) else spec
+    return Subject("impl", spec, impl, name, True, tuple(provenance_lines(impl)))

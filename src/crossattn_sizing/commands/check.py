@@ -23,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
     options.POLICY.add(p, default="mrv2")
     options.CONFIG.add(p, required=True)
+    options.add_isolation(p)
     p.add_argument(
         "--encoder-lens",
         required=True,
@@ -73,8 +74,11 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    policy = load_checked_policy(args.policy)
+    isolation = options.isolation(args)
+    policy = load_checked_policy(args.policy, isolation)
     config = parse_config(args.config)
+    if isolation.note:
+        print(f"note:           {isolation.note}")
     lens = parse_lengths(args.encoder_lens, config)
     print(f"policy:         {args.policy}")
     print(f"config:         {config.describe()}")

@@ -197,6 +197,8 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     try:
         result = usercode.call(policy, given, what=_Named(policy), passthrough=(HarnessError,))
     except PolicyCallError as exc:
+        if config.describe() in str(exc):  # said already (by the policy's worker, which checked it first)
+            raise
         raise PolicyCallError(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
     name = _Named(policy)
     changed = changed_fields(given, config)

@@ -37,7 +37,7 @@ import torch
 
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.engine.client import EngineCrash, Worker
+from crossattn_sizing.engine.client import CallTimeout, EngineCrash, Worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
@@ -52,6 +52,9 @@ class InputChanged(AssertionError):
 class RaisedInWorker(Exception):
     """What the user's code raised in its worker, as the worker said it (``Type: message``)."""
 
+
+FORK_MARGIN = 30.0
+"""Seconds the judge waits past the deadline for a forking worker, which enforces the deadline itself."""
 
 IMPORT_DEADLINE = 120.0
 """Seconds a worker may take to import the user's module (torch alone takes seconds on a loaded machine)."""
@@ -68,6 +71,8 @@ class CodeWorker(Worker):
     def __init__(self, kind: str, spec: str, device: str, deadline: float) -> None:
         super().__init__(Release(None), device, records=False, deadline=deadline)
         self.start_deadline = max(deadline, IMPORT_DEADLINE)
+        self.call_deadline = deadline
+        self.forking = False  # set by the first crash or timeout: each call then runs in a forked child
         self.kind, self.spec = kind, spec
         register_child(self.close, "code")
 
@@ -78,6 +83,8 @@ class CodeWorker(Worker):
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "crossattn_sizing.engine.worker", "--device", self.device,
                "--load", f"{self.kind}={self.spec}"]  # fmt: skip
+        if self.forking:
+            cmd += ["--fork", repr(self.call_deadline)]
         # What the judge imports from, the worker imports from (a test's module, a folder on PYTHONPATH).
         for path in [os.getcwd(), *sys.path]:
             if path and os.path.isdir(path) and not path.startswith((sys.prefix, sys.base_prefix)):
@@ -97,10 +104,28 @@ class CodeWorker(Worker):
 
     def ask(self, op: str, **payload: Any) -> dict[str, Any]:
         """One request's result; a refusal is the exception :func:`refusal` makes of it,
-        :class:`~crossattn_sizing.engine.client.EngineCrash` a worker that died or timed out."""
-        return self._request(op, payload)
+        :class:`~crossattn_sizing.engine.client.EngineCrash` a call that died or timed out.
+
+        The first call that kills the worker (or outlives the deadline)
+        restarts it forking: each later call runs in a child forked for it,
+        which the worker kills at the deadline itself. Hypothesis shrinks a
+        crash by running many more examples that crash; each then costs a
+        fork, not a fresh worker's imports.
+        """
+        try:
+            return self._request(op, payload)
+        except EngineCrash:
+            if not self.forking:
+                self.forking = True
+                self.deadline = self.call_deadline + FORK_MARGIN  # the worker's own limit comes first
+            raise
 
     def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
+        kind = reply.get("kind")
+        if kind == "TimedOut":
+            return CallTimeout(f"timed out after {self.call_deadline:g} s: {self.label}: {op}")
+        if kind == "Died":
+            return EngineCrash(f"{self.label}: {str(reply.get('error')).removeprefix('Died: ')}")
         return refusal(reply)
 
 

@@ -68,13 +68,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--path", action="append", default=[], help="directory put first on sys.path")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--load", help="KIND=SPEC: a user's policy or implementation instead of a release")
+    parser.add_argument("--fork", type=float, help="with --load: run each request in a forked child, "
+                        "killed past this many seconds")  # fmt: skip
     args = parser.parse_args(argv)
     # The protocol gets its own copy of stdout; what the engine prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if args.load:
-        return serve_subject(args.load, args.device, proto)
+        return serve_subject(args.load, args.device, proto, args.fork)
     applied = set_cpu_environment() if args.device == "cpu" else []
     sys.path[:0] = args.path
     start = time.perf_counter()
@@ -96,13 +98,73 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def serve(engine: Any, proto: Any) -> None:
-    """Answer each request line until the end of input (the parent closed the pipe, or died)."""
+def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
+    """Answer each request line until the end of input (the parent closed the pipe, or died).
+
+    With a ``deadline`` each request runs in a child forked for it
+    (:func:`forked`), so one that crashes or hangs costs that child only.
+    """
     for line in sys.stdin:
         if not line.strip():
             continue
-        reply = answer(lambda line=line: _dispatch(engine, json.loads(line)))
+        request = json.loads(line)
+        if deadline is None:
+            reply = answer(lambda request=request: _dispatch(engine, request))
+        else:
+            reply = forked(lambda request=request: answer(lambda: _dispatch(engine, request)), deadline,
+                           request.get("op"))  # fmt: skip
         proto.write(json.dumps(reply) + "\n")
+
+
+def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
+    """``call()`` (a protocol answer) in a forked child, or why it gave none: died, or past ``deadline``.
+
+    Why fork: a user's code that crashed once will likely crash on the
+    examples Hypothesis shrinks it to; starting a fresh worker (importing
+    torch) for each costs seconds, a fork milliseconds. The child never
+    returns: it writes its answer to a pipe and leaves with :func:`os._exit`.
+    """
+    import selectors
+    import signal
+
+    from crossattn_sizing.processes import describe_exit
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer, then leave without running anything of the parent's
+        os.close(read)
+        try:
+            data = json.dumps(call()).encode()
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks: list[bytes] = []
+    ends = time.monotonic() + deadline
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(read, selectors.EVENT_READ)
+        while True:
+            left = ends - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                timed_out = True
+                break
+            chunk = os.read(read, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {"ok": False, "kind": "TimedOut", "error": f"TimedOut: {deadline:g}"}
+    try:
+        return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+    except ValueError:  # nothing, or half an answer: the child left during the call
+        code = os.waitstatus_to_exitcode(status)
+        return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}
 
 
 def _leave_with_parent(parent: int) -> None:
@@ -112,7 +174,7 @@ def _leave_with_parent(parent: int) -> None:
     os._exit(1)
 
 
-def serve_subject(load: str, device: str, proto: Any) -> int:
+def serve_subject(load: str, device: str, proto: Any, fork: float | None = None) -> int:
     """The loop for a user's own code: load it, answer its requests, then leave at once.
 
     The current directory is put first on ``sys.path`` as the console script
@@ -133,7 +195,7 @@ def serve_subject(load: str, device: str, proto: Any) -> int:
         os._exit(1)
     proto.write(json.dumps({"ready": True, **subject.ready()}) + "\n")
     try:
-        serve(subject, proto)
+        serve(subject, proto, fork)
         proto.flush()
     finally:
         os._exit(0)
