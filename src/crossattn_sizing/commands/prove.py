@@ -231,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
             f"note: policy {policy_name(policy)} has no vectorised form; {how} ({size:,} configs)",
             file=sys.stderr,
         )
-    options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
-    domain_info = {"options": options, "axes": described, "configs": size}
+    asked = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
+    domain_info = {"options": asked, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
     checked = [0]  # configs done so far, for a partial result
     try:
