@@ -176,7 +176,7 @@ def resolve_policy(spec: str, isolation: Isolation | None = None) -> Subject:
     policy = load_checked_policy(spec, isolation)
     expected = getattr(policy, "expected_to_hold", True)
     name = policies.policy_name(policy) if not is_user_spec(spec) else spec
-    return Subject("policy", spec, policy, name, expected if isinstance(expected, bool) else True)
+    return _known(Subject("policy", spec, policy, name, expected if isinstance(expected, bool) else True))
 
 
 def resolve_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None) -> Subject:
@@ -190,4 +190,31 @@ def resolve_impl(spec: str, device: str | torch.device = "cpu", isolation: Isola
 
     impl = load_impl(spec, device, isolation)
     name = impl.name if is_engine_spec(spec) and isinstance(getattr(impl, "name", None), str) else spec
-    return Subject("impl", spec, impl, name, True, tuple(provenance_lines(impl)))
+    return _known(Subject("impl", spec, impl, name, True, tuple(provenance_lines(impl))))
+
+
+_RESOLVED: dict[int, Subject] = {}
+"""Every subject resolved in this process, by its loaded object's id (the subject keeps the object alive,
+so the id is not reused while the entry stands)."""
+
+
+def _known(subject: Subject) -> Subject:
+    _RESOLVED[id(subject.loaded)] = subject
+    return subject
+
+
+def subject_of(loaded: object) -> Subject | None:
+    """The :class:`Subject` a loaded policy or implementation was resolved as, if it was.
+
+    Why: a property holds the loaded object (its fixture's value), but its
+    rerun line must name the spec as typed; this finds the record from the
+    object without changing what the properties are handed.
+    """
+    subject = _RESOLVED.get(id(loaded))
+    return subject if subject is not None and subject.loaded is loaded else None
+
+
+def typed_spec(loaded: object, otherwise: str) -> str:
+    """The spec ``loaded`` was resolved from, as typed; ``otherwise`` for an object not resolved here."""
+    subject = subject_of(loaded)
+    return subject.spec if subject is not None else otherwise

@@ -24,7 +24,7 @@ from crossattn_sizing.callables import check_form, load_callable
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
-from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, load_checked_policy
+from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 from crossattn_sizing.runs import profiles
 
 DEVICES = env.DEVICES
@@ -204,9 +204,8 @@ def pytest_configure(config: pytest.Config) -> None:
                 raise OptionError("--call-timeout", repr(timeout), env.SECONDS_RULE)
             config.option.call_timeout = parsed
         config._crossattn_isolation = isolation_of(config)  # type: ignore[attr-defined]
-        config._crossattn_policy = load_checked_policy(  # type: ignore[attr-defined]
-            config.getoption("sizing_policy"), config._crossattn_isolation  # type: ignore[attr-defined]
-        )
+        subject = resolve_policy(config.getoption("sizing_policy"), config._crossattn_isolation)  # type: ignore[attr-defined]
+        config._crossattn_policy = subject.loaded  # type: ignore[attr-defined]
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")), config._crossattn_isolation)  # type: ignore[attr-defined]
@@ -308,16 +307,15 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     spec = str(config.getoption("impl")).strip()
     if not is_engine_spec(spec):
         return said
-    from crossattn_sizing.impl import provenance_lines
-    from crossattn_sizing.resolve import load_impl
+    from crossattn_sizing.resolve import resolve_impl
 
     budget = getattr(config, "_crossattn_engine_budget", None)
     lines = [*said, budget] if budget else said
     try:
-        impl = load_impl(spec, config.getoption("device"), isolation_of(config))
+        impl = resolve_impl(spec, config.getoption("device"), isolation_of(config))
     except HarnessError as exc:
         return [*lines, f"impl {spec}: not loaded: {exc}"]
-    return [*lines, *(f"impl {spec}: {line}" for line in provenance_lines(impl))]
+    return [*lines, *(f"impl {spec}: {line}" for line in impl.provenance)]
 
 
 def check_impl_spec(spec: str, isolation: Isolation) -> None:
@@ -369,10 +367,10 @@ def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: 
     A spec that does not load stops the whole session with one line: every
     test would fail the same way, so one message says it once.
     """
-    from crossattn_sizing.resolve import load_impl
+    from crossattn_sizing.resolve import resolve_impl
 
     try:
-        return load_impl(impl_spec, device, isolation_of(request.config))
+        return resolve_impl(impl_spec, device, isolation_of(request.config)).loaded
     except HarnessError as exc:
         pytest.exit(f"--impl {impl_spec!r}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 
