@@ -86,8 +86,9 @@ class ExitsInSlotMapping(TorchImpl):
 
 
 class SegfaultsInAttention(TorchImpl):
-    def paged_attention(self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        step: AttentionStep) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         os.kill(os.getpid(), signal.SIGSEGV)
         raise AssertionError("unreachable")
 
@@ -95,8 +96,15 @@ class SegfaultsInAttention(TorchImpl):
 class ClearsSlots(TorchImpl):
     """Writes right, then clears the slots it was handed."""
 
-    def write_kv(self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                 value_cache: torch.Tensor, step: WriteStep) -> None:  # fmt: skip
+    def write_kv(
+        self,
+        *,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        step: WriteStep,
+    ) -> None:
         torch_write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache, step=step)
         step.slots.fill_(-1)
 
@@ -111,8 +119,9 @@ class OverwritesOuts(TorchImpl):
 
 
 class SleepsInAttention(TorchImpl):
-    def paged_attention(self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        step: AttentionStep) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         time.sleep(3600)
         return super().paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
 
@@ -120,18 +129,24 @@ class SleepsInAttention(TorchImpl):
 class WrongShape(TorchImpl):
     """Attention output one query short."""
 
-    def paged_attention(self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        step: AttentionStep) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-        out, lse = super().paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
         return out[1:], lse
 
 
 class ReturnsList(TorchImpl):
     """Attention output as nested Python lists."""
 
-    def paged_attention(self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        step: AttentionStep):  # type: ignore[no-untyped-def]  # fmt: skip
-        out, lse = super().paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ):  # type: ignore[no-untyped-def]
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
         return [out.tolist(), lse.tolist()]
 
 
@@ -146,3 +161,8 @@ class IgnoresSigterm(TorchImpl):
 
 class Honest(TorchImpl):
     """A user's subclass of the torch implementation that changes nothing (every check must stay quiet)."""
+
+
+def fixed_sizing(config: RunnerConfig) -> tuple[int, ...]:
+    """A user's own copy of the fixed sizing (mrv2): honest code, for the isolation benchmark."""
+    return BUILTIN_POLICIES["mrv2"](config)

@@ -22,19 +22,33 @@ from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths
 from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.engine.client import CallTimeout, EngineCrash
+from crossattn_sizing.engine.client import CallTimeout
 from crossattn_sizing.engine.isolated import InputChanged, IsolatedImpl
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.resolve import Isolation, load_checked_policy, load_impl
 from tests.processes import cli, run, running
 
 HOSTILE = "tests.hostile_code"
-NEMOTRON = json.dumps({"max_model_len": 2048, "max_num_batched_tokens": 4096,
-                       "groups": [{"kind": "full", "block_size": 16}, {"kind": "cross", "block_size": 16}]})  # fmt: skip
-SMALL_DOMAIN = ("--block-sizes", "1-8", "--max-model-len", "1-64:7", "--encoder-tokens", "1-64:7",
-                "--source-positions", "absent,0", "--no-progress")  # fmt: skip
+NEMOTRON = json.dumps(
+    {
+        "max_model_len": 2048,
+        "max_num_batched_tokens": 4096,
+        "groups": [{"kind": "full", "block_size": 16}, {"kind": "cross", "block_size": 16}],
+    }
+)
+SMALL_DOMAIN = (
+    "--block-sizes",
+    "1-8",
+    "--max-model-len",
+    "1-64:7",
+    "--encoder-tokens",
+    "1-64:7",
+    "--source-positions",
+    "absent,0",
+    "--no-progress",
+)
 MARGIN = 20.0
-"""Seconds past a deadline a timed-out call may take to be reported (a fork and a kill on a loaded machine)."""
+"""Seconds past a deadline a timed-out call may take to be reported (a fork and a kill, on a busy machine)."""
 
 
 def workers_of(spec: str) -> list[int]:
@@ -63,8 +77,23 @@ def gone(spec: str, within: float = 10.0) -> bool:
 
 
 def verify(*args: str, env: dict[str, str] | None = None, json_path: Path) -> tuple[int, str, dict]:
-    done = run(cli("verify", "--policy", "mrv2", "--max-examples", "5", "--seed", "1", "--jobs", "1",
-                   "--json", str(json_path), *args), env=env)  # fmt: skip
+    done = run(
+        cli(
+            "verify",
+            "--policy",
+            "mrv2",
+            "--max-examples",
+            "5",
+            "--seed",
+            "1",
+            "--jobs",
+            "1",
+            "--json",
+            str(json_path),
+            *args,
+        ),
+        env=env,
+    )
     data = json.loads(json_path.read_text()) if json_path.exists() else {}
     return done.returncode, done.stdout + done.stderr, data
 
@@ -76,8 +105,9 @@ def outcomes(data: dict) -> dict[str, str]:
 # Implementations: death, crash, mutation, hangs, wrong answers, signals --------------------------
 def test_an_implementation_that_calls_os_exit_0_fails_verify(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:ExitsInSlotMapping"
-    status, out, data = verify("--impl", spec, "-k", "test_slot_mapping_matches_reference",
-                               json_path=tmp_path / "v.json")  # fmt: skip
+    status, out, data = verify(
+        "--impl", spec, "-k", "test_slot_mapping_matches_reference", json_path=tmp_path / "v.json"
+    )
     assert status == 1, out
     assert data["exit_status"] == 1
     assert set(outcomes(data).values()) == {"fails"}, out
@@ -88,7 +118,10 @@ def test_an_implementation_that_calls_os_exit_0_fails_verify(tmp_path: Path) -> 
 def test_a_segfault_in_attention_fails_that_property_and_verify_reports_the_rest(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:SegfaultsInAttention"
     status, out, data = verify(
-        "--impl", spec, "-k", "test_slot_mapping_matches_reference or test_cross_attention_matches_dense",
+        "--impl",
+        spec,
+        "-k",
+        "test_slot_mapping_matches_reference or test_cross_attention_matches_dense",
         json_path=tmp_path / "v.json",
     )
     assert status == 1, out
@@ -103,7 +136,9 @@ def test_a_segfault_in_attention_fails_that_property_and_verify_reports_the_rest
 def test_a_kernel_that_changes_an_input_fails_naming_it(spec: str, changed: str) -> None:
     impl = IsolatedImpl(f"{HOSTILE}:{spec}", "cpu", 30.0)
     try:
-        with pytest.raises(InputChanged, match=rf"changed its input {changed.replace('[', '.').replace(']', '.')}"):
+        with pytest.raises(
+            InputChanged, match=rf"changed its input {changed.replace('[', '.').replace(']', '.')}"
+        ):
             call_write_and_merge(impl)
     finally:
         impl.close()
@@ -123,29 +158,48 @@ def test_an_honest_kernel_changes_nothing_and_gets_the_judges_buffers_filled() -
 def call_write_and_merge(impl: IsolatedImpl) -> tuple[torch.Tensor, torch.Tensor]:
     """A KV write of one token to slot 0, then a merge of two partials: what the two hostile kernels break."""
     key_cache, value_cache = torch.zeros(4, 2, 2, 4), torch.zeros(4, 2, 2, 4)
-    impl.write_kv(key=torch.ones(1, 2, 4), value=torch.ones(1, 2, 4), key_cache=key_cache,
-                  value_cache=value_cache, step=WriteStep(slots=torch.tensor([0])))  # fmt: skip
+    impl.write_kv(
+        key=torch.ones(1, 2, 4),
+        value=torch.ones(1, 2, 4),
+        key_cache=key_cache,
+        value_cache=value_cache,
+        step=WriteStep(slots=torch.tensor([0])),
+    )
     merged = impl.merge(outs=[torch.randn(3, 2, 4), torch.randn(3, 2, 4)], lses=[torch.randn(3, 2)] * 2)
     return key_cache, merged
 
 
 def one_token_step() -> AttentionStep:
     return AttentionStep(
-        table=torch.zeros(1, dtype=torch.int32), row_stride=1, query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
-        seq_lens=torch.tensor([1], dtype=torch.int32), query_positions=torch.tensor([0]), layout=SlotLayout(1),
-        causal=False, scale=1.0,
-    )  # fmt: skip
+        table=torch.zeros(1, dtype=torch.int32),
+        row_stride=1,
+        query_start_loc=torch.tensor([0, 1], dtype=torch.int32),
+        seq_lens=torch.tensor([1], dtype=torch.int32),
+        query_positions=torch.tensor([0]),
+        layout=SlotLayout(1),
+        causal=False,
+        scale=1.0,
+    )
 
 
 def attend(impl: IsolatedImpl) -> object:
-    return impl.paged_attention(query=torch.ones(1, 1, 4), key_cache=torch.ones(1, 1, 1, 4),
-                                value_cache=torch.ones(1, 1, 1, 4), step=one_token_step())  # fmt: skip
+    return impl.paged_attention(
+        query=torch.ones(1, 1, 4),
+        key_cache=torch.ones(1, 1, 1, 4),
+        value_cache=torch.ones(1, 1, 1, 4),
+        step=one_token_step(),
+    )
 
 
 def slot_map(impl: IsolatedImpl) -> torch.Tensor:
-    step = SlotStep(table=torch.arange(4, dtype=torch.int32), row_stride=4, req_rows=torch.tensor([0]),
-                    query_start_loc=torch.tensor([0, 2], dtype=torch.int32), positions=torch.tensor([0, 1]),
-                    layout=SlotLayout(1))  # fmt: skip
+    step = SlotStep(
+        table=torch.arange(4, dtype=torch.int32),
+        row_stride=4,
+        req_rows=torch.tensor([0]),
+        query_start_loc=torch.tensor([0, 2], dtype=torch.int32),
+        positions=torch.tensor([0, 1]),
+        layout=SlotLayout(1),
+    )
     out = torch.empty(2, dtype=torch.int64)
     impl.slot_mapping(step=step, out=out)
     return out
@@ -157,7 +211,9 @@ def test_a_sleeping_kernel_times_out_within_its_deadline_and_the_next_call_runs(
     try:
         for _ in range(2):  # the first kills the worker; the second is killed by the forking worker itself
             start = time.monotonic()
-            with pytest.raises(CallTimeout, match=rf"^timed out after 1 s: implementation {spec}: paged_attention$"):
+            with pytest.raises(
+                CallTimeout, match=rf"^timed out after 1 s: implementation {spec}: paged_attention$"
+            ):
                 attend(impl)
             assert time.monotonic() - start < 1.0 + MARGIN
         assert slot_map(impl).tolist() == [0, 1]  # a fresh worker answers the next call
@@ -180,22 +236,47 @@ def test_an_answer_of_the_wrong_shape_fails_naming_both_shapes() -> None:
 
     impl = load_impl(f"{HOSTILE}:WrongShape", "cpu", Isolation(timeout=30.0))
     query, cache = torch.ones(2, 1, 4), torch.ones(1, 2, 1, 4)
-    step = AttentionStep(table=torch.zeros(1, dtype=torch.int32), row_stride=1,
-                         query_start_loc=torch.tensor([0, 2], dtype=torch.int32),
-                         seq_lens=torch.tensor([2], dtype=torch.int32), query_positions=torch.tensor([0, 1]),
-                         layout=SlotLayout(2), causal=False, scale=1.0)  # fmt: skip
+    step = AttentionStep(
+        table=torch.zeros(1, dtype=torch.int32),
+        row_stride=1,
+        query_start_loc=torch.tensor([0, 2], dtype=torch.int32),
+        seq_lens=torch.tensor([2], dtype=torch.int32),
+        query_positions=torch.tensor([0, 1]),
+        layout=SlotLayout(2),
+        causal=False,
+        scale=1.0,
+    )
     answer = impl.paged_attention(query=query, key_cache=cache, value_cache=cache, step=step)
-    with pytest.raises(WrongAnswer, match=r"returned out \[1, 1, 4\] and lse \[2, 1\]; expected out \[2, 1, 4\]"):
+    with pytest.raises(
+        WrongAnswer, match=r"returned out \[1, 1, 4\] and lse \[2, 1\]; expected out \[2, 1, 4\]"
+    ):
         checked_attention(impl.name, answer, query, cache)
-    honest = load_impl(f"{HOSTILE}:Honest", "cpu", Isolation(timeout=30.0))  # meta: the check passes a right one
-    checked_attention(honest.name, honest.paged_attention(query=query, key_cache=cache, value_cache=cache,
-                                                          step=step), query, cache)  # fmt: skip
+    honest = load_impl(
+        f"{HOSTILE}:Honest", "cpu", Isolation(timeout=30.0)
+    )  # meta: the check passes a right one
+    checked_attention(
+        honest.name,
+        honest.paged_attention(query=query, key_cache=cache, value_cache=cache, step=step),
+        query,
+        cache,
+    )
 
 
 def test_an_implementation_ignoring_sigterm_does_not_keep_verify_running(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:IgnoresSigterm"
-    command = cli("verify", "--policy", "mrv2", "--impl", spec, "--jobs", "1", "-k", "attention",
-                  "--json", str(tmp_path / "v.json"))  # fmt: skip
+    command = cli(
+        "verify",
+        "--policy",
+        "mrv2",
+        "--impl",
+        spec,
+        "--jobs",
+        "1",
+        "-k",
+        "attention",
+        "--json",
+        str(tmp_path / "v.json"),
+    )
     with running(command) as child:
         child.wait_for(lambda line: "running the property suite" in line)
         time.sleep(3)  # inside the suite, the implementation loaded in its worker
@@ -208,8 +289,10 @@ def test_an_implementation_ignoring_sigterm_does_not_keep_verify_running(tmp_pat
 
 # Policies: rebinding the judge, threads, dicts, batches ---------------------------------------------
 def test_a_policy_rebinding_the_capacity_check_still_fails_check() -> None:
-    done = run(cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "3329"),
-               env={"HOSTILE_CODE_REBINDS": "1"})  # fmt: skip
+    done = run(
+        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "3329"),
+        env={"HOSTILE_CODE_REBINDS": "1"},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     assert "FAIL" in done.stdout
 
@@ -231,8 +314,10 @@ def test_the_rebinding_stays_in_the_policys_worker(monkeypatch: pytest.MonkeyPat
 
 def test_a_policy_that_leaves_a_thread_running_does_not_keep_check_alive() -> None:
     start = time.monotonic()
-    done = run(cli("check", "--policy", f"{HOSTILE}:starts_thread", "--config", NEMOTRON, "--encoder-lens",
-                   "3329"), timeout=300)  # fmt: skip
+    done = run(
+        cli("check", "--policy", f"{HOSTILE}:starts_thread", "--config", NEMOTRON, "--encoder-lens", "3329"),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert time.monotonic() - start < 120
     assert gone(f"{HOSTILE}:starts_thread")
@@ -265,7 +350,9 @@ def test_prove_fails_a_policy_whose_batch_method_lies() -> None:
     assert done.returncode == 1, done.stdout + done.stderr
     assert "widths_many answered (128,) but a single call answers (42,)" in done.stdout
     assert "holds" not in done.stdout
-    honest = run(cli("prove", "--policy", f"{HOSTILE}:honest_batch", *SMALL_DOMAIN))  # meta: quiet when honest
+    honest = run(
+        cli("prove", "--policy", f"{HOSTILE}:honest_batch", *SMALL_DOMAIN)
+    )  # meta: quiet when honest
     assert honest.returncode == 0, honest.stdout + honest.stderr
 
 
@@ -275,8 +362,10 @@ def test_the_batch_cross_check_samples_each_batch() -> None:
     assert sample_indices(3) == [0, 1, 2]
     picked = sample_indices(1024)
     assert picked[0] == 0 and picked[-1] == 1023 and len(picked) == 4
-    configs = [RunnerConfig(max_model_len=m, max_num_batched_tokens=m,
-                            groups=(KVCacheGroup(GroupKind.FULL, 16),)) for m in range(16, 16 * 9, 16)]  # fmt: skip
+    configs = [
+        RunnerConfig(max_model_len=m, max_num_batched_tokens=m, groups=(KVCacheGroup(GroupKind.FULL, 16),))
+        for m in range(16, 16 * 9, 16)
+    ]
 
     def blocks(config: RunnerConfig) -> tuple[int, ...]:
         return (config.max_model_len // 16,)
@@ -291,20 +380,31 @@ def test_the_batch_cross_check_samples_each_batch() -> None:
 
 
 # Options ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("args", "env", "says"), [
-    (("--call-timeout", "0"), {}, "--call-timeout"),
-    ((), {"CROSSATTN_CALL_TIMEOUT": "soon"}, "CROSSATTN_CALL_TIMEOUT='soon'"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("args", "env", "says"),
+    [
+        (("--call-timeout", "0"), {}, "--call-timeout"),
+        ((), {"CROSSATTN_CALL_TIMEOUT": "soon"}, "CROSSATTN_CALL_TIMEOUT='soon'"),
+    ],
+)
 def test_a_bad_deadline_is_one_line_exit_2(args: tuple[str, ...], env: dict[str, str], says: str) -> None:
-    done = run(cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "1",
-                   *args), env=env)  # fmt: skip
+    done = run(
+        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "1", *args),
+        env=env,
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr
 
 
 def test_in_process_is_said_in_the_report(tmp_path: Path) -> None:
-    status, out, data = verify("--impl", f"{HOSTILE}:Honest", "--in-process", "-k",
-                               "test_slot_mapping_matches_reference", json_path=tmp_path / "v.json")  # fmt: skip
+    status, out, data = verify(
+        "--impl",
+        f"{HOSTILE}:Honest",
+        "--in-process",
+        "-k",
+        "test_slot_mapping_matches_reference",
+        json_path=tmp_path / "v.json",
+    )
     assert status == 0, out
     assert any("not isolated" in note for note in data["notes"]), data.get("notes")
     assert "not isolated" in out

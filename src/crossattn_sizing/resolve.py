@@ -179,8 +179,10 @@ def resolve_policy(spec: str, isolation: Isolation | None = None) -> Subject:
     return _known(Subject("policy", spec, policy, name, expected if isinstance(expected, bool) else True))
 
 
-def resolve_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None) -> Subject:
-    """The implementation ``spec`` names on ``device``, loaded once (:func:`load_impl`), as a :class:`Subject`.
+def resolve_impl(
+    spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None
+) -> Subject:
+    """The implementation ``spec`` names on ``device``, loaded once (:func:`load_impl`): its :class:`Subject`.
 
     Its ``name`` is its own display name where it is an engine release's
     (which says whose kernels run), else the spec as typed: a ``TorchImpl``

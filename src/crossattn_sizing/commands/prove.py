@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
@@ -43,9 +44,8 @@ from crossattn_sizing.prove import (
     prove_all,
     vector_form,
 )
-from crossattn_sizing.prove.edges import edge_coverage, edge_domain
-from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.prove.batches import BatchDisagrees
+from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file, write_text

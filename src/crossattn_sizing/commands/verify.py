@@ -104,8 +104,10 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
     maps: dict[str, str] = {}
     for spec in specs:
         if spec.strip().startswith("vllm"):
-            maps[subjects[spec].name] = ("not drawn (an engine policy answers through its worker, one config at a "
-                                 f"time; draw it with crossattn-sizing map --policy {spec})")  # fmt: skip
+            maps[subjects[spec].name] = (
+                "not drawn (an engine policy answers through its worker, one config at a "
+                f"time; draw it with crossattn-sizing map --policy {spec})"
+            )
             continue
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
         image = markdown.with_name(f"{markdown.stem}-map-{slug}.png")
@@ -334,6 +336,11 @@ def run_each(
     return False
 
 
+def settled(subject: Subject, sharing: SharedPolicies, nodeids: list[str]) -> bool:
+    """Whether a policy expected to fail only failed this property in the shared run (its verdict stands)."""
+    return not subject.expected_to_hold and sharing.failed_only(subject.spec, nodeids)
+
+
 def run_shared(
     args: argparse.Namespace, specs: list[str], subjects: dict[str, Subject], profile: str,
     verdicts: list[PolicyVerdict], notes: list[str], bar: OverallBar,
@@ -357,8 +364,7 @@ def run_shared(
     # (its verdict is settled; shrinking it again for each pre-fix variant is what made verify slow).
     # Every other policy that left runs the property alone: its verdict and diagnosis are its own run's.
     kept = {
-        spec: [r for r in left[spec] if not subjects[spec].expected_to_hold and sharing.failed_only(spec, r.nodeids)]
-        for spec in specs
+        spec: [r for r in left[spec] if settled(subjects[spec], sharing, r.nodeids)] for spec in specs
     }
     again = {spec: [r for r in left[spec] if r not in kept[spec]] for spec in specs}
     notes.append(

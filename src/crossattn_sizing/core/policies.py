@@ -236,7 +236,9 @@ def refuse_non_sequence(result: object, name: object) -> tuple[object, ...]:
         return usercode.call(tuple, result, what=f"{name}: reading its answer")
     kind = usercode.shown(type(result).__name__, "type")
     said = usercode.shown(result, "answer", as_repr=True)
-    raise PolicyCallError(f"{name} returned a {kind} ({said}): expected a list or tuple of ints, one per group")
+    raise PolicyCallError(
+        f"{name} returned a {kind} ({said}): expected a list or tuple of ints, one per group"
+    )
 
 
 PROBE_CONFIG = RunnerConfig(

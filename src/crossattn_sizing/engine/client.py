@@ -54,7 +54,7 @@ class EngineCrash(AssertionError):
 
 
 class CallTimeout(EngineCrash):
-    """A request outlived the worker's deadline: the worker was killed, the next request starts a fresh one."""
+    """A request outlived the worker's deadline: the worker was killed; the next request starts a new one."""
 
 
 def _signal_name(returncode: int | None) -> str:

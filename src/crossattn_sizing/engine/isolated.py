@@ -81,8 +81,15 @@ class CodeWorker(Worker):
         return f"{'sizing policy' if self.kind == POLICY else 'implementation'} {self.spec}"
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "crossattn_sizing.engine.worker", "--device", self.device,
-               "--load", f"{self.kind}={self.spec}"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "crossattn_sizing.engine.worker",
+            "--device",
+            self.device,
+            "--load",
+            f"{self.kind}={self.spec}",
+        ]
         if self.forking:
             cmd += ["--fork", repr(self.call_deadline)]
         # What the judge imports from, the worker imports from (a test's module, a folder on PYTHONPATH).
@@ -228,11 +235,20 @@ class IsolatedImpl:
         out.copy_(_same_shape("slot_mapping", "out", decode(result["out"], out.device), out, self.spec))
 
     def write_kv(
-        self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+        self,
+        *,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
         step: WriteStep,
     ) -> None:
-        result = self._call("write_kv", {"key": key, "value": value, "step": step},
-                            key_cache=key_cache, value_cache=value_cache)  # fmt: skip
+        result = self._call(
+            "write_kv",
+            {"key": key, "value": value, "step": step},
+            key_cache=key_cache,
+            value_cache=value_cache,
+        )
         for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
             cache.copy_(_same_shape("write_kv", name, decode(result[name], cache.device), cache, self.spec))
 
@@ -241,8 +257,11 @@ class IsolatedImpl:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         inputs = {"query": query, "key_cache": key_cache, "value_cache": value_cache, "step": step}
         answer = decode_answer(self._call("paged_attention", inputs)["answer"], query.device)
-        if not (isinstance(answer, tuple) and len(answer) == 2
-                and all(isinstance(t, torch.Tensor) for t in answer)):  # fmt: skip
+        if not (
+            isinstance(answer, tuple)
+            and len(answer) == 2
+            and all(isinstance(t, torch.Tensor) for t in answer)
+        ):
             raise AssertionError(
                 f"implementation {self.spec}: paged_attention returned {_kind(answer)}, "
                 "not the tuple (out, lse) of tensors"
@@ -250,8 +269,10 @@ class IsolatedImpl:
         return answer  # type: ignore[return-value]
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
-        answer = decode_answer(self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"],
-                               outs[0].device if outs else "cpu")  # fmt: skip
+        answer = decode_answer(
+            self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"],
+            outs[0].device if outs else "cpu",
+        )
         if not isinstance(answer, torch.Tensor):
             raise AssertionError(f"implementation {self.spec}: merge returned {_kind(answer)}, not a tensor")
         return answer

@@ -78,13 +78,15 @@ class PolicySubject:
             return {"ok": False, **failure(answer)}
         try:
             values = refuse_non_sequence(answer, f"sizing policy {self.spec}: widths_many")
-        except Exception as exc:  # noqa: BLE001  (the refusal is this item's answer)
+        except Exception as exc:
             return {"ok": False, **failure(exc)}
         if not all(type(v) is int for v in values):
             said = usercode.shown(values, "answer", as_repr=True)
-            return {"ok": False, "kind": "PolicyCallError",
-                    "error": f"PolicyCallError: sizing policy {self.spec}: widths_many answered {said}, "
-                    "not ints"}  # fmt: skip
+            return {
+                "ok": False,
+                "kind": "PolicyCallError",
+                "error": f"PolicyCallError: sizing policy {self.spec}: widths_many answered {said}, not ints",
+            }
         return {"ok": True, "result": list(values)}
 
 
@@ -130,10 +132,18 @@ class ImplSubject:
 
         inputs = {name: decode_record(req[name]) for name in ("key", "value", "step")}
         key_cache, value_cache = decode_record(req["key_cache"]), decode_record(req["value_cache"])
-        self.impl.write_kv(key=inputs["key"], value=inputs["value"], key_cache=key_cache,
-                           value_cache=value_cache, step=inputs["step"])  # fmt: skip
-        return {"key_cache": encode(key_cache), "value_cache": encode(value_cache),
-                "inputs": fingerprints(inputs)}  # fmt: skip
+        self.impl.write_kv(
+            key=inputs["key"],
+            value=inputs["value"],
+            key_cache=key_cache,
+            value_cache=value_cache,
+            step=inputs["step"],
+        )
+        return {
+            "key_cache": encode(key_cache),
+            "value_cache": encode(value_cache),
+            "inputs": fingerprints(inputs),
+        }
 
     def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
         from crossattn_sizing.engine.tensors import decode_record, encode_answer

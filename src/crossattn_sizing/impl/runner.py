@@ -167,7 +167,7 @@ class WrongAnswer(AssertionError):
 
 def checked_attention(name: str, answer: object, query: torch.Tensor,
                       value_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
-    """``(out [Q, H, D], lse [Q, H])`` as paged attention must answer, or :class:`WrongAnswer` saying what it was.
+    """``(out [Q, H, D], lse [Q, H])`` as paged attention must answer, else :class:`WrongAnswer` saying what.
 
     Checked before anything reads the answer: a tensor one row short would
     otherwise broadcast, or fail later with an error about something else.
@@ -175,7 +175,8 @@ def checked_attention(name: str, answer: object, query: torch.Tensor,
     want = (query.shape[0], query.shape[1], value_cache.shape[-1])
     if not (isinstance(answer, tuple) and len(answer) == 2
             and all(isinstance(t, torch.Tensor) for t in answer)):  # fmt: skip
-        raise WrongAnswer(f"paged attention of {name} returned {type(answer).__name__}, not (out, lse) tensors")
+        kind = type(answer).__name__
+        raise WrongAnswer(f"paged attention of {name} returned {kind}, not (out, lse) tensors")
     out, lse = answer
     if tuple(out.shape) != want or tuple(lse.shape) != want[:2]:
         raise WrongAnswer(

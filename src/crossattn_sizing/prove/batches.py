@@ -142,12 +142,15 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
         except NotExpressible as exc:
             single = exc
         if isinstance(single, Exception) or tuple(batch) != single:
-            said = single if not isinstance(single, Exception) else f"{type(single).__name__}: {single}"
+            if isinstance(single, Exception):
+                said = usercode.shown(f"{type(single).__name__}: {single}")
+            else:
+                said = usercode.shown(single, as_repr=True)
             raise PolicyRaised(configs[i], BatchDisagrees(
-                f"sizing policy {policy_name(policy)}: widths_many answered {usercode.shown(batch, as_repr=True)} "
-                f"but a single call answers {usercode.shown(said, as_repr=not isinstance(single, Exception))} "
+                f"sizing policy {policy_name(policy)}: widths_many answered "
+                f"{usercode.shown(batch, as_repr=True)} but a single call answers {said} "
                 f"for config {i} of the batch; the batch method must give what single calls give"
-            ))
+            ))  # fmt: skip
 
 
 def policy_widths(
