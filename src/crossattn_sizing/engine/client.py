@@ -128,9 +128,7 @@ class Worker:
 
     # Lifecycle -------------------------------------------------------------
     def _spawn(self) -> dict[str, Any]:
-        env = dict(os.environ)
-        if self.device == "cpu":
-            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        env = self.environment()
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         # A worker with a deadline leads its own process group, so a kill on expiry takes anything
         # it started too.
@@ -149,6 +147,13 @@ class Worker:
             )
         return json.loads(line)
 
+    def environment(self) -> dict[str, str]:
+        """The worker's environment: this process's, with the CPU settings a CPU worker needs."""
+        env = dict(os.environ)
+        if self.device == "cpu":
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        return env
+
     def _read_line(self, proc: subprocess.Popen[str], deadline: float | None) -> str:
         """One protocol line, or "" when the worker died, or was killed when ``deadline`` passed."""
         if proc.stdout is None:
@@ -160,6 +165,9 @@ class Worker:
         timer.start()
         try:
             return proc.stdout.readline()
+        except BaseException:  # Ctrl-C while it ran: its answer would be read as the next one's
+            end_group(proc, signal.SIGKILL, 0.0)
+            raise
         finally:
             timer.cancel()
 

@@ -109,54 +109,52 @@ class ImplSubject:
     """A ``module:attr`` implementation on a device: each kernel call on copies of the judge's tensors."""
 
     def __init__(self, spec: str, device: str) -> None:
+        import torch
+
         from crossattn_sizing.impl import load_impl
 
         self.spec = spec
         self.impl = load_impl(spec, device)
+        self.device = torch.device(device)  # where the kernels get their copies of the judge's tensors
 
     def ready(self) -> dict[str, Any]:
         from crossattn_sizing.impl import provenance_lines
 
         return {"provenance": provenance_lines(self.impl)}
 
-    def op_slot_mapping(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.engine.tensors import decode_record, encode
+    def _decoded(self, req: dict[str, Any], *names: str) -> dict[str, Any]:
+        """The named arguments of a request, as this worker's own copies on the kernels' device."""
+        from crossattn_sizing.engine.tensors import decode_record
 
-        inputs = {"step": decode_record(req["step"])}
-        out = decode_record(req["out"])
+        return {name: decode_record(req[name], self.device) for name in names}
+
+    def op_slot_mapping(self, req: dict[str, Any]) -> dict[str, Any]:
+        from crossattn_sizing.engine.tensors import encode
+
+        inputs = self._decoded(req, "step")
+        out = self._decoded(req, "out")["out"]
         self.impl.slot_mapping(step=inputs["step"], out=out)
         return {"out": encode(out), "inputs": fingerprints(inputs)}
 
     def op_write_kv(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.engine.tensors import decode_record, encode
+        from crossattn_sizing.engine.tensors import encode
 
-        inputs = {name: decode_record(req[name]) for name in ("key", "value", "step")}
-        key_cache, value_cache = decode_record(req["key_cache"]), decode_record(req["value_cache"])
-        self.impl.write_kv(
-            key=inputs["key"],
-            value=inputs["value"],
-            key_cache=key_cache,
-            value_cache=value_cache,
-            step=inputs["step"],
-        )
-        return {
-            "key_cache": encode(key_cache),
-            "value_cache": encode(value_cache),
-            "inputs": fingerprints(inputs),
-        }
+        inputs = self._decoded(req, "key", "value", "step")
+        caches = self._decoded(req, "key_cache", "value_cache")
+        self.impl.write_kv(**inputs, **caches)
+        return {**{name: encode(cache) for name, cache in caches.items()}, "inputs": fingerprints(inputs)}
 
     def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.engine.tensors import decode_record, encode_answer
+        from crossattn_sizing.engine.tensors import encode_answer
 
-        names = ("query", "key_cache", "value_cache", "step")
-        inputs = {name: decode_record(req[name]) for name in names}
+        inputs = self._decoded(req, "query", "key_cache", "value_cache", "step")
         answer = self.impl.paged_attention(**inputs)
         return {"answer": encode_answer(answer), "inputs": fingerprints(inputs)}
 
     def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
-        from crossattn_sizing.engine.tensors import decode_record, encode_answer
+        from crossattn_sizing.engine.tensors import encode_answer
 
-        inputs = {"outs": decode_record(req["outs"]), "lses": decode_record(req["lses"])}
+        inputs = self._decoded(req, "outs", "lses")
         answer = self.impl.merge(**inputs)
         return {"answer": encode_answer(answer), "inputs": fingerprints(inputs)}
 

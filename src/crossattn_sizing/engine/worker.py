@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     if args.load:
+        sys.path[:0] = args.path
         return serve_subject(args.load, args.device, proto, args.fork)
     applied = set_cpu_environment() if args.device == "cpu" else []
     sys.path[:0] = args.path
