@@ -103,6 +103,7 @@ def outcomes(data: dict) -> dict[str, str]:
 
 
 # Implementations: death, crash, mutation, hangs, wrong answers, signals --------------------------
+@pytest.mark.slow
 def test_an_implementation_that_calls_os_exit_0_fails_verify(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:ExitsInSlotMapping"
     status, out, data = verify(
@@ -115,6 +116,7 @@ def test_an_implementation_that_calls_os_exit_0_fails_verify(tmp_path: Path) -> 
     assert gone(spec)
 
 
+@pytest.mark.slow
 def test_a_segfault_in_attention_fails_that_property_and_verify_reports_the_rest(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:SegfaultsInAttention"
     status, out, data = verify(
@@ -262,6 +264,7 @@ def test_an_answer_of_the_wrong_shape_fails_naming_both_shapes() -> None:
     )
 
 
+@pytest.mark.slow
 def test_an_implementation_ignoring_sigterm_does_not_keep_verify_running(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:IgnoresSigterm"
     command = cli(
@@ -396,6 +399,7 @@ def test_a_bad_deadline_is_one_line_exit_2(args: tuple[str, ...], env: dict[str,
     assert says in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_in_process_is_said_in_the_report(tmp_path: Path) -> None:
     status, out, data = verify(
         "--impl",

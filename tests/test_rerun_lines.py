@@ -16,6 +16,8 @@ import pytest
 
 from tests.processes import run
 
+pytestmark = pytest.mark.slow  # each test runs the property suite twice in subprocesses
+
 PYTEST = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-x", "-q"]
 SLOT_TEST = "properties/test_slot_mapping.py::test_slot_mapping_matches_reference"
 

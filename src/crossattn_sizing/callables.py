@@ -9,6 +9,7 @@ wrong. It is kept out of the code under test (``policies.py``, ``impl.py``).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +28,29 @@ def check_form(spec: str, builtins: Mapping[str, Any], what: str) -> None:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
+
+
+def check_findable(spec: str, builtins: Mapping[str, Any], what: str) -> None:
+    """:func:`check_form`, and the module's top-level package must exist, found without running any of it.
+
+    Why: a ``module:attr`` that runs in a worker process is imported there,
+    never in the judge (its import is the user's code too), yet a name that
+    names nothing is still refused when the run starts. Finding a top-level
+    package executes nothing; what lies deeper is the worker's to report.
+    """
+    check_form(spec, builtins, what)
+    if spec in builtins:
+        return
+    module_name = spec.partition(":")[0]
+    top = module_name.split(".")[0]
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise PolicyLoadError(
+            f"{what} {spec!r}: module {module_name!r} does not import (no module named {top!r})"
+        )
 
 
 def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable[..., Any]:

@@ -27,6 +27,7 @@ line; nothing else of the engine is replaced.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -183,8 +184,14 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     :func:`os._exit`: a thread the user's code left running must not keep the
     worker (and so the judge, which waits for it) alive.
     """
+    from crossattn_sizing import interrupts
+
     kind, _, spec = load.partition("=")
     sys.path.insert(0, os.getcwd())
+    # The worker leads its own session, so no terminal Ctrl-C reaches it: with SIGINT recorded here, a
+    # KeyboardInterrupt the user's code raises is said to be theirs (usercode), not taken as a press.
+    stack = contextlib.ExitStack()
+    stack.enter_context(interrupts.handling(restore=False))
     # The worker leads its own process group (so a kill takes what it started): a judge killed outright
     # no longer ends it through the group, so it watches for that itself, even while a call hangs.
     threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()

@@ -20,7 +20,7 @@ import pytest
 
 from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
-from crossattn_sizing.callables import check_form, load_callable
+from crossattn_sizing.callables import check_findable, load_callable
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
@@ -331,7 +331,7 @@ def check_impl_spec(spec: str, isolation: Isolation) -> None:
         return
     builtins = dict.fromkeys(IMPL_NAMES, object)
     if is_user_spec(spec) and not isolation.in_process:
-        check_form(spec, builtins, "implementation")
+        check_findable(spec, builtins, "implementation")
         return
     load_callable(spec, builtins, "implementation")
 
