@@ -170,8 +170,8 @@ class IsolatedPolicy:
         ready = self.worker.start()
         self.expected_to_hold = bool(ready.get("expected_to_hold", True))
         self.summary = ready.get("summary") or f"{spec} (run in a worker process)"
-        if ready.get("batch"):
-            self.widths_many = self._widths_many
+        # Always batched (the worker asks a policy without a batch method one config at a time).
+        self.widths_many = self._widths_many
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         return f"IsolatedPolicy({self.spec!r})"
@@ -188,8 +188,15 @@ class IsolatedPolicy:
     def _widths_many(self, configs: Sequence[RunnerConfig]) -> list[tuple[int, ...] | Exception]:
         try:
             result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
-        except EngineCrash as exc:
-            raise PolicyCallError(f"{exc} (the policy's worker process)") from None
+        except EngineCrash:  # asked again one at a time, so the config that kills it is the one named
+            out: list[tuple[int, ...] | Exception] = []
+            for config in configs:
+                try:
+                    out.append(self(config))
+                except PolicyCallError as exc:
+                    out.append(exc)
+                    break
+            return out
         except RaisedInWorker as exc:
             raise PolicyCallError(f"sizing policy {self.spec}: widths_many raised {exc}") from None
         return [tuple(a["result"]) if a["ok"] else refusal(a) for a in result["results"]]

@@ -65,13 +65,23 @@ class PolicySubject:
         return {"widths": list(checked_widths(self.named, RunnerConfig.from_dict(req["config"])))}
 
     def op_widths_many(self, req: dict[str, Any]) -> dict[str, Any]:
-        """The batch method's answers, each a list of ints or what it was instead (``ok: false``)."""
-        if self.many is None:
-            raise TypeError(f"sizing policy {self.spec} has no widths_many")
+        """The batch method's answers, each a list of ints or what it was instead (``ok: false``).
+
+        A policy without a batch method is asked one config at a time here, in
+        the worker: ``prove`` then pays one round trip per batch, not per config.
+        """
         configs = [RunnerConfig.from_dict(c) for c in req["configs"]]
+        if self.many is None:
+            return {"results": [self._single(c) for c in configs]}
         many = self.many
         answers = usercode.call(lambda: list(many(configs)), what=f"sizing policy {self.spec}: widths_many")
         return {"results": [self._item(a) for a in answers]}
+
+    def _single(self, config: RunnerConfig) -> dict[str, Any]:
+        try:
+            return {"ok": True, "result": list(checked_widths(self.named, config))}
+        except Exception as exc:
+            return {"ok": False, **failure(exc)}
 
     def _item(self, answer: Any) -> dict[str, Any]:
         if isinstance(answer, BaseException):

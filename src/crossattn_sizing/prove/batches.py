@@ -174,6 +174,8 @@ def policy_widths(
             done += 1
             continue
         if isinstance(w, Exception):
+            if isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
+                raise PolicyRaised(config, w) from None
             if isinstance(w, HarnessError):
                 raise w
             raise PolicyRaised(config, w) from w
