@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.findings.results import PropertyFailure
+from crossattn_sizing.resolve import typed_spec
 
 if TYPE_CHECKING:  # the capacity properties fail here too, and need no torch
     from crossattn_sizing.impl import Impl
@@ -51,8 +52,9 @@ def rerun_command(options: Sequence[str] = ()) -> str:
 
 def harness_options(impl: Impl, policy: Policy | None = None, dcp_backend: str = "inprocess") -> list[str]:
     """The plugin options a property ran under, for its rerun line (the DCP backend if not the default)."""
-    out = [] if policy is None else ["--sizing-policy", policy_name(policy)]
-    out += ["--impl", impl.name, "--device", impl.device.type]
+    # The specs as typed (a display name or a base class's name cannot be typed back: issue 29).
+    out = [] if policy is None else ["--sizing-policy", typed_spec(policy, policy_name(policy))]
+    out += ["--impl", typed_spec(impl, impl.name), "--device", impl.device.type]
     return out if dcp_backend == "inprocess" else [*out, "--dcp-backend", dcp_backend]
 
 

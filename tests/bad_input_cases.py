@@ -197,7 +197,7 @@ CASES: list[Case] = [
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:raises",
       says="raised ValueError"),
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:returns_none",
-      says="returned None, not a tuple of ints"),
+      says="returned a NoneType (None): expected a list or tuple of ints"),
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", f"{UNUSABLE}:negative",
       says="expected 2 non-negative ints"),
     C("check", "--encoder-lens", "1", says="the following arguments are required: --config"),

@@ -326,8 +326,8 @@ def test_checked_widths_accepts_only_non_negative_ints_and_names_the_policy() ->
     with pytest.raises(PolicyLoadError) as info:
         checked_widths(returns_nothing(floor_div), config)
     assert str(info.value) == (
-        "sizing policy tests.test_helpers_and_diagnoses:returns_nothing.<locals>.wrapped returned None, "
-        "not a tuple of ints"
+        "sizing policy tests.test_helpers_and_diagnoses:returns_nothing.<locals>.wrapped returned a NoneType "
+        "(None): expected a list or tuple of ints, one per group"
     )
 
 

@@ -29,6 +29,7 @@ from crossattn_sizing.prove import (
     vector_widths,
 )
 from crossattn_sizing.prove import sweep as prove_sweep
+from crossattn_sizing.prove.batches import sample_indices
 from crossattn_sizing.prove.verify_row import prove_property
 from tests.broken_policies import BROKEN
 
@@ -211,6 +212,7 @@ class Batched:
 
     def __init__(self, policy, fail_on=None) -> None:  # type: ignore[no-untyped-def]
         self.policy, self.fail_on, self.batches, self.singles, self.ended = policy, fail_on, 0, 0, 0
+        self.sizes: list[int] = []  # configs per batch: each batch's sample is asked again singly
         self.__name__ = f"batched {getattr(policy, '__name__', policy)}"
 
     def end_batches(self) -> None:
@@ -222,6 +224,7 @@ class Batched:
 
     def widths_many(self, configs: list[RunnerConfig]) -> list:  # type: ignore[type-arg]
         self.batches += 1
+        self.sizes.append(len(configs))
         out: list = []  # type: ignore[type-arg]
         for config in configs:
             if self.fail_on is not None and self.fail_on(config):
@@ -232,12 +235,14 @@ class Batched:
 
 @pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_SMALL))
 def test_broken_policies_are_caught_through_widths_many(name: str) -> None:
-    """Meta-test: the batched path finds exactly what one call per config finds, and never calls singly."""
+    """Meta-test: the batched path finds exactly what one call per config finds, and calls singly only to
+    cross-check a sample of each batch (prove.batches.cross_check) and to re-check counterexamples."""
     domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
     policy = Batched(BROKEN[name])
     batched, single = prove(domain, policy, examples=3), prove(domain, BROKEN[name], examples=3)
     assert batched.batched and not single.batched and policy.batches > 0
-    assert policy.singles == 3  # only the counterexamples' scalar re-check calls it
+    sampled = sum(len(sample_indices(n)) for n in policy.sizes)
+    assert policy.singles == 3 + sampled  # the counterexamples' scalar re-check, and each batch's sample
     assert not batched.holds and batched.failures == single.failures
     assert batched.counterexamples == single.counterexamples
     assert policy.ended == 0 and prove_all([domain, domain], policy).failures == 2 * single.failures

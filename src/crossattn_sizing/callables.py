@@ -9,11 +9,48 @@ wrong. It is kept out of the code under test (``policies.py``, ``impl.py``).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from crossattn_sizing import usercode
 from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
+
+
+def check_form(spec: str, builtins: Mapping[str, Any], what: str) -> None:
+    """Refuse a spec that is neither one of ``builtins`` nor of the form ``module:attr``, without
+    importing anything (a ``module:attr`` run in a worker is imported there, not here)."""
+    if spec in builtins:
+        return
+    if ":" not in spec:
+        known = ", ".join(sorted(builtins))
+        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
+
+
+def check_findable(spec: str, builtins: Mapping[str, Any], what: str) -> None:
+    """:func:`check_form`, and the module's top-level package must exist, found without running any of it.
+
+    Why: a ``module:attr`` that runs in a worker process is imported there,
+    never in the judge (its import is the user's code too), yet a name that
+    names nothing is still refused when the run starts. Finding a top-level
+    package executes nothing; what lies deeper is the worker's to report.
+    """
+    check_form(spec, builtins, what)
+    if spec in builtins:
+        return
+    module_name = spec.partition(":")[0]
+    top = module_name.split(".")[0]
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise PolicyLoadError(
+            f"{what} {spec!r}: module {module_name!r} does not import (no module named {top!r})"
+        )
 
 
 def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable[..., Any]:
@@ -27,12 +64,8 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
     """
     if spec in builtins:
         return builtins[spec]  # type: ignore[no-any-return]
-    if ":" not in spec:
-        known = ", ".join(sorted(builtins))
-        raise PolicyLoadError(f"unknown {what} {spec!r}: use one of {known} or module:attr")
+    check_form(spec, builtins, what)
     module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise PolicyLoadError(f"{what} {spec!r}: expected the form module:attr")
     try:
         module = usercode.call(importlib.import_module, module_name, what="import")
     except PolicyCallError as exc:  # any import failure is the user's path, reported as such

@@ -42,6 +42,8 @@ ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long 
 FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --workers: this process's worker number
 ENGINE_EXAMPLES = "CROSSATTN_ENGINE_EXAMPLES"  # examples per property with --impl vllm==X on CPU
 FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --workers: the pid a worker dies with
+CALL_TIMEOUT = "CROSSATTN_CALL_TIMEOUT"  # --call-timeout: seconds one call into isolated user code may take
+IN_PROCESS = "CROSSATTN_IN_PROCESS"  # --in-process: run module:attr code inside the judge (unsafe)
 
 PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
 DEVICES = ("cpu", "cuda")
@@ -166,6 +168,28 @@ def dcp_timeout() -> float:
     return parsed
 
 
+DEFAULT_CALL_TIMEOUT = 60.0
+"""Seconds one call into a user's policy or implementation may take in its worker process: far past
+any sizing answer or CPU kernel call the suite makes (the slowest, an interpreted Triton kernel on a
+large case, takes a few seconds), short enough that a hung kernel is reported within a minute."""
+
+
+def call_timeout() -> float:
+    """Seconds one call into isolated user code may take before its worker is killed (default 60)."""
+    value = raw(CALL_TIMEOUT)
+    if value is None:
+        return DEFAULT_CALL_TIMEOUT
+    parsed = seconds(value)
+    if parsed is None:
+        raise SettingError(CALL_TIMEOUT, value, SECONDS_RULE)
+    return parsed
+
+
+def in_process() -> bool:
+    """Whether ``module:attr`` code runs in the judge's own process (``--in-process``: unsafe)."""
+    return _flag(IN_PROCESS)
+
+
 def profile() -> str:
     """The Hypothesis profile: ``CROSSATTN_PROFILE``, else ``dev``."""
     value = raw(PROFILE)
@@ -269,6 +293,8 @@ READERS: dict[str, Callable[[], object]] = {
     FUZZ_WORKER: fuzz_worker,
     FLEET_PARENT: fleet_parent,
     ENGINE_EXAMPLES: engine_examples,
+    CALL_TIMEOUT: call_timeout,
+    IN_PROCESS: in_process,
     "XDG_CACHE_HOME": cache_home,
 }
 """Every variable and the reader that checks it."""

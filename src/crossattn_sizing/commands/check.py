@@ -23,6 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
     options.POLICY.add(p, default="mrv2")
     options.CONFIG.add(p)  # required unless --engine names SGLang (checked in run)
+    options.add_isolation(p)
     p.add_argument(
         "--encoder-lens",
         help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
@@ -81,8 +82,11 @@ def run(args: argparse.Namespace) -> int:
     missing = [o for o, v in (("--config", args.config), ("--encoder-lens", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError("the following arguments are required: " + ", ".join(missing))
-    policy = load_checked_policy(args.policy)
+    isolation = options.isolation(args)
+    policy = load_checked_policy(args.policy, isolation)
     config = parse_config(args.config)
+    if isolation.note:
+        print(f"note:           {isolation.note}")
     lens = parse_lengths(args.encoder_lens, config)
     print(f"policy:         {args.policy}")
     print(f"config:         {config.describe()}")

@@ -22,7 +22,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from crossattn_sizing import settings
+from crossattn_sizing.errors import OptionError
 from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_SEED, parse_int
+from crossattn_sizing.resolve import Isolation
 from crossattn_sizing.settings import DEVICES
 
 Parse = Callable[[str, str], Any]
@@ -71,6 +74,7 @@ class Option:
     parse: Parse | None = None
     choices: tuple[str, ...] | None = None
     dest: str | None = None
+    switch: bool = False  # a flag that takes no value (store_true)
 
     def add(
         self,
@@ -91,6 +95,10 @@ class Option:
         if shown is not None and not required:
             said += f" (default {shown})"
         kwargs: dict[str, Any] = {"default": default, "required": required, "help": said}
+        if self.switch:
+            action = parser.add_argument(self.flag, action="store_true", help=self.help)
+            action.shared = self  # type: ignore[attr-defined]
+            return action
         if self.metavar is not None:
             kwargs["metavar"] = self.metavar
         if self.dest is not None:
@@ -137,3 +145,41 @@ MARKDOWN = Option("--markdown", "also write the report as Markdown to this file"
 BLOCK_SIZE = Option(
     "--block-size", "tokens per KV-cache block", metavar="N", parse=integer(1, MAX_BLOCK_SIZE),
 )  # fmt: skip
+
+
+def seconds(option: str, text: str) -> float:
+    """A number of seconds, as the settings take one (``CROSSATTN_CALL_TIMEOUT`` has the same rule)."""
+    value = settings.seconds(text)
+    if value is None:
+        raise OptionError(option, repr(text), settings.SECONDS_RULE)
+    return value
+
+
+CALL_TIMEOUT = Option(
+    "--call-timeout",
+    "seconds one call into a module:attr policy or implementation may take in its worker process; past "
+    f"it the worker is killed and that case fails (default: CROSSATTN_CALL_TIMEOUT, else "
+    f"{settings.DEFAULT_CALL_TIMEOUT:g})",
+    metavar="S", parse=seconds,
+)  # fmt: skip
+IN_PROCESS = Option(
+    "--in-process",
+    "UNSAFE, for a debugger: run module:attr code inside the judge's own process, as before isolation "
+    "(the report then says the verdict is not isolated; default: CROSSATTN_IN_PROCESS)",
+    switch=True,
+)
+
+
+def add_isolation(parser: argparse.ArgumentParser) -> None:
+    """``--call-timeout`` and ``--in-process``: where a command runs the user's ``module:attr`` code."""
+    CALL_TIMEOUT.add(parser)
+    IN_PROCESS.add(parser)
+
+
+def isolation(args: argparse.Namespace) -> Isolation:
+    """The options of :func:`add_isolation`, each falling back to its setting."""
+    timeout = getattr(args, "call_timeout", None)
+    return Isolation(
+        bool(getattr(args, "in_process", False)) or settings.in_process(),
+        settings.call_timeout() if timeout is None else timeout,
+    )

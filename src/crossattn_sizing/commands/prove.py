@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
@@ -42,6 +44,7 @@ from crossattn_sizing.prove import (
     prove_all,
     vector_form,
 )
+from crossattn_sizing.prove.batches import BatchDisagrees
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
@@ -78,6 +81,7 @@ def register(subparsers: Any) -> None:
         ),
     )
     options.POLICY.add(p, required=True)
+    options.add_isolation(p)
     axes = {
         "block_sizes": "bs, manager",
         "kernel_block_sizes": "kernel block sizes, kept where they divide bs; 'all' = every divisor",
@@ -202,7 +206,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         domains = edge_domain()
         described = describe_edges(domains)
-    policy = load_checked_policy(args.policy)
+    isolation = options.isolation(args)
+    policy = load_checked_policy(args.policy, isolation)
+    if isolation.note:
+        print(f"note: {isolation.note}", file=sys.stderr)
     check_outputs({"--json": args.json})
     json_path = output_file("--json", args.json)
     size = sum(d.size for d in domains)
@@ -224,8 +231,8 @@ def run(args: argparse.Namespace) -> int:
             f"note: policy {policy_name(policy)} has no vectorised form; {how} ({size:,} configs)",
             file=sys.stderr,
         )
-    options = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
-    domain_info = {"options": options, "axes": described, "configs": size}
+    asked = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
+    domain_info = {"options": asked, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
     checked = [0]  # configs done so far, for a partial result
     try:
@@ -237,15 +244,19 @@ def run(args: argparse.Namespace) -> int:
                        "domain": domain_info}  # fmt: skip
             write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
         raise
-    except (PolicyRaised, PolicyCallError) as exc:  # the policy could not answer one config: bad input
-        error = stopped_on(args.policy, exc) if isinstance(exc, PolicyRaised) else exc
-        if json_path:  # what stopped it, with the config, for a caller reading the file
-            payload = {"policy": policy_name(policy), "holds": False, "verdict": "bad input",
-                       "error": str(error), "domain": domain_info}  # fmt: skip
-            if isinstance(exc, PolicyRaised):
-                payload["raised_on"] = exc.config.to_dict()
+    except PolicyRaised as exc:
+        if not isinstance(exc.error, BatchDisagrees):
+            raise _stopped(args, policy, exc, json_path, domain_info) from None
+        # Two answers for one config: the policy fails, whichever of them a sweep would have judged.
+        print(f"FAILS: {exc.error}\n  replay the single call: "
+              f"{check_line(args.policy, exc.config, [exc.config.encoder_budget])}")
+        if json_path:
+            payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.FAILS.value,
+                       "error": str(exc.error), "raised_on": exc.config.to_dict(), "domain": domain_info}
             write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
-        raise error from None
+        return 1
+    except PolicyCallError as exc:
+        raise _stopped(args, policy, exc, json_path, domain_info) from None
     _report(result, size)
     if json_path:
         payload = result.to_dict() | {"domain": domain_info}
@@ -278,3 +289,16 @@ def _run_prove(
             chunk_size=chunk_size,
             progress=lambda n: (bar.advance(task, n), checked.__setitem__(0, checked[0] + n)),
         )
+
+
+def _stopped(args: argparse.Namespace, policy: Any, exc: Exception, json_path: Path | None,
+             domain_info: dict[str, Any]) -> PolicyCallError:  # fmt: skip
+    """The policy could not answer one config: bad input (the error to raise), the config in ``--json``."""
+    error = stopped_on(args.policy, exc) if isinstance(exc, PolicyRaised) else exc
+    if json_path:  # what stopped it, with the config, for a caller reading the file
+        payload = {"policy": policy_name(policy), "holds": False, "verdict": "bad input",
+                   "error": str(error), "domain": domain_info}  # fmt: skip
+        if isinstance(exc, PolicyRaised):
+            payload["raised_on"] = exc.config.to_dict()
+        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+    return error  # type: ignore[return-value]

@@ -32,7 +32,7 @@ from rich.progress import (
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.commands import options
-from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.findings.results import PropertyResult
@@ -40,7 +40,7 @@ from crossattn_sizing.limits import int_arg
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
-from crossattn_sizing.resolve import load_checked_policy, load_policy
+from crossattn_sizing.resolve import Isolation, Subject, resolve_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file
 from crossattn_sizing.runs.profiles import PROFILES, with_max_examples
 from crossattn_sizing.runs.share_process import Worker, split
@@ -70,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                    help="processes for the shared run of several policies (default: 2 where there are "
                    "2 or more CPUs); the verdicts do not depend on it")  # fmt: skip
+    options.add_isolation(p)
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
     options.MARKDOWN.add(p)
@@ -77,12 +78,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def expected_to_hold(spec: str) -> bool:
-    """Built-ins say; a user's own policy is expected to hold (that is what they are asking)."""
-    builtin = BUILTIN_POLICIES.get(spec)
-    if builtin is None:  # an engine release (vllm==X) knows whether it predates the fix
-        return bool(getattr(load_policy(spec), "expected_to_hold", True))
-    return builtin.expected_to_hold
+def verdict(subject: Subject, results: list[PropertyResult], interrupted: bool = False) -> PolicyVerdict:
+    """A policy's verdict row: its display name and what it is expected to do (:class:`Subject`)."""
+    return PolicyVerdict(subject.name, subject.expected_to_hold, results, interrupted=interrupted)
 
 
 def collect_findings() -> list[Finding]:
@@ -96,7 +94,7 @@ def collect_findings() -> list[Finding]:
     return [Finding(f.title, f.detail) for f in all_findings()]
 
 
-def draw_maps(markdown: Path, specs: list[str], names: dict[str, str]) -> dict[str, str]:
+def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) -> dict[str, str]:
     """One capacity map per policy beside the Markdown report; the image paths relative to it.
 
     An engine release's policy answers one config at a time through its
@@ -107,22 +105,23 @@ def draw_maps(markdown: Path, specs: list[str], names: dict[str, str]) -> dict[s
     maps: dict[str, str] = {}
     for spec in specs:
         if spec.strip().startswith("vllm"):
-            maps[names[spec]] = ("not drawn (an engine policy answers through its worker, one config at a "
-                                 f"time; draw it with crossattn-sizing map --policy {spec})")  # fmt: skip
+            maps[subjects[spec].name] = (
+                "not drawn (an engine policy answers through its worker, one config at a "
+                f"time; draw it with crossattn-sizing map --policy {spec})"
+            )
             continue
         slug = re.sub(r"[^A-Za-z0-9_.-]+", "_", spec)
         image = markdown.with_name(f"{markdown.stem}-map-{slug}.png")
-        draw([(names[spec], load_checked_policy(spec), 16)], image)
-        maps[names[spec]] = image.name
+        draw([(subjects[spec].name, subjects[spec].loaded, 16)], image)
+        maps[subjects[spec].name] = image.name
     return maps
 
 
-def check_impl(spec: str, device: str) -> None:
+def check_impl(spec: str, device: str, isolation: Isolation) -> None:
     """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
-    from crossattn_sizing.impl import provenance_lines
-    from crossattn_sizing.resolve import load_impl
+    from crossattn_sizing.resolve import resolve_impl
 
-    for line in provenance_lines(load_impl(spec, device)):  # whose kernels the verdicts are about
+    for line in resolve_impl(spec, device, isolation).provenance:  # whose kernels the verdicts are about
         print(f"impl {spec}: {line}")
 
 
@@ -133,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
         return run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs.
-    names = {spec: policy_name(load_checked_policy(spec)) for spec in specs}
+    args.isolation = options.isolation(args)
+    subjects = {spec: resolve_policy(spec, args.isolation) for spec in specs}
     check_outputs({"--json": args.json, "--junit-xml": args.junit_xml})
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
@@ -146,12 +146,14 @@ def run(args: argparse.Namespace) -> int:
     verdicts: list[PolicyVerdict] = []
     notes: list[str] = []
     try:
-        check_impl(args.impl, args.device)  # imports torch: Ctrl-C often lands here
-        interrupted = run_policies(args, specs, names, profile, verdicts, notes)
+        if args.isolation.note:
+            notes.append(args.isolation.note)
+        check_impl(args.impl, args.device, args.isolation)  # imports torch: Ctrl-C often lands here
+        interrupted = run_policies(args, specs, subjects, profile, verdicts, notes)
     except KeyboardInterrupt:  # outside pytest (which reports its own): between or before suites
         interrupted = True
     # Policies the interrupt kept from running are listed, as not run, never as holding.
-    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), []) for s in specs[len(verdicts) :]]
+    verdicts += [verdict(subjects[s], []) for s in specs[len(verdicts) :]]
     # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
     findings = [] if interrupted else collect_findings()
     report = VerifyReport(args.profile, args.impl, args.device, args.seed, verdicts, findings, interrupted,
@@ -162,7 +164,7 @@ def run(args: argparse.Namespace) -> int:
     if junit_path:
         report.write_junit(junit_path)
     if markdown_path:
-        report.write_markdown(markdown_path, {} if interrupted else draw_maps(markdown_path, specs, names))
+        report.write_markdown(markdown_path, {} if interrupted else draw_maps(markdown_path, specs, subjects))
     # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     if interrupted:
@@ -260,7 +262,7 @@ class OverallBar:
 
 
 def run_policies(
-    args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
+    args: argparse.Namespace, specs: list[str], subjects: dict[str, Subject], profile: str,
     verdicts: list[PolicyVerdict], notes: list[str],
 ) -> bool:  # fmt: skip
     """Judge every policy, appending its verdict; True when Ctrl-C stopped it.
@@ -284,8 +286,8 @@ def run_policies(
         prove_rows = len(specs) if wants_prove(args.select) else 0
         bar = OverallBar(progress, min(len(specs), max(1, args.jobs)) if shared else len(specs), prove_rows)
         if shared:
-            return run_shared(args, specs, names, profile, verdicts, notes, bar)
-        return run_each(args, specs, names, profile, verdicts, bar)
+            return run_shared(args, specs, subjects, profile, verdicts, notes, bar)
+        return run_each(args, specs, subjects, profile, verdicts, bar)
 
 
 def suite_for(args: argparse.Namespace, spec: str, profile: str, on_progress: Callable[[int, int, str], None],
@@ -295,13 +297,15 @@ def suite_for(args: argparse.Namespace, spec: str, profile: str, on_progress: Ca
     with contextlib.redirect_stdout(io.StringIO()):
         results, code = run_suite(
             spec, impl=args.impl, device=args.device, profile=profile, seed=args.seed,
-            on_progress=on_progress, **{"select": args.select, **kwargs},
+            on_progress=on_progress, extra_args=args.isolation.plugin_args(),
+            **{"select": args.select, **kwargs},
         )  # fmt: skip
     return results, code == 2 or interrupts.requested()  # Ctrl-C inside pytest
 
 
-def prove_row(args: argparse.Namespace, spec: str, bar: OverallBar) -> PropertyResult:
+def prove_row(args: argparse.Namespace, subject: Subject, bar: OverallBar) -> PropertyResult:
     """Beside the sampled properties, the exhaustive check on the edge domain."""
+    spec = subject.spec
     parts = edge_domain()
     size = sum(p.size for p in parts)
     checked = 0
@@ -311,13 +315,13 @@ def prove_row(args: argparse.Namespace, spec: str, bar: OverallBar) -> PropertyR
         checked += n
         bar.step(f"{spec}: prove on the edge domain ({checked:,} of {size:,} configs)")
 
-    result = prove_property(load_checked_policy(spec), spec, parts, advance)
+    result = prove_property(subject.loaded, spec, parts, advance)
     bar.step(f"{spec}: prove done", 1)
     return result
 
 
 def run_each(
-    args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
+    args: argparse.Namespace, specs: list[str], subjects: dict[str, Subject], profile: str,
     verdicts: list[PolicyVerdict], bar: OverallBar,
 ) -> bool:  # fmt: skip
     """Run the suite for each policy in turn (a profile with an example database)."""
@@ -326,19 +330,24 @@ def run_each(
             return True
         # Interrupted until its suite reports: a Ctrl-C landing anywhere from here on
         # (start-up, imports, between tests) leaves this policy marked as interrupted.
-        verdicts.append(PolicyVerdict(names[spec], expected_to_hold(spec), [], interrupted=True))
+        verdicts.append(verdict(subjects[spec], [], interrupted=True))
         interrupts.announce(f"verify: policy {spec}: running the property suite")
         results, interrupted = suite_for(args, spec, profile, bar.suite(spec))
         if not interrupted and wants_prove(args.select):
-            results.append(prove_row(args, spec, bar))
-        verdicts[-1] = PolicyVerdict(names[spec], expected_to_hold(spec), results, interrupted=interrupted)
+            results.append(prove_row(args, subjects[spec], bar))
+        verdicts[-1] = verdict(subjects[spec], results, interrupted=interrupted)
         if interrupted:  # report what ran, then stop
             return True
     return False
 
 
+def settled(subject: Subject, sharing: SharedPolicies, nodeids: list[str]) -> bool:
+    """Whether a policy expected to fail only failed this property in the shared run (its verdict stands)."""
+    return not subject.expected_to_hold and sharing.failed_only(subject.spec, nodeids)
+
+
 def run_shared(
-    args: argparse.Namespace, specs: list[str], names: dict[str, str], profile: str,
+    args: argparse.Namespace, specs: list[str], subjects: dict[str, Subject], profile: str,
     verdicts: list[PolicyVerdict], notes: list[str], bar: OverallBar,
 ) -> bool:  # fmt: skip
     """One run of the suite for every policy, then each policy's own run of what it left.
@@ -350,9 +359,9 @@ def run_shared(
     expected to fail keeps a failing example Hypothesis generated, unshrunk
     and saying so (its verdict is settled either way).
     """
-    verdicts += [PolicyVerdict(names[s], expected_to_hold(s), [], interrupted=True) for s in specs]
+    verdicts += [verdict(subjects[s], [], interrupted=True) for s in specs]
     interrupts.announce(f"verify: policy {', '.join(specs)}: one shared run of the property suite")
-    sharing = SharedPolicies(specs, [load_checked_policy(s) for s in specs])
+    sharing = SharedPolicies(specs, [subjects[s].loaded for s in specs])
     with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
         results, interrupted = shared_suite(args, specs, profile, sharing, bar, Path(folder))
     left = {spec: [r for r in results if sharing.leaves(spec, r.nodeids)] for spec in specs}
@@ -360,8 +369,7 @@ def run_shared(
     # (its verdict is settled; shrinking it again for each pre-fix variant is what made verify slow).
     # Every other policy that left runs the property alone: its verdict and diagnosis are its own run's.
     kept = {
-        spec: [r for r in left[spec] if not expected_to_hold(spec) and sharing.failed_only(spec, r.nodeids)]
-        for spec in specs
+        spec: [r for r in left[spec] if settled(subjects[spec], sharing, r.nodeids)] for spec in specs
     }
     again = {spec: [r for r in left[spec] if r not in kept[spec]] for spec in specs}
     notes.append(
@@ -379,8 +387,8 @@ def run_shared(
             own.update({r.name: r for r in ran})
         properties = [shared_result(r, sharing, own, left[spec]) for r in results]
         if not interrupted and wants_prove(args.select):
-            properties.append(prove_row(args, spec, bar))
-        verdicts[i] = PolicyVerdict(names[spec], expected_to_hold(spec), properties, interrupted=interrupted)
+            properties.append(prove_row(args, subjects[spec], bar))
+        verdicts[i] = verdict(subjects[spec], properties, interrupted=interrupted)
     return interrupted
 
 
@@ -397,7 +405,8 @@ def shared_suite(args: argparse.Namespace, specs: list[str], profile: str, shari
     shares = split(files, max(1, args.jobs)) if args.jobs > 1 else [files]
     nodeids = [[f"{root.name}/{f.name}" for f in share] for share in shares]
     request = {"specs": specs, "impl": args.impl, "device": args.device, "profile": args.profile,
-               "max_examples": args.max_examples, "seed": args.seed, "select": args.select}  # fmt: skip
+               "max_examples": args.max_examples, "seed": args.seed, "select": args.select,
+               "isolation": [args.isolation.in_process, args.isolation.timeout]}  # fmt: skip
     workers = [
         Worker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
         for i, share in enumerate(nodeids[1:])

@@ -197,6 +197,8 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     try:
         result = usercode.call(policy, given, what=_Named(policy), passthrough=(HarnessError,))
     except PolicyCallError as exc:
+        if config.describe() in str(exc):  # said already (by the policy's worker, which checked it first)
+            raise
         raise PolicyCallError(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
     name = _Named(policy)
     changed = changed_fields(given, config)
@@ -205,15 +207,7 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
             f"{name} changed the RunnerConfig it was given ({changed}); "
             f"a policy must not modify its config (called with {config.describe()})"
         )
-    if type(result) is tuple:  # the common answer: nothing of the user's runs to read it
-        values = result
-    else:
-        try:
-            reading = f"{name}: reading its answer"
-            values = usercode.call(tuple, result, what=reading, passthrough=(TypeError,))
-        except TypeError:
-            said = usercode.shown(result, "answer", as_repr=True)
-            raise PolicyCallError(f"{name} returned {said}, not a tuple of ints") from None
+    values = result if type(result) is tuple else refuse_non_sequence(result, name)
     if len(values) != len(config.groups) or not all(type(v) is int and v >= 0 for v in values):
         said = usercode.shown(values, "answer", as_repr=True)
         raise PolicyCallError(
@@ -228,6 +222,23 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
             f"a width is at most 2**40 entries (MAX_WIDTH; called with {config.describe()})"
         )
     return values
+
+
+def refuse_non_sequence(result: object, name: object) -> tuple[object, ...]:
+    """``result`` as a tuple when it is a list or tuple; anything else is refused, its type named.
+
+    A width answer is a sequence, one int per group. A mapping read as a
+    sequence gives its keys (``{1000000: "x"}`` would read as width 1000000), a
+    string its characters, a generator is used up by the first reading: none
+    of them is an answer, so none is read as one.
+    """
+    if isinstance(result, (list, tuple)):  # a subclass's own __iter__ is the user's code
+        return usercode.call(tuple, result, what=f"{name}: reading its answer")
+    kind = usercode.shown(type(result).__name__, "type")
+    said = usercode.shown(result, "answer", as_repr=True)
+    raise PolicyCallError(
+        f"{name} returned a {kind} ({said}): expected a list or tuple of ints, one per group"
+    )
 
 
 PROBE_CONFIG = RunnerConfig(

@@ -12,6 +12,7 @@ pipe and exit at its end, and :func:`close_all` (registered in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +34,7 @@ from crossattn_sizing.engine.install import (
     resolve_release,
 )
 from crossattn_sizing.errors import NotExpressible
-from crossattn_sizing.processes import register_child
+from crossattn_sizing.processes import end_group, register_child
 
 
 def top_level(module: object) -> str | None:
@@ -49,6 +51,10 @@ class EngineCrash(AssertionError):
 
     An ``AssertionError`` so a property reports it as the case that failed.
     """
+
+
+class CallTimeout(EngineCrash):
+    """A request outlived the worker's deadline: the worker was killed; the next request starts a new one."""
 
 
 def _signal_name(returncode: int | None) -> str:
@@ -81,16 +87,38 @@ def parallel_workers() -> int:
 
 
 class Worker:
-    """One running worker process for one release on one device."""
+    """One running worker process for one release on one device.
 
-    def __init__(self, release: Release, device: str = "cpu", *, records: bool = True) -> None:
+    ``deadline`` (seconds, None: none) bounds each request: past it the
+    worker's process group is killed and the request raises
+    :class:`CallTimeout`. A release's kernels run without one (interpreted on
+    a CPU, a large case takes minutes); a user's code gets one
+    (:mod:`crossattn_sizing.engine.isolated`).
+    """
+
+    def __init__(self, release: Release, device: str = "cpu", *, records: bool = True,
+                 deadline: float | None = None) -> None:  # fmt: skip
         self.release = release
         self.device = device
         self.records = records  # writes what the release needed to its manifest (siblings leave that alone)
+        self.deadline = deadline
+        self.start_deadline: float | None = None  # for the import (the ready line); None: no limit
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._stderr: Any = None
         self._lock = threading.Lock()
+
+    @property
+    def label(self) -> str:
+        """What the worker runs, for its error lines."""
+        return self.release.label
+
+    def command(self) -> list[str]:
+        """The worker's command line: the loop, the device, and what it imports."""
+        cmd = [sys.executable, "-m", "crossattn_sizing.engine.worker", "--device", self.device]
+        for path in self.release.paths:
+            cmd += ["--path", path]
+        return cmd
 
     def sibling(self) -> Worker:
         """Another process of the same release and device, for batches run in parallel; closed at exit."""
@@ -100,24 +128,48 @@ class Worker:
 
     # Lifecycle -------------------------------------------------------------
     def _spawn(self) -> dict[str, Any]:
-        cmd = [sys.executable, "-m", "crossattn_sizing.engine.worker", "--device", self.device]
-        for path in self.release.paths:
-            cmd += ["--path", path]
-        env = dict(os.environ)
-        if self.device == "cpu":
-            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        env = self.environment()
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
+        # A worker with a deadline leads its own process group, so a kill on expiry takes anything
+        # it started too.
         self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
-        )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
-        if not line:
+            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            env=env, start_new_session=self.deadline is not None,
+        )  # fmt: skip
+        line = self._read_line(self.proc, self.start_deadline)
+        if not line.endswith("\n"):
+            if self.deadline is not None:  # a hung import: killed with what it started
+                end_group(self.proc, signal.SIGKILL, 0.0)
             self.proc.wait()
             raise EngineError(
-                f"{self.release.label}: the worker died while importing "
+                f"{self.label}: the worker died while importing "
                 f"({_signal_name(self.proc.returncode)}): {self.stderr_tail()}"
             )
         return json.loads(line)
+
+    def environment(self) -> dict[str, str]:
+        """The worker's environment: this process's, with the CPU settings a CPU worker needs."""
+        env = dict(os.environ)
+        if self.device == "cpu":
+            env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+        return env
+
+    def _read_line(self, proc: subprocess.Popen[str], deadline: float | None) -> str:
+        """One protocol line, or "" when the worker died, or was killed when ``deadline`` passed."""
+        if proc.stdout is None:
+            return ""
+        if deadline is None:
+            return proc.stdout.readline()
+        timer = threading.Timer(deadline, end_group, (proc, signal.SIGKILL, 0.0))
+        timer.daemon = True
+        timer.start()
+        try:
+            return proc.stdout.readline()
+        except BaseException:  # Ctrl-C while it ran: its answer would be read as the next one's
+            end_group(proc, signal.SIGKILL, 0.0)
+            raise
+        finally:
+            timer.cancel()
 
     def start(self) -> dict[str, Any]:
         """Start the worker, installing modules the import chain misses (one per round)."""
@@ -156,12 +208,18 @@ class Worker:
         if proc is None:
             return
         if proc.stdin:
-            proc.stdin.close()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            with contextlib.suppress(OSError):  # a worker already gone
+                proc.stdin.close()
+        if self.deadline is not None:  # user code: a thread it left must not hold the judge up
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=2)
+            end_group(proc, signal.SIGKILL, 0.0)
+        else:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         if proc.stdout:
             proc.stdout.close()
 
@@ -190,20 +248,25 @@ class Worker:
             self.start()
             proc = self.proc
             assert proc is not None and proc.stdin is not None and proc.stdout is not None
+            started = time.monotonic()
             try:
                 proc.stdin.write(json.dumps({"op": op, **payload}) + "\n")
                 proc.stdin.flush()
-                line = proc.stdout.readline()
+                line = self._read_line(proc, self.deadline)
             except BrokenPipeError:
                 line = ""
-            if not line:
+            if not line.endswith("\n"):  # no answer, or half of one: the worker is gone
+                timed_out = self.deadline is not None and time.monotonic() - started >= self.deadline
+                if self.deadline is not None:  # whatever the worker started goes with it
+                    end_group(proc, signal.SIGKILL, 0.0)
                 proc.wait()
                 how = _signal_name(proc.returncode)
                 tail = self.stderr_tail()
                 self.proc = None  # the next request starts a fresh worker
+                if timed_out:
+                    raise CallTimeout(f"timed out after {self.deadline:g} s: {self.label}: {op}")
                 raise EngineCrash(
-                    f"{self.release.label} worker died ({how}) while running {op}"
-                    + (f": {tail}" if tail else "")
+                    f"{self.label} worker died ({how}) while running {op}" + (f": {tail}" if tail else "")
                 )
             reply = json.loads(line)
         if not reply.get("ok"):
@@ -213,7 +276,7 @@ class Worker:
     def refusal(self, op: str, reply: dict[str, Any]) -> EngineError:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
         error = Inexpressible if reply.get("kind") == "Unrepresentable" else EngineError
-        refused = error(f"{self.release.label}: {op} failed: {reply.get('error')}")
+        refused = error(f"{self.label}: {op} failed: {reply.get('error')}")
         refused.missing_module = reply.get("missing_module")  # type: ignore[attr-defined]
         return refused
 

@@ -27,9 +27,11 @@ line; nothing else of the engine is replaced.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -50,20 +52,33 @@ def added_modules(paths: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _dispatch(engine: Engine, req: dict[str, Any]) -> Any:
-    """The ``op`` named by the request, called with it: ``Engine.op_<name>``."""
+def _dispatch(engine: Any, req: dict[str, Any]) -> Any:
+    """The ``op`` named by the request, called with it: ``Engine.op_<name>`` (or a user subject's)."""
     return getattr(engine, f"op_{req['op']}")(req)
+
+
+def _load(kind: str, spec: str, device: str) -> Any:
+    """What ``--load KIND=SPEC`` names: a user's policy or implementation, made ready to be asked."""
+    from crossattn_sizing.engine.subject import load_subject
+
+    return load_subject(kind, spec, device)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.worker")
     parser.add_argument("--path", action="append", default=[], help="directory put first on sys.path")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--load", help="KIND=SPEC: a user's policy or implementation instead of a release")
+    parser.add_argument("--fork", type=float, help="with --load: run each request in a forked child, "
+                        "killed past this many seconds")  # fmt: skip
     args = parser.parse_args(argv)
     # The protocol gets its own copy of stdout; what the engine prints goes to stderr.
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    if args.load:
+        sys.path[:0] = args.path
+        return serve_subject(args.load, args.device, proto, args.fork)
     applied = set_cpu_environment() if args.device == "cpu" else []
     sys.path[:0] = args.path
     start = time.perf_counter()
@@ -81,12 +96,117 @@ def main(argv: list[str] | None = None) -> int:
         "import_s": round(time.perf_counter() - start, 2),
     }
     proto.write(json.dumps(ready) + "\n")
+    serve(engine, proto)
+    return 0
+
+
+def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
+    """Answer each request line until the end of input (the parent closed the pipe, or died).
+
+    With a ``deadline`` each request runs in a child forked for it
+    (:func:`forked`), so one that crashes or hangs costs that child only.
+    """
     for line in sys.stdin:
         if not line.strip():
             continue
-        reply = answer(lambda line=line: _dispatch(engine, json.loads(line)))
+        request = json.loads(line)
+        if deadline is None:
+            reply = answer(lambda request=request: _dispatch(engine, request))
+        else:
+            reply = forked(lambda request=request: answer(lambda: _dispatch(engine, request)), deadline,
+                           request.get("op"))  # fmt: skip
         proto.write(json.dumps(reply) + "\n")
-    return 0
+
+
+def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
+    """``call()`` (a protocol answer) in a forked child, or why it gave none: died, or past ``deadline``.
+
+    Why fork: a user's code that crashed once will likely crash on the
+    examples Hypothesis shrinks it to; starting a fresh worker (importing
+    torch) for each costs seconds, a fork milliseconds. The child never
+    returns: it writes its answer to a pipe and leaves with :func:`os._exit`.
+    """
+    import selectors
+    import signal
+
+    from crossattn_sizing.processes import describe_exit
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer, then leave without running anything of the parent's
+        os.close(read)
+        try:
+            data = json.dumps(call()).encode()
+            with os.fdopen(write, "wb") as out:
+                out.write(data)
+        finally:
+            os._exit(0)
+    os.close(write)
+    chunks: list[bytes] = []
+    ends = time.monotonic() + deadline
+    timed_out = False
+    with selectors.DefaultSelector() as selector:
+        selector.register(read, selectors.EVENT_READ)
+        while True:
+            left = ends - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                timed_out = True
+                break
+            chunk = os.read(read, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    os.close(read)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    if timed_out:
+        return {"ok": False, "kind": "TimedOut", "error": f"TimedOut: {deadline:g}"}
+    try:
+        return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+    except ValueError:  # nothing, or half an answer: the child left during the call
+        code = os.waitstatus_to_exitcode(status)
+        return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}
+
+
+def _leave_with_parent(parent: int) -> None:
+    """Exit at once when the process that started this worker is gone (its pid is no longer the parent)."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def serve_subject(load: str, device: str, proto: Any, fork: float | None = None) -> int:
+    """The loop for a user's own code: load it, answer its requests, then leave at once.
+
+    The current directory is put first on ``sys.path`` as the console script
+    has it, so ``module:attr`` names what it names in the judge. The exit is
+    :func:`os._exit`: a thread the user's code left running must not keep the
+    worker (and so the judge, which waits for it) alive.
+    """
+    from crossattn_sizing import interrupts
+
+    kind, _, spec = load.partition("=")
+    sys.path.insert(0, os.getcwd())
+    # The worker leads its own session, so no terminal Ctrl-C reaches it: with SIGINT recorded here, a
+    # KeyboardInterrupt the user's code raises is said to be theirs (usercode), not taken as a press.
+    stack = contextlib.ExitStack()
+    stack.enter_context(interrupts.handling(restore=False))
+    # The worker leads its own process group (so a kill takes what it started): a judge killed outright
+    # no longer ends it through the group, so it watches for that itself, even while a call hangs.
+    threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()
+    try:
+        subject = _load(kind, spec, device)
+    except BaseException as exc:  # reported to the parent as one line, then exit
+        proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
+        proto.flush()
+        os._exit(1)
+    proto.write(json.dumps({"ready": True, **subject.ready()}) + "\n")
+    try:
+        serve(subject, proto, fork)
+        proto.flush()
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -267,6 +267,11 @@ def load_impl(
             setattr(impl, method, guarded)
     if not hasattr(impl, "device"):
         impl.device = dev  # type: ignore[attr-defined]
-    if not isinstance(getattr(impl, "name", None), str):
-        impl.name = spec  # type: ignore[attr-defined]
+    name = getattr(impl, "name", None)
+    # A user's subclass of a built-in inherits its name: reported as the built-in, its failures would
+    # replay the built-in (which passes). It is named by the spec the user typed instead.
+    inherited = isinstance(name, str) and name in BUILTIN_IMPLS and spec != name
+    if not isinstance(name, str) or inherited:
+        with contextlib.suppress(AttributeError, TypeError):  # __slots__ or a read-only property
+            impl.name = spec  # type: ignore[attr-defined]
     return impl  # type: ignore[return-value]

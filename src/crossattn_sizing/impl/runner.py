@@ -161,6 +161,31 @@ def compute_slots(
     return out
 
 
+class WrongAnswer(AssertionError):
+    """A kernel's answer is not of the interface's form (type, shape): the case's failure, said plainly."""
+
+
+def checked_attention(name: str, answer: object, query: torch.Tensor,
+                      value_cache: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """``(out [Q, H, D], lse [Q, H])`` as paged attention must answer, else :class:`WrongAnswer` saying what.
+
+    Checked before anything reads the answer: a tensor one row short would
+    otherwise broadcast, or fail later with an error about something else.
+    """
+    want = (query.shape[0], query.shape[1], value_cache.shape[-1])
+    if not (isinstance(answer, tuple) and len(answer) == 2
+            and all(isinstance(t, torch.Tensor) for t in answer)):  # fmt: skip
+        kind = type(answer).__name__
+        raise WrongAnswer(f"paged attention of {name} returned {kind}, not (out, lse) tensors")
+    out, lse = answer
+    if tuple(out.shape) != want or tuple(lse.shape) != want[:2]:
+        raise WrongAnswer(
+            f"paged attention of {name} returned out {list(out.shape)} and lse {list(lse.shape)}; "
+            f"expected out {list(want)} and lse {list(want[:2])} (queries, heads, head size)"
+        )
+    return out, lse
+
+
 class PagedRunner:
     """Block tables, caches and the step sequence for one config and one implementation."""
 
@@ -330,9 +355,10 @@ class PagedRunner:
                 causal=reads.causal,
                 scale=self.scale,
             )
-            out, lse = self.impl.paged_attention(
+            answer = self.impl.paged_attention(
                 query=query, key_cache=key_cache, value_cache=value_cache, step=step
             )
+            out, lse = checked_attention(self.impl.name, answer, query, value_cache)
             outs.append(out)
             lses.append(lse)
         return outs, lses

@@ -9,6 +9,7 @@ raises stops ``prove`` at that config (:class:`PolicyRaised`).
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -31,6 +32,10 @@ class PolicyRaised(Exception):
         super().__init__(f"{type(error).__name__}: {error}")
         self.config = config
         self.error = error
+
+
+class BatchDisagrees(AssertionError):
+    """A policy's batch method answered a config differently from the policy itself: its failure."""
 
 
 Answer = tuple[int, ...] | Exception
@@ -87,8 +92,10 @@ def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
     """
     many = batch_method(policy)
     if many is not None:
-        yield from usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
-                                 "widths_many", passthrough=(HarnessError,))  # fmt: skip
+        answers = usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
+                                "widths_many", passthrough=(HarnessError,))  # fmt: skip
+        cross_check(policy, configs, answers)
+        yield from answers
         return
     for config in configs:
         try:
@@ -99,6 +106,51 @@ def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
             yield exc
         except PolicyCallError as exc:  # prove stops at this config, and says which
             raise PolicyRaised(config, exc) from None
+
+
+SAMPLE = 4
+"""Configs of each batch asked again one at a time: the first, the last and two drawn from the batch."""
+
+
+def sample_indices(count: int) -> list[int]:
+    """Which of a batch's ``count`` configs are asked again: the ends and two drawn in between.
+
+    Drawn from a generator seeded by the batch's size, so a run repeats
+    exactly; a policy cannot tell which configs are checked from the configs it
+    is asked about in one call.
+    """
+    if count <= SAMPLE:
+        return list(range(count))
+    rng = random.Random(count * 7919 + 17)
+    return sorted({0, count - 1, *rng.sample(range(1, count - 1), SAMPLE - 2)})
+
+
+def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequence[Answer]) -> None:
+    """A batch method must answer what single calls do: a sample of each batch is asked again.
+
+    A batch that disagrees with the policy's own single answer on a sampled
+    config is the policy's failure at that config (:class:`PolicyRaised`),
+    both answers shown: ``prove`` judges what the batch said, ``check`` and
+    the properties what single calls say, so the two must be one policy.
+    """
+    for i in sample_indices(min(len(configs), len(answers))):
+        batch = answers[i]
+        if isinstance(batch, Exception):
+            continue  # its own item: a config with no answer is judged as such
+        try:
+            single: Answer = checked_widths(policy, configs[i])
+        except NotExpressible as exc:
+            single = exc
+        if isinstance(single, Exception) or tuple(batch) != single:
+            if isinstance(single, Exception):
+                said = usercode.shown(f"{type(single).__name__}: {single}")
+            else:
+                said = usercode.shown(single, as_repr=True)
+            raise PolicyRaised(configs[i], BatchDisagrees(
+                f"sizing policy {policy_name(policy)}: widths_many answered "
+                f"{usercode.shown(batch, as_repr=True)} but a single call answers {said} "
+                f"for config {i} of the batch; the batch method must give what single calls give"
+            ))  # fmt: skip
 
 
 def policy_widths(
@@ -122,6 +174,8 @@ def policy_widths(
             done += 1
             continue
         if isinstance(w, Exception):
+            if isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
+                raise PolicyRaised(config, w) from None
             if isinstance(w, HarnessError):
                 raise w
             raise PolicyRaised(config, w) from w

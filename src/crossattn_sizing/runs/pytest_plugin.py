@@ -20,11 +20,11 @@ import pytest
 
 from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
-from crossattn_sizing.callables import load_callable
+from crossattn_sizing.callables import check_findable, load_callable
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
-from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
+from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 from crossattn_sizing.runs import profiles
 
 DEVICES = env.DEVICES
@@ -116,6 +116,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
     )
     group.addoption(
+        "--call-timeout",
+        default=None,  # CROSSATTN_CALL_TIMEOUT, else 60: checked in pytest_configure, like the variable
+        help="seconds one call into a module:attr policy or implementation may take in its worker "
+        "process before it is killed and the case fails (default 60)",
+    )
+    group.addoption(
+        "--in-process",
+        action="store_true",
+        default=None,  # CROSSATTN_IN_PROCESS, else no
+        help="UNSAFE, for a debugger: run module:attr code inside the judge's process (the verdict is "
+        "then not isolated from it)",
+    )
+    group.addoption(
         "--regressions",
         default=None,  # CROSSATTN_REGRESSIONS_DIR, else properties/regressions
         help="folder of regression files to replay, and to write new ones to (default: the suite's own)",
@@ -190,10 +203,18 @@ def pytest_configure(config: pytest.Config) -> None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
-        config._crossattn_policy = load_checked_policy(config.getoption("sizing_policy"))  # type: ignore[attr-defined]
+        timeout = config.getoption("call_timeout")
+        if isinstance(timeout, str):  # typed on the command line
+            parsed = env.seconds(timeout)
+            if parsed is None:
+                raise OptionError("--call-timeout", repr(timeout), env.SECONDS_RULE)
+            config.option.call_timeout = parsed
+        config._crossattn_isolation = isolation_of(config)  # type: ignore[attr-defined]
+        subject = resolve_policy(config.getoption("sizing_policy"), config._crossattn_isolation)  # type: ignore[attr-defined]
+        config._crossattn_policy = subject.loaded  # type: ignore[attr-defined]
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
-        check_impl_spec(str(config.getoption("impl")))
+        check_impl_spec(str(config.getoption("impl")), config._crossattn_isolation)  # type: ignore[attr-defined]
         device = config.getoption("device")
         if device not in DEVICES:
             raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
@@ -228,10 +249,17 @@ def _option_defaults(config: pytest.Config) -> None:
         "device": env.device,
         "dcp_backend": env.dcp_backend,
         "dcp_timeout": env.dcp_timeout,
+        "call_timeout": env.call_timeout,
+        "in_process": env.in_process,
     }
     for name, read in readers.items():
         if config.getoption(name) is None:
             setattr(config.option, name, read())
+
+
+def isolation_of(config: pytest.Config) -> Isolation:
+    """Where this run's ``module:attr`` code runs: ``--in-process`` and ``--call-timeout``."""
+    return Isolation(bool(config.getoption("in_process")), float(config.getoption("call_timeout")))
 
 
 def _regression_files_of(config: pytest.Config) -> RegressionFiles:
@@ -280,31 +308,38 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     Loading it here starts the release's worker, which the first test would
     do anyway; a release that does not load is left to that test to report.
     """
+    isolation = getattr(config, "_crossattn_isolation", None)
+    said = [isolation.note] if isolation is not None and isolation.note else []
     spec = str(config.getoption("impl")).strip()
     if not is_engine_spec(spec):
-        return []
-    from crossattn_sizing.impl import provenance_lines
-    from crossattn_sizing.resolve import load_impl
+        return said
+    from crossattn_sizing.resolve import resolve_impl
 
     budget = getattr(config, "_crossattn_engine_budget", None)
-    lines = [budget] if budget else []
+    lines = [*said, budget] if budget else said
     try:
-        impl = load_impl(spec, config.getoption("device"))
+        impl = resolve_impl(spec, config.getoption("device"), isolation_of(config))
     except HarnessError as exc:
         return [*lines, f"impl {spec}: not loaded: {exc}"]
-    return [*lines, *(f"impl {spec}: {line}" for line in provenance_lines(impl))]
+    return [*lines, *(f"impl {spec}: {line}" for line in impl.provenance)]
 
 
-def check_impl_spec(spec: str) -> None:
+def check_impl_spec(spec: str, isolation: Isolation) -> None:
     """Refuse an ``--impl`` that names nothing at start-up, even when no selected test needs it.
 
-    Only the name is resolved here (a ``module:attr`` is imported); building the
-    implementation needs torch and waits for the first test that uses it.
+    Only the name is resolved here; building the implementation needs torch and
+    waits for the first test that uses it. A ``module:attr`` run in its worker
+    is not imported here at all (its import is the user's code too): its form
+    is checked, and its worker says at the first test whether it loads.
     """
     if is_engine_spec(spec):  # the release's own code, started by the first test
         check_engine_spec("--impl", spec)  # a release number or a tree that cannot be is refused now
         return
-    load_callable(spec, dict.fromkeys(IMPL_NAMES, object), "implementation")
+    builtins = dict.fromkeys(IMPL_NAMES, object)
+    if is_user_spec(spec) and not isolation.in_process:
+        check_findable(spec, builtins, "implementation")
+        return
+    load_callable(spec, builtins, "implementation")
 
 
 @pytest.fixture(scope="session")
@@ -360,16 +395,16 @@ def impl_spec(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def impl(impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
     """The implementation chosen with ``--impl`` on ``--device`` (see docs/implementation-interface.md).
 
     A spec that does not load stops the whole session with one line: every
     test would fail the same way, so one message says it once.
     """
-    from crossattn_sizing.resolve import load_impl
+    from crossattn_sizing.resolve import resolve_impl
 
     try:
-        return load_impl(impl_spec, device)
+        return resolve_impl(impl_spec, device, isolation_of(request.config)).loaded
     except HarnessError as exc:
         pytest.exit(f"--impl {impl_spec!r}: {exc}", returncode=pytest.ExitCode.USAGE_ERROR)
 

@@ -54,19 +54,21 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """The worker's body: the shared run over the request's files."""
-    from crossattn_sizing.resolve import load_checked_policy
+    from crossattn_sizing.resolve import Isolation, load_checked_policy
     from crossattn_sizing.runs.profiles import with_max_examples
     from crossattn_sizing.runs.suite import run_suite
 
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])
-    sharing = SharedPolicies(specs, [load_checked_policy(s) for s in specs])
+    isolation = Isolation(*request["isolation"])
+    sharing = SharedPolicies(specs, [load_checked_policy(s, isolation) for s in specs])
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             results, code = run_suite(
                 specs[0], impl=request["impl"], device=request["device"], profile=profile,
                 seed=request["seed"], select=request["select"], only=request["files"], plugins=[sharing],
                 on_progress=on_progress, allow_empty=True,
+                extra_args=isolation.plugin_args(),
             )  # fmt: skip
     finally:
         sharing.restore()

@@ -1,0 +1,338 @@
+"""A user's ``module:attr`` policy or implementation, run in a worker process and judged here.
+
+The worker is the release workers' own (:class:`~crossattn_sizing.engine.client.Worker`,
+the loop of :mod:`crossattn_sizing.engine.worker` with ``--load``, tensors as
+:mod:`crossattn_sizing.engine.tensors` sends them); what runs inside it is
+:mod:`crossattn_sizing.engine.subject`. The proxies here stand where the user's
+object stood, so every property, command and the plugin use them unchanged.
+
+What isolation gives the judge:
+
+- every verdict is computed here, from values the worker sent back: nothing
+  the code under test does to its own memory, signal handlers, threads or
+  modules (rebinding the harness's capacity check, say) reaches the judge;
+- each call has a deadline (``--call-timeout``, ``CROSSATTN_CALL_TIMEOUT``):
+  past it the worker's process group is killed and the case reads
+  ``timed out after N s: <the call>``;
+- a worker that exits (any status, ``os._exit`` included) or dies by a signal
+  is that case's failure, naming the call and the status; the next call
+  starts a fresh worker;
+- inputs are read-only: the kernel works on copies, and the worker sends back
+  a fingerprint of each input after the call; one that differs from the
+  judge's own is a failure naming the tensor.
+
+A policy's failures are :class:`~crossattn_sizing.errors.PolicyCallError`
+(the policy is unusable, as when it raises in process); an implementation's
+are ``AssertionError`` (the property's case failed, as a kernel raising does).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.engine.client import CallTimeout, EngineCrash, Worker
+from crossattn_sizing.engine.install import Release
+from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
+from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
+from crossattn_sizing.errors import NotExpressible, PolicyCallError, PolicyLoadError
+from crossattn_sizing.processes import forget_child, register_child
+
+
+class InputChanged(AssertionError):
+    """A kernel changed an input it was handed (read-only by the interface): the case's failure."""
+
+
+class RaisedInWorker(Exception):
+    """What the user's code raised in its worker, as the worker said it (``Type: message``)."""
+
+
+FORK_MARGIN = 30.0
+"""Seconds the judge waits past the deadline for a forking worker, which enforces the deadline itself."""
+
+IMPORT_DEADLINE = 120.0
+"""Seconds a worker may take to import the user's module (torch alone takes seconds on a loaded machine)."""
+
+
+class CodeWorker(Worker):
+    """A worker that loads a user's ``module:attr`` (``--load KIND=SPEC``) instead of a release.
+
+    Nothing is installed for it: a module its import misses is the user's to
+    install, said once when it loads. It leads its own process group and has
+    a deadline per request (:class:`~crossattn_sizing.engine.client.Worker`).
+    """
+
+    def __init__(self, kind: str, spec: str, device: str, deadline: float) -> None:
+        super().__init__(Release(None), device, records=False, deadline=deadline)
+        self.start_deadline = max(deadline, IMPORT_DEADLINE)
+        self.call_deadline = deadline
+        self.forking = False  # set by the first crash or timeout: each call then runs in a forked child
+        self.kind, self.spec = kind, spec
+        register_child(self.close, "code")
+
+    @property
+    def label(self) -> str:
+        return f"{'sizing policy' if self.kind == POLICY else 'implementation'} {self.spec}"
+
+    def command(self) -> list[str]:
+        cmd = [
+            sys.executable,
+            "-m",
+            "crossattn_sizing.engine.worker",
+            "--device",
+            self.device,
+            "--load",
+            f"{self.kind}={self.spec}",
+        ]
+        if self.forking:
+            cmd += ["--fork", repr(self.call_deadline)]
+        # What the judge imports from, the worker imports from (a test's module, a folder on PYTHONPATH).
+        for path in [os.getcwd(), *sys.path]:
+            if path and os.path.isdir(path) and not path.startswith((sys.prefix, sys.base_prefix)):
+                cmd += ["--path", path]
+        return cmd
+
+    def environment(self) -> dict[str, str]:
+        """One OpenMP thread unless the user set a number: the judge waits while the worker computes,
+        and a test case's small kernels gain nothing from threads, whose spin-waits on a busy machine
+        made one KV write 90 ms instead of 0.1 ms (measured on 2 shared cores)."""
+        env = super().environment()
+        env.setdefault("OMP_NUM_THREADS", "1")
+        return env
+
+    def start(self) -> dict[str, Any]:
+        if self.proc is not None and self.proc.poll() is None:
+            return self.ready
+        ready = self._spawn()
+        if not ready.get("ready"):
+            self.close()
+            error = str(ready.get("error"))
+            raise PolicyLoadError(error.split(": ", 1)[1] if ready.get("kind") in LOAD_ERRORS else error)
+        self.ready = ready
+        return ready
+
+    def ask(self, op: str, **payload: Any) -> dict[str, Any]:
+        """One request's result; a refusal is the exception :func:`refusal` makes of it,
+        :class:`~crossattn_sizing.engine.client.EngineCrash` a call that died or timed out.
+
+        The first call that kills the worker (or outlives the deadline)
+        restarts it forking: each later call runs in a child forked for it,
+        which the worker kills at the deadline itself. Hypothesis shrinks a
+        crash by running many more examples that crash; each then costs a
+        fork, not a fresh worker's imports.
+        """
+        try:
+            return self._request(op, payload)
+        except EngineCrash:
+            if not self.forking:
+                self.forking = True
+                self.deadline = self.call_deadline + FORK_MARGIN  # the worker's own limit comes first
+            raise
+
+    def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
+        kind = reply.get("kind")
+        if kind == "TimedOut":
+            return CallTimeout(f"timed out after {self.call_deadline:g} s: {self.label}: {op}")
+        if kind == "Died":
+            return EngineCrash(f"{self.label}: {str(reply.get('error')).removeprefix('Died: ')}")
+        return refusal(reply)
+
+
+LOAD_ERRORS = ("PolicyLoadError", "PolicyCallError", "DeviceError")
+"""Kinds of the harness's own errors a worker reports as loading failed: their message is the line."""
+
+
+def refusal(reply: dict[str, Any]) -> Exception:
+    """The exception a refused request stands for: the harness's refusal, or what the user's code raised."""
+    error = str(reply.get("error"))
+    kind = reply.get("kind")
+    said = error.split(": ", 1)[1] if ": " in error else error
+    if kind in LOAD_ERRORS:
+        return PolicyCallError(said)
+    if kind in ("NotExpressible",):
+        return NotExpressible(said)
+    return RaisedInWorker(error)
+
+
+class IsolatedPolicy:
+    """A ``module:attr`` sizing policy asked through its worker; the judge checks each answer again."""
+
+    def __init__(self, spec: str, deadline: float) -> None:
+        self.spec = spec
+        self.name = spec
+        self.worker = CodeWorker(POLICY, spec, "cpu", deadline)
+        ready = self.worker.start()
+        self.expected_to_hold = bool(ready.get("expected_to_hold", True))
+        self.summary = ready.get("summary") or f"{spec} (run in a worker process)"
+        # Always batched (the worker asks a policy without a batch method one config at a time).
+        self.widths_many = self._widths_many
+
+    def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
+        return f"IsolatedPolicy({self.spec!r})"
+
+    def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        try:
+            result = self.worker.ask("widths", config=config.to_dict())
+        except EngineCrash as exc:
+            raise PolicyCallError(f"{exc} (the policy's worker process)") from None
+        except RaisedInWorker as exc:
+            raise PolicyCallError(f"sizing policy {self.spec} raised {exc}") from None
+        return tuple(result["widths"])
+
+    def _widths_many(self, configs: Sequence[RunnerConfig]) -> list[tuple[int, ...] | Exception]:
+        try:
+            result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
+        except EngineCrash:  # asked again one at a time, so the config that kills it is the one named
+            out: list[tuple[int, ...] | Exception] = []
+            for config in configs:
+                try:
+                    out.append(self(config))
+                except PolicyCallError as exc:
+                    out.append(exc)
+                    break
+            return out
+        except RaisedInWorker as exc:
+            raise PolicyCallError(f"sizing policy {self.spec}: widths_many raised {exc}") from None
+        return [tuple(a["result"]) if a["ok"] else refusal(a) for a in result["results"]]
+
+    def close(self) -> None:
+        """End the worker (the registry of children ends it at exit otherwise)."""
+        self.worker.close()
+        forget_child(self.worker.close)
+
+
+class IsolatedImpl:
+    """A ``module:attr`` implementation whose four kernels run in its worker, on copies of the inputs.
+
+    Each call sends the inputs, takes the outputs back into the judge's own
+    buffers (the slot output, the caches) and compares the inputs'
+    fingerprints after the call with the judge's: a kernel that changed one
+    fails the case naming it.
+    """
+
+    def __init__(self, spec: str, device: torch.device | str, deadline: float) -> None:
+        self.spec = spec
+        self.name = spec
+        self.device = torch.device(device)
+        self.worker = CodeWorker(IMPL, spec, self.device.type, deadline)
+        self.provenance = list(self.worker.start().get("provenance") or [])
+
+    def __repr__(self) -> str:
+        return f"IsolatedImpl({self.spec!r}, device={str(self.device)!r})"
+
+    def provenance_lines(self) -> list[str]:
+        return self.provenance
+
+    def _call(self, op: str, inputs: dict[str, Any], **buffers: Any) -> dict[str, Any]:
+        payload = {name: encode_record(value) for name, value in {**inputs, **buffers}.items()}
+        try:
+            result = self.worker.ask(op, **payload)
+        except RaisedInWorker as exc:
+            raise AssertionError(f"implementation {self.spec}: {op} raised {exc}") from None
+        mine = fingerprints(inputs)
+        theirs = result.get("inputs", {})
+        changed = [name for name, digest in mine.items() if theirs.get(name) != digest]
+        if changed:
+            raise InputChanged(
+                f"implementation {self.spec}: {op} changed its input {', '.join(changed)} "
+                "(inputs are read-only; the verdict uses the harness's own copy)"
+            )
+        return result  # type: ignore[no-any-return]
+
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        result = self._call("slot_mapping", {"step": step}, out=out)
+        out.copy_(_same_shape("slot_mapping", "out", decode(result["out"], out.device), out, self.spec))
+
+    def write_kv(
+        self,
+        *,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        step: WriteStep,
+    ) -> None:
+        result = self._call(
+            "write_kv",
+            {"key": key, "value": value, "step": step},
+            key_cache=key_cache,
+            value_cache=value_cache,
+        )
+        for name, cache in (("key_cache", key_cache), ("value_cache", value_cache)):
+            cache.copy_(_same_shape("write_kv", name, decode(result[name], cache.device), cache, self.spec))
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        inputs = {"query": query, "key_cache": key_cache, "value_cache": value_cache, "step": step}
+        answer = decode_answer(self._call("paged_attention", inputs)["answer"], query.device)
+        if not (
+            isinstance(answer, tuple)
+            and len(answer) == 2
+            and all(isinstance(t, torch.Tensor) for t in answer)
+        ):
+            raise AssertionError(
+                f"implementation {self.spec}: paged_attention returned {_kind(answer)}, "
+                "not the tuple (out, lse) of tensors"
+            )
+        return answer  # type: ignore[return-value]
+
+    def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        answer = decode_answer(
+            self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"],
+            outs[0].device if outs else "cpu",
+        )
+        if not isinstance(answer, torch.Tensor):
+            raise AssertionError(f"implementation {self.spec}: merge returned {_kind(answer)}, not a tensor")
+        return answer
+
+    def close(self) -> None:
+        self.worker.close()
+        forget_child(self.worker.close)
+
+
+def _kind(answer: object) -> str:
+    """What a kernel returned, said briefly: ``a list ([1.0, ...])``, ``a tuple of 3``."""
+    if isinstance(answer, Foreign):
+        return f"a {answer.type_name} ({answer.said})"
+    if isinstance(answer, tuple):
+        return f"a tuple of {len(answer)} ({', '.join(_kind(a) for a in answer)})"
+    if isinstance(answer, torch.Tensor):
+        return f"a tensor {list(answer.shape)}"
+    return f"a {type(answer).__name__}"
+
+
+def _same_shape(op: str, name: str, got: torch.Tensor, buffer: torch.Tensor, spec: str) -> torch.Tensor:
+    """The output the worker sent back, refused when it is no longer the buffer's shape and dtype."""
+    if got.shape != buffer.shape or got.dtype != buffer.dtype:
+        raise InputChanged(
+            f"implementation {spec}: {op} left its output {name} as {got.dtype} {list(got.shape)}, "
+            f"handed over as {buffer.dtype} {list(buffer.shape)}"
+        )
+    return got
+
+
+_SUBJECTS: dict[tuple[str, str, str, float], Any] = {}
+"""One proxy (one worker) per subject for the process: verify asks about a policy from several places."""
+
+
+def isolated_policy(spec: str, deadline: float) -> IsolatedPolicy:
+    """The (shared) proxy of the ``module:attr`` policy ``spec``, its worker started."""
+    key = (POLICY, spec, "cpu", deadline)
+    if key not in _SUBJECTS:
+        _SUBJECTS[key] = IsolatedPolicy(spec, deadline)
+    return _SUBJECTS[key]  # type: ignore[no-any-return]
+
+
+def isolated_impl(spec: str, device: torch.device | str, deadline: float) -> IsolatedImpl:
+    """The (shared) proxy of the ``module:attr`` implementation ``spec`` on ``device``, its worker started."""
+    key = (IMPL, spec, str(torch.device(device)), deadline)
+    if key not in _SUBJECTS:
+        _SUBJECTS[key] = IsolatedImpl(spec, device, deadline)
+    return _SUBJECTS[key]  # type: ignore[no-any-return]
