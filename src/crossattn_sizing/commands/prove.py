@@ -202,9 +202,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         domains = edge_domain()
         described = describe_edges(domains)
-    policy = load_checked_policy(args.policy)
     check_outputs({"--json": args.json})
-    json_path = output_file("--json", args.json)
+    json_path = output_file("--json", args.json)  # absolute before the policy's module is imported
+    policy = load_checked_policy(args.policy)
     size = sum(d.size for d in domains)
     print(f"domain: {size:,} configs" + ("" if given else f" (edge domain, {len(domains)} parts)"))
     for axis, text in described.items():

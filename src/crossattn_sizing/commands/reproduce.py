@@ -23,7 +23,7 @@ from typing import Any
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.errors import ConfigError, OptionError
 from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
@@ -69,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("model", nargs="?", help=f"one of {', '.join(adapters.MODEL_NAMES)}")
     options.CONFIG.add(p)
-    options.POLICY.add(p, default="mrv2")
+    options.POLICY.add(p, shown_default="mrv2")  # None when not typed: --engine refuses it
     p.add_argument("--image-size", help="nemotron-parse page HEIGHTxWIDTH in pixels (default 2048x1664)")
     MAX_MODEL_LEN.add(p, shown_default="derived from the config; 2048 for nemotron-parse")
     options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE))
@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ENCODER_TOKENS.add(p)
     BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
-    options.IMPL.add(p, default="torch")
+    options.IMPL.add(p, shown_default="torch")
     options.SEED.add(p, default=0)
     p.add_argument("--engine", help="vllm==X, vllm@PATH (a folder holding vllm/) or vllm: run that "
                                     "code's own sizing, block tables and kernels (sets --policy and --impl "
@@ -202,7 +202,13 @@ def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     if args.engine:
+        for option, given in (("--policy", args.policy), ("--impl", args.impl)):
+            if given is not None:  # two answers to one question: refused, never one of them dropped
+                rule = f"sets --policy and --impl to the engine's own code; drop {option} {given}"
+                raise OptionError("--engine", args.engine, rule)
         args.policy = args.impl = check_engine_spec("--engine", args.engine)
+    args.policy = "mrv2" if args.policy is None else args.policy
+    args.impl = "torch" if args.impl is None else args.impl
     policy = load_checked_policy(args.policy)
     seed = args.seed
     scenario = build(args)

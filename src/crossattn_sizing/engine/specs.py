@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossattn_sizing.errors import EngineError
+from crossattn_sizing.pathkinds import input_folder_problem
 
 TREE_PREFIX = "vllm@"
 
@@ -30,7 +31,14 @@ def tree_root(spec: str) -> Path:
     text = spec.strip().removeprefix(TREE_PREFIX)
     if not text:
         raise EngineError(f"{spec.strip()!r}: vllm@PATH needs a path (a folder holding vllm/)")
-    path = Path(text).expanduser().resolve()
+    given = Path(text).expanduser()
+    problem = input_folder_problem(given)  # a link loop, a FIFO or a device is refused before any use
+    if problem is not None and problem != "does not exist":
+        raise EngineError(f"{spec.strip()}: {given} {problem} (vllm@PATH takes a folder holding vllm/)")
+    try:
+        path = given.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop found while resolving (RuntimeError before 3.13)
+        raise EngineError(f"{spec.strip()}: {given} cannot be resolved ({exc})") from None
     if (path / "vllm" / "__init__.py").is_file():
         return path
     if path.name == "vllm" and (path / "__init__.py").is_file():
