@@ -99,8 +99,7 @@ def test_sigterm_to_verify_writes_the_partial_report(tmp_path: Path, signum: int
                   "--json", str(report))  # fmt: skip
     with running(command) as child:
         child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
-        child.proc.send_signal(signum)
-        result = child.interrupt()  # the SIGINT that follows finds the run already ending
+        result = child.interrupt(signum=signum)
     assert result.returncode == 130, result.stdout + result.stderr
     assert "Traceback" not in uncaught(result.stderr)
     data = json.loads(report.read_text())

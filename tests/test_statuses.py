@@ -8,12 +8,9 @@ process really ended with. Conflicting options are refused, not resolved.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,34 +18,12 @@ import pytest
 from crossattn_sizing import standard_output
 from crossattn_sizing.cli import main
 from tests.bad_input_cases import NEMOTRON, SMALL_DOMAIN
-from tests.processes import HUNG, ROOT, cli, kill_group
-
-
-@contextlib.contextmanager
-def broken_stdout(kind: str) -> Iterator[int]:
-    """A descriptor to give a child as its stdout: ``/dev/full``, or a pipe whose read end is closed."""
-    if kind == "full":
-        fd = os.open("/dev/full", os.O_WRONLY)
-    else:
-        read, fd = os.pipe()
-        os.close(read)  # the reader is gone before the child writes: its first flush meets EPIPE
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+from tests.processes import cli, run_to_broken_stdout
 
 
 def run_to(kind: str, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the console script with a broken stdout; stderr is read whole."""
-    with broken_stdout(kind) as out:
-        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        proc = subprocess.Popen(cli(*args), cwd=ROOT, stdout=out, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True, env=env)  # fmt: skip
-        try:
-            _, err = proc.communicate(timeout=HUNG)  # only stops a hung child
-        finally:
-            kill_group(proc)
-    return subprocess.CompletedProcess(proc.args, proc.returncode, "", err)
+    return run_to_broken_stdout(cli(*args), kind, {"HF_HUB_OFFLINE": "1"})
 
 
 COMMANDS = {

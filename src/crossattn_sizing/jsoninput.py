@@ -72,7 +72,7 @@ def read_json_file(field: str, path: Path) -> Mapping[str, Any]:
     """The object a JSON file holds; ``field`` names the option or the file in the error."""
     problem = input_file_problem(path)
     if problem is not None:  # before opening it: a FIFO or /dev/zero would block or fill memory
-        raise ConfigError(field, str(path), problem)
+        raise ConfigError(field, path.name if str(path) in field else str(path), problem)
     try:
         raw = path.read_bytes()
     except OSError as exc:

@@ -60,10 +60,21 @@ def regressions_folder() -> Path | None:
     return settings.regressions_dir(default)
 
 
+def _resolved(option: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` with its links followed; a symbolic link loop is the option's error, not a RuntimeError."""
+    problem = output_file_problem(path)
+    if problem is not None:
+        raise OptionError(option, path, problem)
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError) as exc:  # a loop further up the path (RuntimeError before 3.13)
+        raise OptionError(option, path, f"cannot be resolved ({exc})") from None
+
+
 def check_outputs(files: dict[str, str | os.PathLike[str] | None], regressions: Path | None = None) -> None:
     """The output files of one run (option to path; None when not given) name distinct files, none of
     them inside the regressions folder (``regressions``, else :func:`regressions_folder`)."""
-    given = {option: Path(path).resolve() for option, path in files.items() if path not in (None, "")}
+    given = {option: _resolved(option, path) for option, path in files.items() if path not in (None, "")}
     if not given:
         return
     seen: dict[Path, str] = {}
@@ -75,7 +86,7 @@ def check_outputs(files: dict[str, str | os.PathLike[str] | None], regressions: 
     folder = regressions if regressions is not None else regressions_folder()
     if folder is None:
         return
-    folder = folder.resolve()
+    folder = _resolved("--regressions", folder)
     for option, real in given.items():
         if real.is_relative_to(folder):
             rule = f"lies in the regressions folder {folder}, whose JSON files every run replays"
