@@ -65,6 +65,7 @@ def run_case(case: Case, d: Path) -> Row:
     argv = command_line(case, d)[3:] if case.command != "pytest" else ["pytest", *case.argv(d)[1:]]
     env = " ".join(f"{k}={v}" for k, v in case.environ(d).items())
     shown = (env + " " if env else "") + shown_args(argv, d)
+    shown += {"full": " > /dev/full", "closed": " | (reader closed)"}.get(case.stdout, "")
     first = first_line(out, err).replace(str(d), "FIXTURES")
     return Row(name, shown.replace(str(d), "FIXTURES"), case.status, code, first,
                "Traceback" in out + err, said_holds, time.monotonic() - start)  # fmt: skip
@@ -78,6 +79,7 @@ class Interrupt:
     args: list[str]
     ready: Callable[[str], bool]
     presses: int = 1
+    signum: int = signal.SIGINT  # the signal sent (last): SIGTERM and SIGHUP end a run as Ctrl-C does
 
 
 def run_interrupt(spec: Interrupt, d: Path) -> Row:
@@ -88,7 +90,7 @@ def run_interrupt(spec: Interrupt, d: Path) -> Row:
         child.wait_for(spec.ready)
         for _ in range(spec.presses - 1):
             child.proc.send_signal(signal.SIGINT)
-        result = child.interrupt()
+        result = child.interrupt(signum=spec.signum)
     holds = False
     if out_json.is_file():
         data = json.loads(out_json.read_text())
@@ -97,12 +99,17 @@ def run_interrupt(spec: Interrupt, d: Path) -> Row:
             holds |= any(p.get("outcome") == "holds" for p in policy.get("properties", []))
         fuzzed = data.get("properties", [])  # fuzz: mrv2 never finished a property before Ctrl-C
         holds |= any(p.get("outcome") == "holds" and p.get("policy") == "mrv2" for p in fuzzed)
-    shown = f"{shown_args(argv, d)}  + Ctrl-C x{spec.presses}"
+    sent = f"Ctrl-C x{spec.presses}" if spec.signum == signal.SIGINT else signal.Signals(spec.signum).name
+    shown = f"{shown_args(argv, d)}  + {sent}"
     traceback = "Traceback" in result.stderr.split("Exception ignored")[0]  # not one Python ignored in gc
     first = first_line(result.stdout, result.stderr).replace(str(d), "FIXTURES")
     seconds = time.monotonic() - start
     return Row(spec.name.split()[0], shown, 130, result.returncode, first, traceback, holds, seconds)
 
+
+LONG_VERIFY = ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
+               "--json", "{json}"]  # fmt: skip
+VERIFY_STARTED = lambda line: line.startswith("verify: policy mrv2")  # noqa: E731
 
 INTERRUPTS = [
     Interrupt("verify", ["verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
@@ -111,6 +118,8 @@ INTERRUPTS = [
     Interrupt("verify x3", ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
                             "--json", "{json}"],
               lambda line: line.startswith("verify: policy mrv2"), presses=3),
+    *(Interrupt(f"verify {signal.Signals(signum).name}", LONG_VERIFY, VERIFY_STARTED, signum=signum)
+      for signum in (signal.SIGTERM, signal.SIGHUP)),
     Interrupt("fuzz", ["fuzz", "--minutes", "600", "--policy", "mrv2-prefix", "--policy", "mrv2",
                        "--regressions", "{d}/fuzz-regressions", "--db", "{d}/fuzz-db", "-k", "test_capacity",
                        "--examples-per-round", "100000", "--json", "{json}"],
@@ -139,10 +148,12 @@ def render(rows: list[Row], seconds: float) -> str:
         f"- \"holds\" said for something that did not run: {sum(r.holds_said for r in rows)}",
         f"- rows with any problem: {len(bad)}" + (": " + "; ".join(r.shown for r in bad) if bad else ""),
         "",
-        "Exit statuses: 2 bad input (one line naming the option or field and the rule), 4 pytest's usage "
-        "error (the plugin), 0/1 edge inputs that are valid (holds / fails), 130 Ctrl-C. `FIXTURES` is the "
-        "folder `make_fixtures` fills (non-UTF-8 and deeply nested JSON, decoder-only configs, a malformed "
-        "regression file, a file where a folder is expected). The first line is the error line when there "
+        "Exit statuses: 2 bad input (one line naming the option or field and the rule; also an output, "
+        "standard output included, that cannot be written: `> /dev/full` and `| closed pipe` rows), 4 "
+        "pytest's usage error (the plugin), 0/1 edge inputs that are valid (holds / fails), 130 Ctrl-C, "
+        "SIGTERM or SIGHUP. `FIXTURES` is the folder `make_fixtures` fills (non-UTF-8 and deeply nested "
+        "JSON, decoder-only configs, a malformed regression file, a file where a folder is expected, a "
+        "FIFO, a link to /dev/zero, a symbolic link loop). The first line is the error line when there "
         "is one, else the first line of the report.",
         "",
         "| # | command | command line | exit (expected) | first line of output | ok |",

@@ -54,6 +54,7 @@ class Case:
     says: str  # a fragment of the first line of output (stderr first, then stdout)
     isolated: bool = False  # needs a fresh interpreter: the plugin, or the property suite runs
     env: dict[str, str] = field(default_factory=dict)  # values may hold {d}
+    stdout: str = ""  # "full": stdout is /dev/full; "closed": a pipe whose reader has gone (isolated rows)
 
     @property
     def command(self) -> str:
@@ -94,7 +95,30 @@ def make_fixtures(d: Path) -> Path:
     (garbled / "test_coverage-garbled.json").write_text("{ not json")
     make_input_fixtures(d)
     make_hostile_fixtures(d)
+    make_path_fixtures(d)
     return d
+
+
+def make_path_fixtures(d: Path) -> None:
+    """Paths that block or never end when opened (issue 27): FIFOs, links to a device, a link loop."""
+    import os
+
+    def fifo(path: Path) -> None:
+        if not path.exists():
+            os.mkfifo(path)
+
+    def link(path: Path, target: str | Path) -> None:
+        if not os.path.lexists(path):
+            path.symlink_to(target)
+
+    fifo(d / "fifo.json")
+    link(d / "zero.json", "/dev/zero")
+    link(d / "loop", d / "loop-back")
+    link(d / "loop-back", d / "loop")
+    for name, make in (("fifo-regressions", fifo), ("zero-regressions", lambda p: link(p, "/dev/zero"))):
+        (d / name).mkdir(exist_ok=True)
+        make(d / name / "test_coverage-special.json")
+    (d / "empty-home").mkdir(exist_ok=True)
 
 
 def make_input_fixtures(d: Path) -> None:
@@ -132,8 +156,9 @@ SGLANG_TREE = "sglang@{fixtures}/sglang/0.5.23"  # ``{fixtures}``: tests/fixture
 SGLANG_BATCH = ("--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:6")
 
 
-def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[str, str] | None = None) -> Case:
-    return Case(tuple(args), status, says, isolated, env or {})
+def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[str, str] | None = None,
+      stdout: str = "") -> Case:  # fmt: skip
+    return Case(tuple(args), status, says, isolated or bool(stdout), env or {}, stdout)
 
 
 CASES: list[Case] = [
@@ -415,6 +440,56 @@ CASES: list[Case] = [
     C("fuzz", "--workers", "2", "--device", "cuda", says="--device cuda: no CUDA device is available"),
     C("fuzz", "--workers", "2", "--impl", "tests.unusable_impls:exits_on_creation", says="called sys.exit(0)"),
     C("fuzz", "--workers", "2", "--policy", f"{UNUSABLE}:exits_zero", says="called sys.exit(0)"),
+    # --- issue 27: paths that block, outputs that land elsewhere, statuses that mean one thing ---
+    # inputs that are FIFOs, devices or link loops: refused before anything opens them
+    C("check", "--config", "{d}/fifo.json", "--encoder-lens", "1", says="is a FIFO (named pipe), not a regular file"),
+    C("check", "--config", "{d}/zero.json", "--encoder-lens", "1", says="is a character device, not a regular file"),
+    C("check", "--config", "{d}/loop", "--encoder-lens", "1", says="/loop': is a symbolic link loop"),
+    C("reproduce", "--config", "{d}/fifo.json", says="is a FIFO (named pipe), not a regular file"),
+    C("verify", "--policy", "mrv2", "-k", "test_capacity", says="test_coverage-special.json='test_coverage-special.json': is a FIFO", isolated=True,
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/fifo-regressions"}),
+    C("verify", "--policy", "mrv2", "-k", "test_capacity", says="test_coverage-special.json='test_coverage-special.json': is a character device", isolated=True,
+      env={"CROSSATTN_REGRESSIONS_DIR": "{d}/zero-regressions"}),
+    C("pytest", CAPACITY, status=4, says="is a FIFO (named pipe)", isolated=True, env={"CROSSATTN_REGRESSIONS_DIR": "{d}/fifo-regressions"}),
+    C("pytest", CAPACITY, status=4, says="is a character device", isolated=True, env={"CROSSATTN_REGRESSIONS_DIR": "{d}/zero-regressions"}),
+    # engine trees
+    C("reproduce", "whisper", "--engine", "vllm@{d}/loop", says="/loop is a symbolic link loop (vllm@PATH takes a folder"),
+    C("reproduce", "whisper", "--engine", "vllm@/dev/null", says="/dev/null is a character device, not a folder"),
+    C("verify", "--impl", "vllm@{d}/fifo.json", says="is a FIFO (named pipe), not a folder"),
+    C("audit", "--vllm-path", "{d}/loop", says="/loop: is a symbolic link loop"),
+    C("audit", "--vllm", "vllm@{d}/loop", says="is a symbolic link loop"),
+    C("pytest", CAPACITY, "--impl", "vllm@{d}/loop", status=4, says="is a symbolic link loop", isolated=True),
+    C("pytest", CAPACITY, "--sizing-policy", "vllm@/dev/null", status=4, says="is a character device", isolated=True),
+    # outputs that are FIFOs, devices or link loops: never opened (a FIFO blocks), no side file beside a device
+    C("verify", "--json", "{d}/fifo.json", says="fifo.json: is a FIFO (named pipe); name a regular file"),
+    C("verify", "--markdown", "/dev/null", says="--markdown /dev/null: is a character device; name a regular file"),
+    C("verify", "--junit-xml", "{d}/loop", says="/loop: is a symbolic link loop"),
+    C("prove", "--policy", "mrv2", "--json", "/dev/null", *SMALL_DOMAIN, says="--json /dev/null: is a character device"),
+    C("fuzz", "--json", "{d}/fifo.json", says="is a FIFO (named pipe)"),
+    C("fuzz", "--regressions", "{d}/loop", says="/loop: is a symbolic link loop"),
+    C("map", "--policy", "mrv2", "--out", "/dev/null", says="--out /dev/null: is a character device"),
+    C("audit", "--vllm-path", "{d}/syntax-tree", "--markdown", "{d}/zero.json", says="is a character device"),
+    # offline means offline (an empty cache: refused naming the variable, never a download)
+    C("audit", "--vllm", "0.25.0", "--cache-dir", "{d}/empty-cache", says="empty-cache (CROSSATTN_OFFLINE=1)",
+      env={"CROSSATTN_OFFLINE": "1"}),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "vllm==0.25.0", says="vllm==0.25.0 is not in the wheel cache",
+      env={"CROSSATTN_OFFLINE": "1", "HOME": "{d}/empty-home"}),
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", says="(CROSSATTN_OFFLINE=1)", env={"CROSSATTN_OFFLINE": "1", "HOME": "{d}/empty-home"}),
+    C("verify", "--impl", "vllm==0.25.0", says="(CROSSATTN_OFFLINE=1)", env={"CROSSATTN_OFFLINE": "1", "HOME": "{d}/empty-home"}),
+    # a cache that cannot be made: bad input, not a traceback with status 1
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "vllm==0.25.0",
+      says="the engine cache /proc/.cache/crossattn-sizing/engine cannot be written", env={"HOME": "/proc"}),
+    # two options that answer one question
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="drop --policy mrv2-prefix"),
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--impl", "triton", says="drop --impl triton"),
+    # a stdout that cannot be written: status 2 and one line, never 1 (a verdict) or a traceback
+    *(C(*args, says=f"standard output cannot be written ({why})", stdout=kind)
+      for kind, why in (("full", "No space left on device"), ("closed", "Broken pipe"))
+      for args in (("check", "--config", NEMOTRON, "--encoder-lens", "3329"),
+                   ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "mrv2-prefix"),
+                   ("prove", "--policy", "mrv2", *SMALL_DOMAIN),
+                   ("reproduce", "whisper"),
+                   ("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "5"))),
 ]
 """Every row; the report and the test read the same list."""
 
@@ -453,5 +528,15 @@ def run_isolated(case: Case, d: Path) -> tuple[int, str, str]:
     from tests.processes import run
 
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", **case.environ(d)}
+    if case.stdout:
+        return run_with_broken_stdout(case, d, env)
     done = run(command_line(case, d), env=env)
+    return done.returncode, done.stdout, done.stderr
+
+
+def run_with_broken_stdout(case: Case, d: Path, env: dict[str, str]) -> tuple[int, str, str]:
+    """A row whose stdout is /dev/full, or a pipe whose reader closed before the child wrote."""
+    from tests.processes import run_to_broken_stdout
+
+    done = run_to_broken_stdout(command_line(case, d), case.stdout, env)
     return done.returncode, done.stdout, done.stderr

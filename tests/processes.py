@@ -52,6 +52,30 @@ def run(
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
 
 
+def run_to_broken_stdout(
+    command: list[str], kind: str, env: dict[str, str] | None = None, timeout: float = HUNG
+) -> subprocess.CompletedProcess[str]:
+    """Run to completion with stdout ``/dev/full`` (``kind`` "full") or a pipe whose reader closed
+    before the child wrote ("closed": its first flush meets EPIPE, as after ``| head -1``)."""
+    if kind == "full":
+        out = os.open("/dev/full", os.O_WRONLY)
+    else:
+        read, out = os.pipe()
+        os.close(read)
+    try:
+        proc = subprocess.Popen(
+            command, cwd=ROOT, env={**os.environ, **(env or {})}, text=True, start_new_session=True,
+            stdout=out, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            _, err = proc.communicate(timeout=timeout)
+        finally:
+            kill_group(proc)
+    finally:
+        os.close(out)
+    return subprocess.CompletedProcess(command, proc.returncode, "", err)
+
+
 class Running:
     """A child whose stderr is read line by line as it comes, so a test can wait for an event."""
 
@@ -82,9 +106,11 @@ class Running:
             if condition(line):
                 return line
 
-    def interrupt(self, timeout: float = HUNG) -> subprocess.CompletedProcess[str]:
-        """Press Ctrl-C once (SIGINT to the child, as a terminal would) and collect everything."""
-        self.proc.send_signal(signal.SIGINT)
+    def interrupt(
+        self, timeout: float = HUNG, signum: int = signal.SIGINT
+    ) -> subprocess.CompletedProcess[str]:
+        """Press Ctrl-C once (SIGINT to the child, as a terminal would; or ``signum``), collect everything."""
+        self.proc.send_signal(signum)
         assert self.proc.stdout is not None
         out = self.proc.stdout.read()
         self.proc.wait(timeout=timeout)

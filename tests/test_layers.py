@@ -27,7 +27,8 @@ LAYERS: Layers = (
     # loading and calling the user's code, Ctrl-C and child processes, the --device check (it must
     # work without torch installed, so it sits outside impl/, whose package imports torch).
     ("base", ("__init__", "errors", "intmath", "limits", "settings", "jsoninput", "callables", "usercode",
-              "interrupts", "processes", "outcome", "devices")),
+              "interrupts", "processes", "outcome", "devices", "pathkinds",
+              "standard_output")),
     # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
     # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
     ("core", ("core",)),

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from crossattn_sizing.core import admission, known_configs
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
+from crossattn_sizing.pathkinds import input_folder_problem
 from crossattn_sizing.runs import pytest_plugin
 from properties.capacity_strategies import CapacityCase
 
@@ -81,7 +83,12 @@ def hand_pinned_cases() -> list[CapacityCase]:
 def pinned_cases() -> list[CapacityCase]:
     """Every case to replay: the hand-pinned shapes, then the fuzzer's files in name order."""
     cases = hand_pinned_cases()
-    cases.extend(load_case(p) for p in sorted(regressions_dir().glob("*.json")))
+    folder = regressions_dir()
+    if os.path.lexists(folder):  # an unreadable folder would list nothing: refused, not read as empty
+        problem = input_folder_problem(folder)
+        if problem is not None:
+            raise ConfigError(f"regressions folder {folder}", str(folder), problem)
+    cases.extend(load_case(p) for p in sorted(folder.glob("*.json")))
     return cases
 
 

@@ -3,9 +3,10 @@
 User errors (an invalid config, a policy path that does not import, a missing
 GPU, an unknown option) are :class:`~crossattn_sizing.errors.HarnessError` or
 argparse errors; they print one line naming the option or field and the rule
-and exit 2. Ctrl-C exits 130 from every command, at any moment (see
-:mod:`crossattn_sizing.interrupts`). Anything else is a bug in the harness and
-keeps its traceback.
+and exit 2. Ctrl-C (SIGTERM, SIGHUP) exits 130 from every command, at any moment (see
+:mod:`crossattn_sizing.interrupts`). Standard output that cannot be written (full, closed) is
+exit 2 too, with one line on stderr (see :mod:`crossattn_sizing.standard_output`). Anything
+else is a bug in the harness and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from crossattn_sizing import commands, interrupts, settings
+from crossattn_sizing import commands, interrupts, settings, standard_output
 from crossattn_sizing.errors import HarnessError, bounded
 
 PROG = "crossattn-sizing"
@@ -70,6 +71,18 @@ def console_main() -> NoReturn:
 
 
 def _run(argv: Sequence[str] | None) -> int:
+    """The command's status, unless standard output could not be written (see :mod:`standard_output`)."""
+    with standard_output.guarded() as out:
+        status = _command(argv)
+    if out.failure is None or status == interrupts.EXIT_STATUS:
+        return status
+    own = "" if status == standard_output.EXIT_STATUS else f" (the status would have been {status})"
+    print(f"{PROG}: error: {standard_output.describe(out.failure)}; what was printed there is lost{own}",
+          file=sys.stderr)  # fmt: skip
+    return standard_output.EXIT_STATUS
+
+
+def _command(argv: Sequence[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         settings.check_environment()  # a bad CROSSATTN_* variable is bad input, like a bad option

@@ -26,9 +26,11 @@ from typing import Any, NoReturn
 EXIT_STATUS = 130
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
-"""Both stop a run the same way: SIGTERM (a supervisor, ``timeout``, ``kill``) is a Ctrl-C that
-came from elsewhere, so the partial report is written and the status is 130 either way."""
+SIGNALS = (signal.SIGINT, signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))
+"""All stop a run the same way: SIGTERM (a supervisor, ``timeout``, ``kill``) and SIGHUP (the
+terminal or ssh session closed) are a Ctrl-C that came from elsewhere, so the partial report is
+written and the status is 130 every time (Python's default for SIGHUP ends the process at once,
+without the report)."""
 
 FORCE_AFTER = 3
 """The Ctrl-C that ends the process without a report."""

@@ -7,18 +7,21 @@ not UTF-8, text that is not JSON, JSON nested past what the parser takes (a
 object (the parser would keep the last silently: which one the user meant is
 not known), an integer with thousands of digits (Python refuses to convert it,
 with a ``ValueError`` from inside the decoder), or a value that is not an
-object.
+object. A path is looked at before it is opened (:mod:`crossattn_sizing.pathkinds`): a
+FIFO, a device, a symbolic link loop or an unreadable file is refused, never read.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.pathkinds import input_file_problem
 
 
 def _shown(text: str) -> str:
@@ -67,6 +70,9 @@ def parse_json_object(field: str, source: str) -> Mapping[str, Any]:
 
 def read_json_file(field: str, path: Path) -> Mapping[str, Any]:
     """The object a JSON file holds; ``field`` names the option or the file in the error."""
+    problem = input_file_problem(path)
+    if problem is not None:  # before opening it: a FIFO or /dev/zero would block or fill memory
+        raise ConfigError(field, path.name if str(path) in field else str(path), problem)
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -84,6 +90,7 @@ def read_json_option(option: str, text: str) -> Mapping[str, Any]:
     if text.lstrip().startswith("{"):
         return parse_json_object(option, text)
     path = Path(text)
-    if not path.is_file():
+    problem = input_file_problem(path)
+    if problem is not None and (os.path.isdir(path) or not os.path.lexists(path)):
         raise ConfigError(option, text, "must be JSON text or the path of a JSON file")
     return read_json_file(option, path)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from crossattn_sizing.errors import HarnessError, shown
+from crossattn_sizing.pathkinds import input_folder_problem
 
 PACKAGE = "vllm"
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|post|dev)[0-9]*)*$")
@@ -98,8 +99,9 @@ def open_dir(path: str | os.PathLike[str]) -> DirTree:
     and a git clone.
     """
     root = Path(path).expanduser()
-    if not root.is_dir():
-        raise FetchError(f"--vllm-path {path}: not a directory")
+    problem = input_folder_problem(root)  # a link loop or a device is refused before it is listed
+    if problem is not None:
+        raise FetchError(f"--vllm-path {path}: {problem}")
     if (root / PACKAGE / "v1").is_dir():
         package = root / PACKAGE
     elif (root / "v1").is_dir():
@@ -219,9 +221,9 @@ def fetch_wheel(
 
 
 def open_release(version: str, cache_dir: Path | None = None, *, offline: bool = False,
-                 downloader: Downloader | None = None) -> ZipTree:  # fmt: skip
+                 downloader: Downloader | None = None, offline_by: str = "--offline") -> ZipTree:  # fmt: skip
     """A tree over a release's wheel, labelled with the version asked for."""
-    wheel = fetch_wheel(version, cache_dir, offline=offline, downloader=downloader)
+    wheel = fetch_wheel(version, cache_dir, offline=offline, downloader=downloader, offline_by=offline_by)
     return ZipTree(wheel, label=check_version(version))
 
 

@@ -15,6 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
+from crossattn_sizing import settings
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.markdown import render_markdown, write_markdown
 from crossattn_sizing.audit.report import exit_status, render, write_json
@@ -37,7 +38,9 @@ exit status:
   0  every runner a release has was read and its sizing holds (a runner the
      release does not have, e.g. V1 from 0.34.0, is reported as absent)
   1  some runner fails (a counterexample config is printed)
-  2  usage or user error: unknown version, download failure, bad path
+  2  usage or user error: unknown version, download failure, a wheel not in the
+     cache when offline (--offline or CROSSATTN_OFFLINE=1), bad path, an output
+     (standard output included) that cannot be written
   3  nothing fails, but some runner could not be read (the reason and the line
      it concerns are printed), or a release has none of the runners asked for
   130  interrupted (Ctrl-C)
@@ -92,7 +95,7 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
         if cached_wheel(version, cache or default_cache_dir()) is None and not args.offline:
             print(f"crossattn-sizing: downloading the vllm {version} wheel (once, into the cache)",
                   file=sys.stderr)  # fmt: skip
-        trees.append(open_release(version, cache, offline=args.offline))
+        trees.append(open_release(version, cache, offline=args.offline, offline_by=args.offline_by))
     trees.extend(open_dir(path) for path in args.vllm_path)
     return trees
 
@@ -103,7 +106,7 @@ def _command(args: argparse.Namespace) -> str:
     words += [w for v in args.vllm for w in ("--vllm", v)]
     words += [w for p in args.vllm_path for w in ("--vllm-path", p)]
     words += [w for r in args.runner or [] for w in ("--runner", r)]
-    words += ["--offline"] if args.offline else []
+    words += ["--offline"] if args.offline and getattr(args, "offline_by", "--offline") == "--offline" else []
     words += ["--read-only"] if args.read_only else []
     words += ["--json", args.json] if args.json else []
     words += ["--markdown", args.markdown]
@@ -128,6 +131,9 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
 
 def run(args: argparse.Namespace) -> int:
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
+    # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
+    args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
+    args.offline = args.offline or settings.offline()
     check_outputs({"--json": args.json, "--markdown": args.markdown})
     json_path = output_file("--json", args.json)  # before any download
     markdown_path = output_file("--markdown", args.markdown)

@@ -143,17 +143,21 @@ def run(args: argparse.Namespace) -> int:
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
     check_options(args)
     specs = args.policy or ["mrv2"]
-    for spec in specs:
-        load_checked_policy(spec)
-    url = args.redis_url or redis_url()
-    if url:
-        check_reachable(url)
+    # Outputs first, absolute before a policy's module is imported (a chdir there moves nothing).
     default_regressions = properties_dir() / "regressions"
     check_outputs({"--json": args.json}, args.regressions or default_regressions)
     json_path = output_file("--json", args.json)
     regressions = output_dir("--regressions", args.regressions or default_regressions)
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
+    # The fleet's workers are given these, absolute, where the user gave them.
+    args.json, args.db = json_path, db
+    args.regressions = regressions if args.regressions else None
+    for spec in specs:
+        load_checked_policy(spec)
+    url = args.redis_url or redis_url()
+    if url:
+        check_reachable(url)
     if args.workers > 1:
         check_impl(args)  # found here, not as N workers that died
         return run_fleet(args)

@@ -47,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.policy:
         raise HarnessError("the following arguments are required: --policy")
     require_matplotlib()
+    out = output_file("--out", args.out)  # absolute before a policy's module is imported
+    assert out is not None  # required
     policies = {spec: load_checked_policy(spec) for spec in args.policy}
     sizes = block_sizes(args.block_size)
-    out = output_file("--out", args.out)
-    assert out is not None  # required
     check_out(out)
     draw([(spec, policy, bs) for bs in sizes for spec, policy in policies.items()], out)
     print(f"wrote {out}: {len(policies)} policies x {len(sizes)} block sizes")

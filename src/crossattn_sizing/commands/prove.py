@@ -206,12 +206,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         domains = edge_domain()
         described = describe_edges(domains)
+    check_outputs({"--json": args.json})
+    json_path = output_file("--json", args.json)  # absolute before the policy's module is imported
     isolation = options.isolation(args)
     policy = load_checked_policy(args.policy, isolation)
     if isolation.note:
         print(f"note: {isolation.note}", file=sys.stderr)
-    check_outputs({"--json": args.json})
-    json_path = output_file("--json", args.json)
     size = sum(d.size for d in domains)
     print(f"domain: {size:,} configs" + ("" if given else f" (edge domain, {len(domains)} parts)"))
     for axis, text in described.items():

@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     models = ", ".join(adapters.MODEL_NAMES)
     p.add_argument("model", nargs="?", help=f"one of {models}, or mllama-mixed-batch (--engine sglang==X)")
     options.CONFIG.add(p)
-    options.POLICY.add(p, default="mrv2")
+    options.POLICY.add(p, shown_default="mrv2")  # None when not typed: --engine refuses it
     p.add_argument("--image-size", help="nemotron-parse page HEIGHTxWIDTH in pixels (default 2048x1664)")
     MAX_MODEL_LEN.add(p, shown_default="derived from the config; 2048 for nemotron-parse")
     options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE))
@@ -78,7 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ENCODER_TOKENS.add(p)
     BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
-    options.IMPL.add(p, default="torch")
+    options.IMPL.add(p, shown_default="torch")
     options.SEED.add(p, default=0)
     options.ENGINE.add(p)
     p.set_defaults(func=run)
@@ -203,7 +203,13 @@ def run(args: argparse.Namespace) -> int:
     if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
         return run_mllama_mixed_batch(args.engine)
     if args.engine:
+        for option, given in (("--policy", args.policy), ("--impl", args.impl)):
+            if given is not None:  # two answers to one question: refused, never one of them dropped
+                rule = f"sets --policy and --impl to the engine's own code; drop {option} {given}"
+                raise OptionError("--engine", args.engine, rule)
         args.policy = args.impl = check_engine_spec("--engine", args.engine)
+    args.policy = "mrv2" if args.policy is None else args.policy
+    args.impl = "torch" if args.impl is None else args.impl
     policy = load_checked_policy(args.policy)
     seed = args.seed
     scenario = build(args)

@@ -30,7 +30,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from crossattn_sizing import interrupts
+from crossattn_sizing import interrupts, standard_output
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.errors import OptionError
@@ -131,17 +131,18 @@ def run(args: argparse.Namespace) -> int:
 
         return run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)
-    # Everything the user typed is checked before any suite runs.
-    args.isolation = options.isolation(args)
-    subjects = {spec: resolve_policy(spec, args.isolation) for spec in specs}
-    check_outputs({"--json": args.json, "--junit-xml": args.junit_xml})
+    # Everything the user typed is checked before any suite runs; the outputs first, made absolute
+    # before any user module is imported (one that changes the working directory moves nothing).
+    check_outputs({"--json": args.json, "--junit-xml": args.junit_xml, "--markdown": args.markdown})
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
+    markdown_path = output_file("--markdown", args.markdown)
     if args.jobs < 1:
         raise OptionError("--jobs", args.jobs, "must be >= 1")
-    markdown_path = output_file("--markdown", args.markdown)
     if markdown_path is not None:
         require_matplotlib()
+    args.isolation = options.isolation(args)
+    subjects = {spec: resolve_policy(spec, args.isolation) for spec in specs}
     profile = with_max_examples(args.profile, args.max_examples)
     verdicts: list[PolicyVerdict] = []
     notes: list[str] = []
@@ -170,6 +171,11 @@ def run(args: argparse.Namespace) -> int:
     if interrupted:
         console.print("[yellow]interrupted: the report covers what ran before Ctrl-C[/]")
     report.render(console)
+    failure = standard_output.current_failure()
+    if failure is not None and not interrupted:  # the table was lost: the status says so, and the file
+        report.output_error = standard_output.describe(failure)
+        if json_path:  # written again, so its exit_status is the process's
+            report.write_json(json_path)
     return report.exit_status
 
 

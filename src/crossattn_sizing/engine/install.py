@@ -88,9 +88,20 @@ def offline_default() -> bool:
 
 @contextlib.contextmanager
 def _locked(cache: Path) -> Iterator[None]:
-    """One installer at a time per cache (parallel test workers share it)."""
-    cache.mkdir(parents=True, exist_ok=True)
-    with open(cache / ".lock", "w") as lock:
+    """One installer at a time per cache (parallel test workers share it).
+
+    A cache that cannot be created or written (``HOME=/proc``, a read-only mount)
+    is the user's to fix: an :class:`EngineError` naming it, exit 2, not a traceback.
+    """
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        lock = open(cache / ".lock", "w")  # noqa: SIM115  # closed below, after the block
+    except OSError as exc:
+        raise EngineError(
+            f"the engine cache {cache} cannot be written ({exc.strerror or exc}); "
+            f"set {settings.ENGINE_CACHE} or HOME to a writable folder"
+        ) from None
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from crossattn_sizing.errors import EngineError
+from crossattn_sizing.pathkinds import input_folder_problem
 
 TREE_PREFIX = "vllm@"
 
@@ -32,7 +33,15 @@ def tree_root(spec: str, package: str = "vllm", marker: str = "__init__.py") -> 
     text = spec.strip().removeprefix(f"{package}@")
     if not text:
         raise EngineError(f"{spec.strip()!r}: {package}@PATH needs a path (a folder holding {package}/)")
-    path = Path(text).expanduser().resolve()
+    given = Path(text).expanduser()
+    problem = input_folder_problem(given)  # a link loop, a FIFO or a device is refused before any use
+    if problem is not None and problem != "does not exist":
+        rule = f"{package}@PATH takes a folder holding {package}/"
+        raise EngineError(f"{spec.strip()}: {given} {problem} ({rule})")
+    try:
+        path = given.resolve()
+    except (OSError, RuntimeError) as exc:  # a loop found while resolving (RuntimeError before 3.13)
+        raise EngineError(f"{spec.strip()}: {given} cannot be resolved ({exc})") from None
     if (path / package / marker).exists():
         return path
     if path.name == package and (path / marker).exists():

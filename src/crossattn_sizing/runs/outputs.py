@@ -8,7 +8,12 @@ then lost to a typo in a path. One rule for every command:
   and the file must be writable: probed by opening it, because permission bits
   say nothing when running as root or on read-only mounts;
 - a folder output (regression files, example database) is created if missing,
-  must not be a file, and must accept a new file.
+  must not be a file, and must accept a new file;
+- a file output must not be a device, a FIFO or a symbolic link loop (found
+  with ``os.stat``, before anything opens it: opening a FIFO blocks, and side
+  files written beside ``/dev/null`` would land in ``/dev``);
+- the path returned is absolute, fixed when the command starts, so user code
+  that changes the working directory during the run cannot move an output.
 
 Two outputs of one run never name the same file (the second would overwrite
 the first at the end of the run), and no output file lies in the regressions
@@ -27,6 +32,7 @@ from pathlib import Path
 
 from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError, OptionError
+from crossattn_sizing.pathkinds import input_folder_problem, output_file_problem
 
 
 def _reason(exc: OSError) -> str:
@@ -54,10 +60,21 @@ def regressions_folder() -> Path | None:
     return settings.regressions_dir(default)
 
 
+def _resolved(option: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` with its links followed; a symbolic link loop is the option's error, not a RuntimeError."""
+    problem = output_file_problem(path)
+    if problem is not None:
+        raise OptionError(option, path, problem)
+    try:
+        return Path(path).resolve()
+    except (OSError, RuntimeError) as exc:  # a loop further up the path (RuntimeError before 3.13)
+        raise OptionError(option, path, f"cannot be resolved ({exc})") from None
+
+
 def check_outputs(files: dict[str, str | os.PathLike[str] | None], regressions: Path | None = None) -> None:
     """The output files of one run (option to path; None when not given) name distinct files, none of
     them inside the regressions folder (``regressions``, else :func:`regressions_folder`)."""
-    given = {option: Path(path).resolve() for option, path in files.items() if path not in (None, "")}
+    given = {option: _resolved(option, path) for option, path in files.items() if path not in (None, "")}
     if not given:
         return
     seen: dict[Path, str] = {}
@@ -69,7 +86,7 @@ def check_outputs(files: dict[str, str | os.PathLike[str] | None], regressions: 
     folder = regressions if regressions is not None else regressions_folder()
     if folder is None:
         return
-    folder = folder.resolve()
+    folder = _resolved("--regressions", folder)
     for option, real in given.items():
         if real.is_relative_to(folder):
             rule = f"lies in the regressions folder {folder}, whose JSON files every run replays"
@@ -83,9 +100,13 @@ def output_file(option: str, path: str | os.PathLike[str] | None) -> Path | None
     target = Path(path)
     if str(path) == "":
         raise OptionError(option, "''", "needs a file path")
+    problem = output_file_problem(target)  # before any open: a FIFO would block the probe below
+    if problem is not None:
+        raise OptionError(option, target, problem)
     if target.is_dir():
         raise OptionError(option, target, "is a folder; name a file to write")
     _check_folders(option, target)
+    target = Path(os.path.abspath(target))
     existed = target.exists()
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -105,9 +126,16 @@ def output_dir(option: str, path: str | os.PathLike[str] | None) -> Path | None:
     target = Path(path)
     if str(path) == "":
         raise OptionError(option, "''", "needs a folder path")
-    if target.exists() and not target.is_dir():
-        raise OptionError(option, target, "is a file; name a folder")
+    if os.path.lexists(target):
+        problem = input_folder_problem(target)
+        if problem is not None and problem.startswith("is a file"):
+            problem = "is a file; name a folder"
+        elif problem is not None and problem.endswith("not a folder"):
+            problem += "; name a folder"
+        if problem is not None:
+            raise OptionError(option, target, problem)
     _check_folders(option, target)
+    target = Path(os.path.abspath(target))
     try:
         target.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(dir=target, prefix=".write-probe-")

@@ -11,7 +11,10 @@ its name in failure messages, so most of that work was repeated:
   the draws of ``st.data()`` recorded on the first turn and replayed on the
   others. Before a turn runs, the policy is asked the calls the earlier turns
   made; when its answers equal one turn's, the body would compute exactly what
-  that turn computed, and its outcome is reused (:data:`SAME_ANSWERS`).
+  that turn computed, and its outcome is reused (:data:`SAME_ANSWERS`). A
+  failing turn is never reused: its diagnosis and replay line name the policy
+  whose body ran, so another policy with the same answers runs the body
+  itself, and its failure names it (``--policy`` that policy).
 
 Why the verdicts are the same as separate runs: under a profile with a fixed
 seed and no example database (``ci``), Hypothesis's choice of the next example
@@ -191,15 +194,15 @@ class SharedPolicies:
         tapes: dict[str, list[tuple[Any, Any]]] = {
             name: [] for name, value in kwargs.items() if isinstance(value, DataObject)
         }
-        turns: list[tuple[list[tuple[Any, Any]], str, dict[str, int], Any]] = []
+        turns: list[tuple[list[tuple[Any, Any]], str, dict[str, int]]] = []
         outcome: dict[int, tuple[str, dict[str, int]]] = {}
         for i in alive:
             self.turns += 1
-            shared = next((t for t in turns if answers_equal(self.policies[i], t[0])), None)
+            # A passing (or rejecting) turn is shared; a failing one is not: its diagnosis and replay line
+            # name the policy whose body ran, so this policy runs the body itself and fails in its own words.
+            shared = next((t for t in turns if t[1] != FAIL and answers_equal(self.policies[i], t[0])), None)
             if shared is not None:
                 outcome[i] = (shared[1], shared[2])
-                if shared[3] is not None:
-                    self._failed(self.specs[i], shared[3])
                 continue
             self.bodies += 1
             recording = RecordingPolicy(self.policies[i])
@@ -221,7 +224,7 @@ class SharedPolicies:
                 result = FAIL
                 failure = (exc, self._example(kwargs, tapes))
             used = {name: r.used for name, r in replays.items()}
-            turns.append((recording.calls, result, used, failure if result == FAIL else None))
+            turns.append((recording.calls, result, used))
             outcome[i] = (result, used)
             if result == FAIL:
                 self._failed(self.specs[i], failure)

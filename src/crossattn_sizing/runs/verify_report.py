@@ -21,6 +21,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from crossattn_sizing import standard_output
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.runs.outputs import write_text
@@ -91,9 +92,18 @@ class VerifyReport:
     findings: list[Finding] = field(default_factory=list)
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)  # how the run was done (e.g. shared across policies)
+    output_error: str | None = None  # standard output could not be written: the process exits 2
 
     @property
     def exit_status(self) -> int:
+        """The process's status: :attr:`verdict_status`, unless the printed report was lost."""
+        if self.output_error is not None and not self.interrupted:
+            return standard_output.EXIT_STATUS
+        return self.verdict_status
+
+    @property
+    def verdict_status(self) -> int:
+        """What the verdicts alone say (0, 1, 3; 130 when interrupted)."""
         if self.interrupted:
             return 130
         if any(v.unexpected for v in self.verdicts):
@@ -105,7 +115,7 @@ class VerifyReport:
     @property
     def outcome(self) -> Outcome:
         """The run's one word: what the exit status says."""
-        return EXIT_OUTCOMES[self.exit_status]
+        return EXIT_OUTCOMES[self.verdict_status]
 
     def property_names(self) -> list[str]:
         names: list[str] = []
@@ -124,6 +134,7 @@ class VerifyReport:
             "exit_status": self.exit_status,
             "verdict": self.outcome,
             "interrupted": self.interrupted,
+            "output_error": self.output_error,
             "policies": [
                 {
                     "policy": v.policy,
@@ -290,5 +301,5 @@ class VerifyReport:
             1: "a policy expected to hold FAILS",
             3: "nothing failed, but something did not run (see 'not run' above)",
             0: "every policy expected to hold holds",
-        }[self.exit_status]
+        }[self.verdict_status]
         console.print(f"\n{status}; exit status {self.exit_status}")
