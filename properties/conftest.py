@@ -15,7 +15,7 @@ from crossattn_sizing.runs.pytest_plugin import usage_error
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from properties.regressions import pinned_cases
+    from .regressions import pinned_cases
 
     try:
         pinned_cases()

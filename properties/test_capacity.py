@@ -17,9 +17,10 @@ from hypothesis import example, given
 from crossattn_sizing.core.capacity import Invariant
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.findings.results import PropertyFailure
-from properties.assertions import assert_invariant
-from properties.capacity_strategies import CapacityCase, capacity_cases
-from properties.regressions import pinned_cases, record_failure
+
+from .assertions import assert_invariant
+from .capacity_strategies import CapacityCase, capacity_cases
+from .regressions import pinned_cases, record_failure
 
 
 def _property(invariant: Invariant):  # type: ignore[no-untyped-def]

@@ -17,7 +17,8 @@ from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
 from crossattn_sizing.runs import pytest_plugin
-from properties.capacity_strategies import CapacityCase
+
+from ..capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent
 
