@@ -16,6 +16,7 @@ from crossattn_sizing.findings.results import (
     first_failure,
 )
 from crossattn_sizing.runs import suite
+from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,8 +32,8 @@ def test_an_install_runs_the_suite_its_wheel_holds(monkeypatch: pytest.MonkeyPat
     installed = tmp_path / "site-packages" / "crossattn_sizing" / "properties"
     installed.mkdir(parents=True)
     (installed / suite.SUITE_MARK).write_text("")
-    specs = {suite.SUITE_PACKAGE: ModuleSpec(suite.SUITE_PACKAGE, None, is_package=True)}
-    specs[suite.SUITE_PACKAGE].submodule_search_locations = [str(installed)]
+    specs = {SUITE_PACKAGE: ModuleSpec(SUITE_PACKAGE, None, is_package=True)}
+    specs[SUITE_PACKAGE].submodule_search_locations = [str(installed)]
     monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
     monkeypatch.setattr(suite, "clone_suite", lambda: None)
     monkeypatch.setattr(suite.importlib.util, "find_spec", specs.get)

@@ -32,9 +32,6 @@ from crossattn_sizing.outcome import Outcome
 PROPERTIES_ENV = settings.PROPERTIES
 
 
-SUITE_PACKAGE = "crossattn_sizing.properties"
-"""The property suite's name in an installed wheel (``properties/`` mapped there at build time)."""
-
 SUITE_MARK = "test_capacity.py"
 """A file every copy of the suite has: a folder without it is not the suite."""
 
@@ -58,6 +55,8 @@ def clone_suite() -> Path | None:
 
 def installed_suite() -> Path | None:
     """The suite inside the installed package (:data:`SUITE_PACKAGE`), found without importing it."""
+    from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
+
     try:
         spec = importlib.util.find_spec(SUITE_PACKAGE)
     except (ImportError, ValueError):
@@ -80,7 +79,7 @@ def properties_dir() -> Path:
     found = clone_suite() or installed_suite()
     if found is None:
         raise HarnessError(
-            f"property suite not found: this install of crossattn-sizing lacks {SUITE_PACKAGE}; "
+            "property suite not found: this install of crossattn-sizing lacks crossattn_sizing.properties; "
             f"reinstall it (its wheel holds the suite) or set {PROPERTIES_ENV} to a properties/ folder"
         )
     return found
@@ -129,6 +128,19 @@ class _Collector:
         self._examples_before: dict[str, int] = {}
         self._exceptions: dict[str, BaseException] = {}
         self._failing_case: dict[str, tuple[str, str]] = {}  # nodeid -> (shrunk example, @reproduce_failure)
+        self.config: pytest.Config | None = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_cmdline_parse(self, pluginmanager: pytest.PytestPluginManager, args: list[str]):  # type: ignore[no-untyped-def]
+        """Keep the run's config: its stash holds the usage error a start-up check raised."""
+        self.config = yield
+        return self.config
+
+    def usage_error(self) -> str:
+        """The message of the run's usage error, or ``""``."""
+        from crossattn_sizing.runs.pytest_plugin import last_usage_error
+
+        return last_usage_error(self.config) if self.config is not None else ""
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # After deselection (-k), so the table lists only what ran.
@@ -246,13 +258,12 @@ class _WithoutUsageError:
     its own one-line form; everything else (the progress bar) passes through.
     """
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, collector: _Collector) -> None:
         self._stream = stream
+        self._collector = collector
 
     def write(self, text: str) -> int:
-        from crossattn_sizing.runs import pytest_plugin
-
-        message = pytest_plugin.last_usage_error
+        message = self._collector.usage_error()
         if message and message in text:
             return len(text)
         return int(self._stream.write(text))
@@ -321,13 +332,10 @@ def run_suite(
         args += ["-k", expr]
     for nodeid in deselect:
         args += ["--deselect", nodeid]
-    from crossattn_sizing.runs import pytest_plugin
-
-    pytest_plugin.last_usage_error = ""
     collector = _Collector(on_progress, stop_at)
     streams = sys.stdout, sys.stderr
     try:
-        with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
+        with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr, collector)):
             code = pytest.main(args, plugins=[collector, *plugins])
     finally:
         # A Ctrl-C that lands while pytest is starting can leave its output capture in place;
@@ -341,8 +349,8 @@ def run_suite(
         raise HarnessError("the property suite did not collect:\n" + "\n".join(collector.collect_errors))
     if collector.exit_message:
         raise HarnessError(collector.exit_message)
-    if code == pytest.ExitCode.USAGE_ERROR and pytest_plugin.last_usage_error:
-        raise HarnessError(pytest_plugin.last_usage_error)
+    if code == pytest.ExitCode.USAGE_ERROR and collector.usage_error():
+        raise HarnessError(collector.usage_error())
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect and not allow_empty:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
     # Nothing to check is never "holds"; a -k that selects nothing in one share of the files is the
