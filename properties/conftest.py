@@ -11,6 +11,8 @@ any test runs.
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from crossattn_sizing.errors import HarnessError
@@ -21,7 +23,15 @@ from .regressions import pinned_cases, use_regression_files
 crossattn_sizing_harness = True
 
 
+TORCH_HINT = "pip install 'crossattn-sizing[all]' (or [torch], the least the suite runs with)"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    # Every implementation property imports torch: a wheel installed without the extra is told which
+    # to add in one line, not five collection tracebacks.
+    if importlib.util.find_spec("torch") is None:
+        raise pytest_plugin.usage_error(config, f"the property suite needs torch, which is not installed: "
+                                                f"{TORCH_HINT}")
     pytest_plugin.join(config)  # a no-op when the run started from the command line, as it usually does
     use_regression_files(pytest_plugin.regression_files(config))
     try:
