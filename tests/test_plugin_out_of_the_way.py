@@ -92,3 +92,15 @@ def test_the_same_project_as_a_harness_run_is_seen_by_each_check(tmp_path: Path)
     code, out = pytest_in(tmp_path / "unrelated", variables=accepted)
     assert code == 1 and "1 passed" in out, out
     assert "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler" in out, out
+
+
+def test_pyargs_names_the_suite_only_when_it_collects_it() -> None:
+    from crossattn_sizing.runs.pytest_plugin import _holds_the_suite
+
+    assert _holds_the_suite("crossattn_sizing.properties")
+    assert _holds_the_suite("crossattn_sizing.properties.test_capacity")
+    assert _holds_the_suite("crossattn_sizing")  # collects everything below, the suite included
+    assert not _holds_the_suite("crossattn_sizing.prop")
+    assert not _holds_the_suite("crossattn_sizing.propertiesx")
+    assert not _holds_the_suite("crossattn")
+    assert not _holds_the_suite("myproject.tests")

@@ -101,13 +101,20 @@ def regression_files(config: pytest.Config) -> RegressionFiles:
 
 def wanted(config: pytest.Config) -> bool:
     """Whether this pytest run is the harness's: a loaded conftest says so, or ``--pyargs`` names the
-    suite. Conftests found only while collecting join later (:func:`join`)."""
+    suite. A suite conftest found only while collecting joins later (:func:`join`); a bad input met
+    then is still one usage error, reported by pytest as the conftest's collection error."""
     for plugin in config.pluginmanager.get_plugins():
         if getattr(plugin, HARNESS_FLAG, False) is True:
             return True
     if config.getoption("pyargs", False):
-        return any(str(arg).split("::")[0].startswith(SUITE_PACKAGE) for arg in config.args)
+        return any(_holds_the_suite(str(arg).split("::")[0]) for arg in config.args)
     return False
+
+
+def _holds_the_suite(name: str) -> bool:
+    """Whether ``--pyargs name`` collects the suite: the suite, a module of it, or a package above it."""
+    inside = name == SUITE_PACKAGE or name.startswith(SUITE_PACKAGE + ".")
+    return inside or SUITE_PACKAGE.startswith(name + ".")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
