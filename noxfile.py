@@ -75,7 +75,8 @@ def package(session: nox.Session) -> None:
     """
     session.install("build", "twine")
     home = fresh_home(session)
-    dist = os.path.join(home, "dist")
+    scratch = home["HOME"]
+    dist = os.path.join(scratch, "dist")
     session.run("python", "-m", "build", "--outdir", dist)
     built = sorted(glob.glob(os.path.join(dist, "*")))
     session.run("twine", "check", "--strict", *built)
@@ -84,13 +85,13 @@ def package(session: nox.Session) -> None:
     env = dict(CPU_ENV, **home)
     if pip_cache and str(pip_cache).strip().startswith(os.sep):
         env["PIP_CACHE_DIR"] = str(pip_cache).strip().splitlines()[-1]
-    venv = os.path.join(home, "venv")
+    venv = os.path.join(scratch, "venv")
     session.run("python", "-m", "venv", venv)
     bin_dir = os.path.join(venv, "Scripts" if os.name == "nt" else "bin")
     python = os.path.join(bin_dir, "python")
     session.run(python, "-m", "pip", "install", CPU_TORCH, env=env, external=True)
     session.run(python, "-m", "pip", "install", f"{wheel}[all]", env=env, external=True)
-    empty = os.path.join(home, "work")
+    empty = os.path.join(scratch, "work")
     os.mkdir(empty)
     env = {**env, "PYTHONPATH": ""}  # nothing of the clone on the path: the installed copy only
     with session.chdir(empty):
