@@ -185,7 +185,14 @@ def start(config: pytest.Config) -> None:
 
 
 def join(config: pytest.Config) -> None:
-    """A harness conftest found while collecting (not named on the command line) starts the run now."""
+    """A harness conftest found while collecting (not named on the command line) starts the run now.
+
+    A run started from the command line is left to this plugin's own ``pytest_configure``: it runs
+    last, after Hypothesis's plugin has loaded ``--hypothesis-profile``, whose database the run's
+    scope must wrap (a conftest's hook runs before both).
+    """
+    if RUN in config.stash:
+        return
     start(config)
     configure_run(config)
 
