@@ -1,4 +1,4 @@
-"""Sessions: tests (default), verify, lint, gpu, fuzz, fleet, distributed, audit, engine, benchmarks,
+"""Sessions: tests (default), verify, package, lint, gpu, fuzz, fleet, distributed, audit, engine, benchmarks,
 mutation.
 
 CPU sessions install the CPU build of torch first (``CROSSATTN_TORCH_SPEC``,
@@ -11,6 +11,7 @@ here; nothing is expected on the machine but Python and pip.
 from __future__ import annotations
 
 import atexit
+import glob
 import os
 import shutil
 import tempfile
@@ -61,6 +62,44 @@ def verify(session: nox.Session) -> None:
     """The main job: every property against every built-in policy, with the verdict table."""
     install(session)
     session.run("crossattn-sizing", "verify", *session.posargs, env=CPU_ENV)
+
+
+@nox.session
+def package(session: nox.Session) -> None:
+    """The package as a user gets it: sdist and wheel built, metadata checked, the wheel installed with
+    ``[all]`` into a fresh venv with an empty HOME, then ``crossattn-sizing verify`` and
+    ``pytest --pyargs crossattn_sizing.properties`` run from an empty folder (no clone on the path).
+
+    pip keeps the cache it had (``PIP_CACHE_DIR``): the empty HOME is for the harness, whose example
+    database, caches and settings must not come from this machine.
+    """
+    session.install("build", "twine")
+    home = fresh_home(session)
+    scratch = home["HOME"]
+    dist = os.path.join(scratch, "dist")
+    session.run("python", "-m", "build", "--outdir", dist)
+    built = sorted(glob.glob(os.path.join(dist, "*")))
+    session.run("twine", "check", "--strict", *built)
+    [wheel] = [path for path in built if path.endswith(".whl")]
+    pip_cache = session.run("python", "-m", "pip", "cache", "dir", silent=True, success_codes=[0, 1])
+    env = dict(CPU_ENV, **home)
+    if pip_cache and str(pip_cache).strip().startswith(os.sep):
+        env["PIP_CACHE_DIR"] = str(pip_cache).strip().splitlines()[-1]
+    venv = os.path.join(scratch, "venv")
+    session.run("python", "-m", "venv", venv)
+    bin_dir = os.path.join(venv, "Scripts" if os.name == "nt" else "bin")
+    python = os.path.join(bin_dir, "python")
+    session.run(python, "-m", "pip", "install", CPU_TORCH, env=env, external=True)
+    session.run(python, "-m", "pip", "install", f"{wheel}[all]", env=env, external=True)
+    empty = os.path.join(scratch, "work")
+    os.mkdir(empty)
+    env = {**env, "PYTHONPATH": ""}  # nothing of the clone on the path: the installed copy only
+    with session.chdir(empty):
+        session.run(os.path.join(bin_dir, "crossattn-sizing"), "verify", env=env, external=True)
+        session.run(python, "-m", "crossattn_sizing", "--help", env=env, external=True, silent=True)
+        suite = ["--pyargs", "crossattn_sizing.properties", "--sizing-policy", "mrv2", "--impl", "torch"]
+        session.run(python, "-m", "pytest", *suite, "-p", "no:cacheprovider", *session.posargs, env=env,
+                    external=True)
 
 
 @nox.session

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
-from properties.failures import assert_equal, fail_rerun
+
+from .failures import assert_equal, fail_rerun
 
 
 def case_lines(config: RunnerConfig, group: KVCacheGroup, layout: tuple[int, int, int]) -> list[str]:

@@ -13,8 +13,9 @@ from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.findings.dcp import DcpCrossAttentionFinding, sharded_cross_fits, sharded_cross_refusal
-from properties.capacity_strategies import CapacityCase
-from properties.failures import fail, fail_rerun
+
+from .capacity_strategies import CapacityCase
+from .failures import fail, fail_rerun
 
 
 def assert_invariant(policy: Policy, case: CapacityCase, invariant: Invariant, policy_spec: str = "") -> None:

@@ -50,7 +50,8 @@ from hypothesis import strategies as st
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import alignment_multiple
-from properties.config_strategies import (
+
+from .config_strategies import (
     batched_tokens,
     divisors,
     draw_group,

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, RunnerConfig
-from properties.config_strategies import (
+
+from .config_strategies import (
     HypothesisDraws,
     batched_tokens,
     draw_group,

@@ -30,7 +30,8 @@ from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.models import families
 from crossattn_sizing.models.adapters import ModelScenario, build_scenario
 from crossattn_sizing.models.family import Family
-from properties.config_strategies import HypothesisDraws, draw_block_sizes
+
+from .config_strategies import HypothesisDraws, draw_block_sizes
 
 FAMILIES = tuple(f.name for f in families.with_hf_module())
 """The registered families transformers has a cross-attention module for."""

@@ -17,7 +17,8 @@ from typing import NoReturn
 import torch
 
 from crossattn_sizing.errors import CapacityError
-from properties.failures import fail_rerun
+
+from .failures import fail_rerun
 
 
 @dataclass(frozen=True)

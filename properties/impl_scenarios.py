@@ -23,8 +23,9 @@ from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.block_table import expand_block_ids
 from crossattn_sizing.impl.runner import CrossMode, PagedRunner, Reads
-from properties.impl_assertions import RequestReport
-from properties.impl_strategies import (
+
+from .impl_assertions import RequestReport
+from .impl_strategies import (
     UNIT,
     AttentionShape,
     ContentScales,
@@ -33,8 +34,8 @@ from properties.impl_strategies import (
     make_content,
     pool_size,
 )
-from reference.attention import attention as reference_attention
-from reference.pool import BlockPool
+from .oracle import BlockPool
+from .oracle import attention as reference_attention
 
 
 @dataclass

@@ -21,8 +21,9 @@ from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.intmath import cdiv
-from properties.capacity_strategies import encoder_lengths
-from properties.config_strategies import HypothesisDraws, batched_tokens, draw_group, encoder_decoder_config
+
+from .capacity_strategies import encoder_lengths
+from .config_strategies import HypothesisDraws, batched_tokens, draw_group, encoder_decoder_config
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 # Small block sizes, with non-powers of two (3, 6, 48) where alignment rules differ.

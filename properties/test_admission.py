@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
-from properties.admission_assertions import assert_agrees, assert_narrowest_row, case_lines
-from properties.capacity_strategies import runner_configs
-from reference.block_table import expand
-from reference.slots import ColumnOutOfRange, local_length, self_attention_slots
+
+from .admission_assertions import assert_agrees, assert_narrowest_row, case_lines
+from .capacity_strategies import runner_configs
+from .oracle import ColumnOutOfRange, expand, local_length, self_attention_slots
 
 MAX_TOKENS = 3000
 """Longer than most drawn rows, short enough for the oracle's per-position loop."""

@@ -30,10 +30,11 @@ from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner
-from properties.failures import harness_options
-from properties.impl_assertions import assert_outputs_match, fail_refused
-from properties.impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header
-from properties.impl_strategies import (
+
+from .failures import harness_options
+from .impl_assertions import assert_outputs_match, fail_refused
+from .impl_scenarios import ScenarioRun, run_cross, run_self, scenario_header
+from .impl_strategies import (
     AttentionShape,
     CrossCase,
     attention_configs,

@@ -17,20 +17,27 @@ from hypothesis import example, given
 from crossattn_sizing.core.capacity import Invariant
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.findings.results import PropertyFailure
-from properties.assertions import assert_invariant
-from properties.capacity_strategies import CapacityCase, capacity_cases
-from properties.regressions import pinned_cases, record_failure
+from crossattn_sizing.runs.pytest_plugin import RegressionFiles
+
+from .assertions import assert_invariant
+from .capacity_strategies import CapacityCase, capacity_cases
+from .regressions import pinned_cases, record_failure
 
 
 def _property(invariant: Invariant):  # type: ignore[no-untyped-def]
     """Build the property test for one invariant, with the pinned regressions as examples."""
 
     @given(case=capacity_cases())
-    def prop(sizing_policy: Policy, sizing_policy_spec: str, case: CapacityCase) -> None:
+    def prop(
+        sizing_policy: Policy,
+        sizing_policy_spec: str,
+        sizing_regressions: RegressionFiles,
+        case: CapacityCase,
+    ) -> None:
         try:
             assert_invariant(sizing_policy, case, invariant, sizing_policy_spec)
         except PropertyFailure:
-            record_failure(case, f"test_{invariant}", sizing_policy_spec)
+            record_failure(case, f"test_{invariant}", sizing_policy_spec, sizing_regressions)
             raise
 
     for pinned in pinned_cases():

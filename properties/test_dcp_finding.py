@@ -19,8 +19,9 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths
 from crossattn_sizing.findings.dcp import FindingWarning, dcp_cross_attention_finding, faithful_cross_overflow
-from properties.assertions import assert_finding_stands, assert_sharded_cross_fits
-from properties.finding_strategies import dcp_cross_cases
+
+from .assertions import assert_finding_stands, assert_sharded_cross_fits
+from .finding_strategies import dcp_cross_cases
 
 
 def test_engine_cross_path_overflows_mrv2_width_under_dcp() -> None:

@@ -20,8 +20,9 @@ from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
-from properties.impl_strategies import attention_configs
-from properties.test_attention import check_cross_attention, check_self_attention
+
+from .impl_strategies import attention_configs
+from .test_attention import check_cross_attention, check_self_attention
 
 DCP_SIZES = (2, 4)
 # test_attention.py already draws DCP sizes 1-4 in every run; these give each fixed size a

@@ -38,17 +38,18 @@ from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner, Reads
-from properties.failures import fail, fail_rerun, harness_options
-from properties.hf_strategies import (
+
+from .failures import fail, fail_rerun, harness_options
+from .hf_strategies import (
     FAMILIES,
     HFCrossCase,
     cross_attention_module,
     hf_cross_cases,
     hidden_states,
 )
-from properties.impl_assertions import Tolerance
-from properties.impl_strategies import pool_size
-from reference.pool import BlockPool
+from .impl_assertions import Tolerance
+from .impl_strategies import pool_size
+from .oracle import BlockPool
 
 HF_TOLERANCE = Tolerance(
     rtol=1e-4,

@@ -23,8 +23,9 @@ from hypothesis import given
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
 from crossattn_sizing.engine.sglang_source import check_line
-from properties.failures import fail, fail_rerun
-from properties.read_strategies import ReadCase, mixed_batches
+
+from .failures import fail, fail_rerun
+from .read_strategies import ReadCase, mixed_batches
 
 
 def _builder_option(builder: object) -> list[str]:

@@ -15,12 +15,13 @@ from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.block_table import DeviceBlockTable
 from crossattn_sizing.impl.runner import compute_slots
 from crossattn_sizing.impl.slot_mapping import SlotLayout
-from properties.failures import assert_equal, harness_options
-from properties.impl_assertions import assert_slots_equal
-from properties.impl_strategies import SlotCase, SlotGroup, SlotRequest, seeds, slot_cases
-from reference import slots as ref_slots
-from reference.block_table import BlockTable as ReferenceBlockTable
-from reference.pool import BlockPool
+
+from .failures import assert_equal, harness_options
+from .impl_assertions import assert_slots_equal
+from .impl_strategies import SlotCase, SlotGroup, SlotRequest, seeds, slot_cases
+from .oracle import BlockPool
+from .oracle import BlockTable as ReferenceBlockTable
+from .oracle import slots as ref_slots
 
 
 def _layout(case: SlotCase, group: SlotGroup, rank: int) -> SlotLayout:

@@ -430,6 +430,10 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:mutates_later", status=4, says="changed the RunnerConfig", isolated=True),
     C("pytest", CAPACITY, "--sizing-policy", "tests.hostile_modules.exits_on_import:widths", status=4, says="does not import (it called sys.exit(0))", isolated=True),
     C("pytest", "properties/test_slot_mapping.py", "--impl", "tests.unusable_impls:ExitsInSlotMapping", status=4, says="slot_mapping called sys.exit(0)", isolated=True),
+    # The suite: a folder that is not one, and a --pyargs name that names nothing (pytest's own line)
+    C("verify", "--policy", "mrv2", says="is not the property suite (it has no test_capacity.py)", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}"}),
+    C("pytest", "--pyargs", "crossattn_sizing.no_such_suite", status=4, says="module or package not found: crossattn_sizing.no_such_suite", isolated=True),
+    C("pytest", CAPACITY, "-p", "tests.without_torch", status=4, says="the property suite needs torch, which is not installed: pip install 'crossattn-sizing[all]'", isolated=True),
     # A property suite that holds no test is never "holds"
     C("verify", "--policy", "mrv2", says="has no test", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
     C("fuzz", "--max-rounds", "1", "--db", "{d}/fuzz-db", "--regressions", "{d}/fuzz-regressions", says="has no test", isolated=True,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 import pytest
@@ -16,48 +16,46 @@ from crossattn_sizing.findings.results import (
     first_failure,
 )
 from crossattn_sizing.runs import suite
+from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_suite_is_found_where_pip_installed_the_package_from(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_clone_runs_its_own_suite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
-    assert suite.installed_from() == ROOT  # the test runs from an editable install of this tree
+    assert suite.clone_suite() == ROOT / "properties"  # the tests run from this tree's src/
     assert suite.properties_dir() == ROOT / "properties"
 
 
-def test_an_install_that_records_no_tree_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_install_runs_the_suite_its_wheel_holds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Outside a clone, the suite is the package's own ``crossattn_sizing.properties``, found by name."""
+    installed = tmp_path / "site-packages" / "crossattn_sizing" / "properties"
+    installed.mkdir(parents=True)
+    (installed / suite.SUITE_MARK).write_text("")
+    specs = {SUITE_PACKAGE: ModuleSpec(SUITE_PACKAGE, None, is_package=True)}
+    specs[SUITE_PACKAGE].submodule_search_locations = [str(installed)]
     monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
-    monkeypatch.setattr(suite, "installed_from", lambda: None)
-    with pytest.raises(HarnessError, match=r"records no source tree.*CROSSATTN_PROPERTIES"):
+    monkeypatch.setattr(suite, "clone_suite", lambda: None)
+    monkeypatch.setattr(suite.importlib.util, "find_spec", specs.get)
+    assert suite.properties_dir() == installed
+
+
+def test_an_install_without_the_suite_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    monkeypatch.setattr(suite, "clone_suite", lambda: None)
+    monkeypatch.setattr(suite.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(HarnessError, match=r"lacks crossattn_sizing.properties.*CROSSATTN_PROPERTIES"):
         suite.properties_dir()
 
 
-def test_the_variable_wins_and_a_wrong_one_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_variable_wins_and_a_folder_that_is_no_suite_is_named(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv(suite.PROPERTIES_ENV, str(tmp_path))
-    with pytest.raises(HarnessError, match=f"not found at {tmp_path}"):
+    with pytest.raises(HarnessError, match=f"CROSSATTN_PROPERTIES={tmp_path}: is not the property suite"):
         suite.properties_dir()
-
-
-def test_pip_records_are_read_only_for_local_folders(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A wheel from an index (no ``dir_info``) or a VCS url names no folder to look in."""
-
-    class Dist:
-        def __init__(self, record: object) -> None:
-            self.record = record
-
-        def read_text(self, name: str) -> str:
-            return json.dumps(self.record)
-
-    for record, expected in [
-        ({"url": "file:///work/tree", "dir_info": {}}, Path("/work/tree")),
-        ({"url": "file:///work/tree", "dir_info": {"editable": True}}, Path("/work/tree")),
-        ({"url": "https://example.invalid/x.whl", "archive_info": {}}, None),
-        ({"url": "file:///work/x.whl", "archive_info": {}}, None),
-        ([], None),
-    ]:
-        monkeypatch.setattr(suite.importlib.metadata, "distribution", lambda name, r=record: Dist(r))
-        assert suite.installed_from() == expected, record
+    (tmp_path / suite.SUITE_MARK).write_text("")
+    assert suite.properties_dir() == tmp_path
 
 
 def test_a_property_failure_carries_its_fields_and_prints_both() -> None:

@@ -44,3 +44,81 @@ def test_nightly_restores_fuzzes_and_always_keeps_the_database() -> None:
     assert any("properties/regressions" in s["with"]["path"] for s in uploads)
     restore = [s for s in all_steps if "download-artifact" in str(s.get("uses", ""))]
     assert restore and restore[0]["with"]["name"] == "hypothesis-database"
+
+
+VERIFY_STEP = "The tree's sizing and kernels under the properties"
+CACHE_STEPS = (
+    "Restore the example database and the engine cache",
+    "Keep the example database and the engine cache",
+)
+INSTALL_STEP = "Install the harness (the CPU build of torch first; this repository's wheel)"
+RECIPE_VERIFY = "crossattn-sizing verify --policy vllm@. --impl vllm@. --junit-xml "
+
+
+def ci_recipe() -> dict:  # type: ignore[type-arg]
+    """The job docs/ci.md gives a vLLM fork (the document's one YAML block)."""
+    text = (ROOT / "docs" / "ci.md").read_text()
+    data = yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0])
+    assert isinstance(data, dict)
+    return data
+
+
+def recipe_differences(doc_job: dict, repo_job: dict) -> list[str]:  # type: ignore[type-arg]
+    """Where the repository's nightly job stops being the document's recipe (the tree is its ``tree/``)."""
+    problems = []
+    if repo_job["env"] != doc_job["env"]:
+        problems.append(f"env: {repo_job['env']} != {doc_job['env']}")
+    doc = {step.get("name"): step for step in doc_job["steps"]}
+    repo = {step.get("name"): step for step in repo_job["steps"]}
+    verify = repo[VERIFY_STEP]
+    if verify["run"] != doc[VERIFY_STEP]["run"] or verify.get("working-directory") != "tree":
+        problems.append(f"the verify step differs: {repo[VERIFY_STEP]} vs {doc[VERIFY_STEP]}")
+    for name in CACHE_STEPS:
+        ours, theirs = repo[name]["with"], doc[name]["with"]
+        paths = [p if p.startswith("~") else f"tree/{p}" for p in theirs["path"].split()]
+        same_action = repo[name]["uses"] == doc[name]["uses"]
+        if ours["path"].split() != paths or ours["key"] != theirs["key"] or not same_action:
+            problems.append(f"{name}: {ours} vs {theirs}")
+    order = [step.get("name") for step in repo_job["steps"]]
+    if not order.index(CACHE_STEPS[0]) < order.index(VERIFY_STEP) < order.index(CACHE_STEPS[1]):
+        problems.append(f"the cache is not restored before verify and kept after it: {order}")
+    if repo[CACHE_STEPS[1]].get("if") != "always()":
+        problems.append("the database is not kept when verify fails")
+    install = [line for line in doc_job["steps"][3]["run"].splitlines() if "torch==" in line]
+    if not install or install[0] not in repo[INSTALL_STEP]["run"]:
+        problems.append("the CPU torch line differs")
+    return problems
+
+
+def test_the_ci_recipe_is_the_command_a_fork_needs() -> None:
+    job = ci_recipe()["jobs"]["sizing"]
+    steps = {step.get("name"): step for step in job["steps"]}
+    assert steps[VERIFY_STEP]["run"].startswith(RECIPE_VERIFY)
+    assert "pip install 'crossattn-sizing[all]'" in job["steps"][3]["run"]
+    assert job["env"]["CROSSATTN_DB"] in steps[CACHE_STEPS[0]]["with"]["path"]
+
+
+def test_the_nightly_job_runs_the_ci_recipe_as_written() -> None:
+    repo = load("nightly.yml")["jobs"]["engine-recipe"]
+    assert recipe_differences(ci_recipe()["jobs"]["sizing"], repo) == []
+
+
+def test_a_recipe_that_drifted_from_the_nightly_job_is_told() -> None:
+    """Meta-test: the comparison sees a changed command, a changed cache path and a changed variable."""
+    repo = load("nightly.yml")["jobs"]["engine-recipe"]
+    for change in ("command", "path", "env"):
+        doc = ci_recipe()["jobs"]["sizing"]
+        steps = {step.get("name"): step for step in doc["steps"]}
+        if change == "command":
+            steps[VERIFY_STEP]["run"] = steps[VERIFY_STEP]["run"].replace("--impl vllm@.", "--impl torch")
+        elif change == "path":
+            steps[CACHE_STEPS[1]]["with"]["path"] = "elsewhere"
+        else:
+            doc["env"]["CROSSATTN_ENGINE_EXAMPLES"] = "3"
+        assert recipe_differences(doc, repo) != [], change
+
+
+def test_ci_has_a_package_job() -> None:
+    """The wheel as a user installs it is built and run on every push (``nox -s package``)."""
+    job = load("ci.yml")["jobs"]["package"]
+    assert any("nox -s package" in step.get("run", "") for step in job["steps"])

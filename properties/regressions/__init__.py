@@ -18,15 +18,27 @@ from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.jsoninput import read_json_file
 from crossattn_sizing.pathkinds import input_folder_problem
-from crossattn_sizing.runs import pytest_plugin
-from properties.capacity_strategies import CapacityCase
+from crossattn_sizing.runs.pytest_plugin import RegressionFiles
+
+from ..capacity_strategies import CapacityCase
 
 HERE = Path(__file__).parent
 
+_collecting = RegressionFiles()
+"""The run's regression files, as the plugin keeps them in ``config.stash``, copied here by the
+suite's conftest: the pinned examples are decorators, run while the test modules are imported, where no
+pytest config is at hand (tests read theirs from the ``sizing_regressions`` fixture)."""
 
-def regressions_dir() -> Path:
-    """The plugin's ``--regressions`` (``fuzz`` passes it), else the user's variable, else this folder."""
-    return pytest_plugin.regressions_dir(HERE)
+
+def use_regression_files(files: RegressionFiles) -> None:
+    """Called by the suite's conftest when a run is configured, and again (with none) when it ends."""
+    global _collecting
+    _collecting = files
+
+
+def regressions_dir(files: RegressionFiles | None = None) -> Path:
+    """``--regressions`` (``fuzz`` passes it), else the user's variable, else this folder."""
+    return (files or _collecting).folder_or(HERE)
 
 
 def nemotron_parse(max_model_len: int) -> CapacityCase:
@@ -92,7 +104,7 @@ def pinned_cases() -> list[CapacityCase]:
     return cases
 
 
-def record_failure(case: CapacityCase, prop: str, policy: str) -> Path | None:
+def record_failure(case: CapacityCase, prop: str, policy: str, files: RegressionFiles) -> Path | None:
     """Write a shrunk failing case as a regression file, once per distinct case.
 
     Only when the fuzzer asked for it, and only on Hypothesis's final replay of
@@ -101,14 +113,14 @@ def record_failure(case: CapacityCase, prop: str, policy: str) -> Path | None:
     """
     from hypothesis.control import current_build_context
 
-    if not pytest_plugin.record_regressions() or not current_build_context().is_final:
+    if not files.recording() or not current_build_context().is_final:
         return None
     if case in hand_pinned_cases():  # these already replay on every run
         return None
     text = case_to_json(case, property=prop, policy=policy)
     body = json.dumps(json.loads(text)["config"], sort_keys=True) + repr(case.encoder_lens)
     digest = hashlib.sha256(body.encode()).hexdigest()[:12]
-    path = regressions_dir() / f"{prop}-{digest}.json"
+    path = regressions_dir(files) / f"{prop}-{digest}.json"
     if path.exists():
         return None
     path.parent.mkdir(parents=True, exist_ok=True)

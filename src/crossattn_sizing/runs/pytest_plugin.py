@@ -7,6 +7,14 @@ files are read and whether new ones are written (``fuzz`` passes them: options
 reach the run as options, never through the process's environment). Bad values
 stop the run at start-up with one line (a usage error), not a failure inside
 every test.
+
+Installed, the plugin is loaded by every pytest run on the machine, so it stays
+out of the way: it only registers its options and fixtures until the run is a
+harness run (a conftest in it sets ``crossattn_sizing_harness = True``, as the
+suite's and the clone's do, or ``--pyargs`` names the suite). Only then does it
+check the ``CROSSATTN_*`` variables, register and load the Hypothesis profiles,
+and print anything. A run's state (its regression files, the policy, the last
+usage error) lives in ``config.stash``, as Hypothesis's own plugin keeps its.
 """
 
 from __future__ import annotations
@@ -32,56 +40,82 @@ DCP_BACKENDS = env.DCP_BACKENDS
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
-try:
-    profiles.register_profiles()
-    _PROFILE_ERROR: HarnessError | None = None
-except HarnessError as exc:  # e.g. CROSSATTN_DB naming a file: reported as a usage error below
-    _PROFILE_ERROR = exc
+HARNESS_FLAG = "crossattn_sizing_harness"
+"""A conftest whose module sets this to True makes the run a harness run (see the module docstring)."""
 
+SUITE_PACKAGE = "crossattn_sizing.properties"
+"""The property suite's name in an installed wheel: ``pytest --pyargs crossattn_sizing.properties``."""
 
 
 @dataclass(frozen=True)
 class RegressionFiles:
-    """``--regressions`` and ``--record-regressions`` of the run in progress; None: not given.
-
-    Module state, because the property suite reads it while its modules are
-    imported (the pinned examples are decorators), where no pytest config is at
-    hand; set when the run starts and cleared when it ends.
-    """
+    """``--regressions`` and ``--record-regressions`` of a run; None: not given (the variable decides)."""
 
     folder: Path | None = None
     record: bool | None = None
 
+    def folder_or(self, default: Path) -> Path:
+        """Where regression files are read and written: ``--regressions``, else the user's
+        ``CROSSATTN_REGRESSIONS_DIR``, else ``default``."""
+        return self.folder or env.regressions_dir(default) or default
 
-_regression_files = RegressionFiles()
-
-
-def regressions_dir(default: Path) -> Path:
-    """Where regression files are read and written: ``--regressions``, else the user's
-    ``CROSSATTN_REGRESSIONS_DIR``, else ``default``."""
-    return _regression_files.folder or env.regressions_dir(default) or default
-
-
-def record_regressions() -> bool:
-    """Whether a new shrunk failure is written as a regression file: ``--record-regressions``, else the
-    user's ``CROSSATTN_RECORD_REGRESSIONS``."""
-    if _regression_files.record is not None:
-        return _regression_files.record
-    return env.record_regressions()
+    def recording(self) -> bool:
+        """Whether a new shrunk failure is written as a regression file: ``--record-regressions``, else
+        the user's ``CROSSATTN_RECORD_REGRESSIONS``."""
+        return self.record if self.record is not None else env.record_regressions()
 
 
-last_usage_error = ""
-"""The message of the last usage error raised at start-up, for in-process callers
-(:func:`crossattn_sizing.runs.suite.run_suite`): pytest prints it to stderr, which
-they do not capture."""
+@dataclass
+class HarnessRun:
+    """What one harness run carries from start-up to its tests, kept in ``config.stash[RUN]``."""
+
+    regressions: RegressionFiles
+    policy: Policy | None = None
+    engine_budget: str = ""
+    isolation: Isolation | None = None
+    sigint: contextlib.ExitStack | None = None
+    configured: bool = False
 
 
-def usage_error(message: str) -> pytest.UsageError:
-    """A usage error (pytest exit 4, one ``ERROR:`` line), remembered for in-process callers."""
-    global last_usage_error
+RUN = pytest.StashKey[HarnessRun]()
+USAGE_ERROR = pytest.StashKey[str]()
+"""The message of the run's usage error, for in-process callers
+(:func:`crossattn_sizing.runs.suite.run_suite`): pytest prints it to stderr, which they do not capture."""
+
+
+def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
+    """A usage error (pytest exit 4, one ``ERROR:`` line), kept in the run's stash for in-process callers."""
     message = bounded(message)
-    last_usage_error = message
+    config.stash[USAGE_ERROR] = message
     return pytest.UsageError(message)
+
+
+def last_usage_error(config: pytest.Config) -> str:
+    return config.stash.get(USAGE_ERROR, "")
+
+
+def regression_files(config: pytest.Config) -> RegressionFiles:
+    """The run's ``--regressions`` and ``--record-regressions`` (none given outside a harness run)."""
+    run = config.stash.get(RUN, None)
+    return run.regressions if run is not None else RegressionFiles()
+
+
+def wanted(config: pytest.Config) -> bool:
+    """Whether this pytest run is the harness's: a loaded conftest says so, or ``--pyargs`` names the
+    suite. A suite conftest found only while collecting joins later (:func:`join`); a bad input met
+    then is still one usage error, reported by pytest as the conftest's collection error."""
+    for plugin in config.pluginmanager.get_plugins():
+        if getattr(plugin, HARNESS_FLAG, False) is True:
+            return True
+    if config.getoption("pyargs", False):
+        return any(_holds_the_suite(str(arg).split("::")[0]) for arg in config.args)
+    return False
+
+
+def _holds_the_suite(name: str) -> bool:
+    """Whether ``--pyargs name`` collects the suite: the suite, a module of it, or a package above it."""
+    inside = name == SUITE_PACKAGE or name.startswith(SUITE_PACKAGE + ".")
+    return inside or SUITE_PACKAGE.startswith(name + ".")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -149,25 +183,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config: pytest.Config) -> None:
-    """``--hypothesis-profile`` names a registered profile, or the run stops with one usage error;
-    then this run's regression files are set (the suite's conftest reads them while configuring).
+    """A harness run starts here: its variables, profiles and ``--hypothesis-profile`` are checked before
+    any plugin is configured (Hypothesis's own plugin loads the profile in its ``pytest_configure``, where
+    an unknown name is an INTERNALERROR). Any other pytest run is left as it is."""
+    if wanted(config):
+        start(config)
 
-    Checked before any plugin is configured: Hypothesis's own plugin loads the profile in its
-    ``pytest_configure``, where an unknown name is an INTERNALERROR.
-    """
-    try:  # a bad variable first: the profiles are not registered when CROSSATTN_DB names a file
+
+def start(config: pytest.Config) -> None:
+    """Check what a harness run needs before configuring, and open its state (once per run)."""
+    if RUN in config.stash:
+        return
+    try:  # a bad variable first: the profiles cannot be registered when CROSSATTN_DB names a file
         env.check_environment()
-        if _PROFILE_ERROR is not None:
-            raise _PROFILE_ERROR
+        profiles.register_profiles()
         files = _regression_files_of(config)
     except HarnessError as exc:
-        raise usage_error(str(exc)) from None
-    _check_profile(config.getoption("hypothesis_profile", None))
-    global _regression_files
-    _regression_files = files  # last: a usage error above leaves no state (no unconfigure clears it)
+        raise usage_error(config, str(exc)) from None
+    _check_profile(config, config.getoption("hypothesis_profile", None))
+    config.stash[RUN] = HarnessRun(files)  # last: a usage error above leaves no state
 
 
-def _check_profile(name: str | None) -> None:
+def join(config: pytest.Config) -> None:
+    """A harness conftest found while collecting (not named on the command line) starts the run now.
+
+    A run started from the command line is left to this plugin's own ``pytest_configure``: it runs
+    last, after Hypothesis's plugin has loaded ``--hypothesis-profile``, whose database the run's
+    scope must wrap (a conftest's hook runs before both).
+    """
+    if RUN in config.stash:
+        return
+    start(config)
+    configure_run(config)
+
+
+def _check_profile(config: pytest.Config, name: str | None) -> None:
     if name is None:
         return
     from hypothesis import settings
@@ -178,22 +228,29 @@ def _check_profile(name: str | None) -> None:
     except InvalidArgument:
         known = ", ".join(profiles.PROFILES)
         rule = f"unknown Hypothesis profile; use one of {known}"
-        raise usage_error(f"--hypothesis-profile {shown(name)}: {rule}") from None
+        raise usage_error(config, f"--hypothesis-profile {shown(name)}: {rule}") from None
 
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    if RUN in config.stash:
+        configure_run(config)
+
+
+def configure_run(config: pytest.Config) -> None:
+    """Read and check what is under test (once per run): policy, implementation, device, DCP backend."""
+    run = config.stash[RUN]
+    if run.configured:
+        return
+    run.configured = True
     # SIGINT is recorded, so a policy raising KeyboardInterrupt is told from the user's Ctrl-C.
-    stack = contextlib.ExitStack()
-    stack.enter_context(interrupts.recording())
+    run.sigint = contextlib.ExitStack()
+    run.sigint.enter_context(interrupts.recording())
     # Over pytest's hook (set up before this one) and left there: pytest's own clean-up collects
     # garbage after this plugin's, where a recorded press can still land, then puts its old hook back.
     interrupts.wrap_unraisable_hook()
-    config._crossattn_sigint = stack  # type: ignore[attr-defined]
     try:
         env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
-        if _PROFILE_ERROR is not None:
-            raise _PROFILE_ERROR
         _option_defaults(config)
         from crossattn_sizing.fleet.database import check_reachable, redis_url, scope_current_profile
 
@@ -209,12 +266,11 @@ def pytest_configure(config: pytest.Config) -> None:
             if parsed is None:
                 raise OptionError("--call-timeout", repr(timeout), env.SECONDS_RULE)
             config.option.call_timeout = parsed
-        config._crossattn_isolation = isolation_of(config)  # type: ignore[attr-defined]
-        subject = resolve_policy(config.getoption("sizing_policy"), config._crossattn_isolation)  # type: ignore[attr-defined]
-        config._crossattn_policy = subject.loaded  # type: ignore[attr-defined]
+        run.isolation = isolation_of(config)
+        run.policy = resolve_policy(config.getoption("sizing_policy"), run.isolation).loaded
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
-        check_impl_spec(str(config.getoption("impl")), config._crossattn_isolation)  # type: ignore[attr-defined]
+        check_impl_spec(str(config.getoption("impl")), run.isolation)
         device = config.getoption("device")
         if device not in DEVICES:
             raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
@@ -236,9 +292,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if is_engine_spec(str(config.getoption("impl"))) and device == "cpu":
             from crossattn_sizing.engine.budget import load_engine_budget
 
-            config._crossattn_engine_budget = load_engine_budget()  # type: ignore[attr-defined]
+            run.engine_budget = load_engine_budget()
     except HarnessError as exc:
-        raise usage_error(str(exc)) from None
+        raise usage_error(config, str(exc)) from None
 
 
 def _option_defaults(config: pytest.Config) -> None:
@@ -272,11 +328,9 @@ def _regression_files_of(config: pytest.Config) -> RegressionFiles:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    global _regression_files
-    _regression_files = RegressionFiles()  # the next in-process run reads its own options
-    stack = getattr(config, "_crossattn_sigint", None)
-    if stack is not None:
-        stack.close()
+    run = config.stash.get(RUN, None)
+    if run is not None and run.sigint is not None:
+        run.sigint.close()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -289,12 +343,13 @@ def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
     later test would say the same, so the session ends with one line, exit 4.
     """
     uses = getattr(item, "fixturenames", ())
-    if "sizing_policy" not in uses and "impl" not in uses:  # not a test of the user's code: as it is
+    harness = RUN in item.config.stash
+    if not harness or ("sizing_policy" not in uses and "impl" not in uses):  # not the user's code: as it is
         return (yield)
     try:
         return (yield)
     except PolicyCallError as exc:
-        message = usage_error(str(exc)).args[0]  # remembered: an in-process caller says it once
+        message = usage_error(item.config, str(exc)).args[0]  # kept: an in-process caller says it once
         # Said as a start-up usage error is, on the real stderr (pytest's capture is on here).
         capman = item.config.pluginmanager.getplugin("capturemanager")
         with capman.global_and_fixture_disabled() if capman is not None else contextlib.nullcontext():
@@ -308,15 +363,16 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     Loading it here starts the release's worker, which the first test would
     do anyway; a release that does not load is left to that test to report.
     """
-    isolation = getattr(config, "_crossattn_isolation", None)
-    said = [isolation.note] if isolation is not None and isolation.note else []
+    run = config.stash.get(RUN, None)
     spec = str(config.getoption("impl")).strip()
+    if run is None:
+        return []
+    said = [run.isolation.note] if run.isolation is not None and run.isolation.note else []
     if not is_engine_spec(spec):
         return said
     from crossattn_sizing.resolve import resolve_impl
 
-    budget = getattr(config, "_crossattn_engine_budget", None)
-    lines = [*said, budget] if budget else said
+    lines = [*said, run.engine_budget] if run.engine_budget else said
     try:
         impl = resolve_impl(spec, config.getoption("device"), isolation_of(config))
     except HarnessError as exc:
@@ -345,7 +401,15 @@ def check_impl_spec(spec: str, isolation: Isolation) -> None:
 @pytest.fixture(scope="session")
 def sizing_policy(request: pytest.FixtureRequest) -> Policy:
     """The sizing policy chosen with ``--sizing-policy``."""
-    return request.config._crossattn_policy  # type: ignore[attr-defined]
+    policy = request.config.stash[RUN].policy
+    assert policy is not None  # configure_run loaded it, or stopped the run
+    return policy
+
+
+@pytest.fixture(scope="session")
+def sizing_regressions(request: pytest.FixtureRequest) -> RegressionFiles:
+    """This run's ``--regressions`` and ``--record-regressions`` (what ``fuzz`` passes)."""
+    return regression_files(request.config)
 
 
 @pytest.fixture(scope="session")
@@ -428,8 +492,6 @@ def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):  # 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No DCP rank outlives the session, whatever the fixtures' teardown did."""
-    import sys
-
     pool = sys.modules.get("crossattn_sizing.distributed.pool")
     if pool is not None:
         pool.close_all()

@@ -9,12 +9,9 @@ that, so the two commands only differ in what they do with the results.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
-import json
+import importlib.util
 import sys
 import time
-import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,45 +32,57 @@ from crossattn_sizing.outcome import Outcome
 PROPERTIES_ENV = settings.PROPERTIES
 
 
-DISTRIBUTION = "crossattn-sizing"
+SUITE_MARK = "test_capacity.py"
+"""A file every copy of the suite has: a folder without it is not the suite."""
 
 
-def installed_from() -> Path | None:
-    """The source tree pip installed this package from, as pip recorded it (``direct_url.json``).
+def is_suite(folder: Path) -> bool:
+    return (folder / SUITE_MARK).is_file()
 
-    An editable install (``pip install -e .``, what nox does) and an install
-    from a local folder both record the folder; a wheel from an index records
-    none, and then the suite's location is not known.
+
+def clone_suite() -> Path | None:
+    """``properties/`` of the clone this package is imported from (``src/crossattn_sizing`` beside it).
+
+    Checked first, so a checkout run with ``src`` on the path (or installed
+    editable) runs its own suite, never another tree's or an installed copy.
     """
+    package = Path(__file__).resolve().parents[1]
+    if package.parent.name != "src":
+        return None
+    candidate = package.parent.parent / "properties"
+    return candidate if is_suite(candidate) else None
+
+
+def installed_suite() -> Path | None:
+    """The suite inside the installed package (:data:`SUITE_PACKAGE`), found without importing it."""
+    from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
+
     try:
-        text = importlib.metadata.distribution(DISTRIBUTION).read_text("direct_url.json")
-    except importlib.metadata.PackageNotFoundError:
+        spec = importlib.util.find_spec(SUITE_PACKAGE)
+    except (ImportError, ValueError):
         return None
-    try:
-        record = json.loads(text or "null")
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(record, dict) or "dir_info" not in record:
-        return None
-    url = urllib.parse.urlparse(str(record.get("url", "")))
-    return Path(urllib.request.url2pathname(url.path)) if url.scheme == "file" else None
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    return next((Path(p) for p in locations if is_suite(Path(p))), None)
 
 
 def properties_dir() -> Path:
-    """The property suite's folder: ``$CROSSATTN_PROPERTIES``, else ``properties/`` of the installed tree."""
+    """The property suite's folder: ``$CROSSATTN_PROPERTIES``, else the clone's ``properties/``, else the
+    copy installed with the package."""
     explicit = settings.properties_dir()
-    source = installed_from()
     if explicit:
-        candidate: Path | None = Path(explicit)
-    else:
-        candidate = source / "properties" if source is not None else None
-    if candidate is None or not (candidate / "test_capacity.py").is_file():
-        where = f"at {candidate}" if candidate is not None else "(this install records no source tree)"
+        if not is_suite(Path(explicit)):
+            raise HarnessError(
+                f"{PROPERTIES_ENV}={explicit}: is not the property suite (it has no {SUITE_MARK}); "
+                "name a properties/ folder, or unset it to run the installed suite"
+            )
+        return Path(explicit)
+    found = clone_suite() or installed_suite()
+    if found is None:
         raise HarnessError(
-            f"property suite not found {where}: install from a clone of the repository "
-            f"(pip install -e .) or set {PROPERTIES_ENV} to its properties/ folder"
+            "property suite not found: this install of crossattn-sizing lacks crossattn_sizing.properties; "
+            f"reinstall it (its wheel holds the suite) or set {PROPERTIES_ENV} to a properties/ folder"
         )
-    return candidate
+    return found
 
 
 NO_TEST_CASES = "run no test cases"
@@ -119,6 +128,19 @@ class _Collector:
         self._examples_before: dict[str, int] = {}
         self._exceptions: dict[str, BaseException] = {}
         self._failing_case: dict[str, tuple[str, str]] = {}  # nodeid -> (shrunk example, @reproduce_failure)
+        self.config: pytest.Config | None = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_cmdline_parse(self, pluginmanager: pytest.PytestPluginManager, args: list[str]):  # type: ignore[no-untyped-def]
+        """Keep the run's config: its stash holds the usage error a start-up check raised."""
+        self.config = yield
+        return self.config
+
+    def usage_error(self) -> str:
+        """The message of the run's usage error, or ``""``."""
+        from crossattn_sizing.runs.pytest_plugin import last_usage_error
+
+        return last_usage_error(self.config) if self.config is not None else ""
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         # After deselection (-k), so the table lists only what ran.
@@ -236,13 +258,12 @@ class _WithoutUsageError:
     its own one-line form; everything else (the progress bar) passes through.
     """
 
-    def __init__(self, stream: Any) -> None:
+    def __init__(self, stream: Any, collector: _Collector) -> None:
         self._stream = stream
+        self._collector = collector
 
     def write(self, text: str) -> int:
-        from crossattn_sizing.runs import pytest_plugin
-
-        message = pytest_plugin.last_usage_error
+        message = self._collector.usage_error()
         if message and message in text:
             return len(text)
         return int(self._stream.write(text))
@@ -311,13 +332,10 @@ def run_suite(
         args += ["-k", expr]
     for nodeid in deselect:
         args += ["--deselect", nodeid]
-    from crossattn_sizing.runs import pytest_plugin
-
-    pytest_plugin.last_usage_error = ""
     collector = _Collector(on_progress, stop_at)
     streams = sys.stdout, sys.stderr
     try:
-        with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr)):
+        with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr, collector)):
             code = pytest.main(args, plugins=[collector, *plugins])
     finally:
         # A Ctrl-C that lands while pytest is starting can leave its output capture in place;
@@ -331,8 +349,8 @@ def run_suite(
         raise HarnessError("the property suite did not collect:\n" + "\n".join(collector.collect_errors))
     if collector.exit_message:
         raise HarnessError(collector.exit_message)
-    if code == pytest.ExitCode.USAGE_ERROR and pytest_plugin.last_usage_error:
-        raise HarnessError(pytest_plugin.last_usage_error)
+    if code == pytest.ExitCode.USAGE_ERROR and collector.usage_error():
+        raise HarnessError(collector.usage_error())
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and select and not deselect and not allow_empty:
         raise OptionError("-k", " ".join(repr(s) for s in select), "selects no property of the suite")
     # Nothing to check is never "holds"; a -k that selects nothing in one share of the files is the
