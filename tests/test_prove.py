@@ -464,7 +464,7 @@ def test_cli_user_policy_falls_back_and_says_so(
     argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-sizes", "1-4", "--max-model-len", "1-9"]
     assert main([*argv, *TINY_LENGTHS]) == 1
     captured = capsys.readouterr()
-    assert "has no vectorised form; calling it once per config" in captured.err
+    assert "has no vectorised form; asking it in batches (widths_many)" in captured.err
     assert "one call per config" in captured.out
 
 

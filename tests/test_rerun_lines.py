@@ -11,9 +11,11 @@ from __future__ import annotations
 import re
 import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
+from tests.engine_tree import FIXTURES, build_tree
 from tests.processes import run
 
 pytestmark = pytest.mark.slow  # each test runs the property suite twice in subprocesses
@@ -58,3 +60,45 @@ def test_a_failing_policy_replays_from_its_printed_line(spec: str) -> None:
     again = run(as_run(words))
     assert again.returncode == 1, again.stdout + again.stderr
     assert "FAIL" in again.stdout
+
+
+def engine_env(tmp_path: Path) -> dict[str, str]:
+    """Offline, with an empty home and an engine cache of the test's own: no download, nothing shared."""
+    return {"CROSSATTN_OFFLINE": "1", "CROSSATTN_ENGINE_CACHE": str(tmp_path / "cache"),
+            "HOME": str(tmp_path / "home"), "TRITON_INTERPRET": "1", "HF_HUB_OFFLINE": "1"}  # fmt: skip
+
+
+def test_a_failing_release_policy_replays_from_its_printed_line(tmp_path: Path) -> None:
+    """``vllm==0.24.0`` (the pre-fix sizing, its recorded sources placed in the engine cache as an
+    unpacked wheel would be): the capacity property fails, and the printed ``check`` line names
+    ``vllm==0.24.0`` and fails the same way."""
+    env = engine_env(tmp_path)
+    build_tree(tmp_path / "cache" / "vllm-0.24.0", "0.24.0")
+    first = run([*PYTEST, "properties/test_capacity.py", "--sizing-policy", "vllm==0.24.0"], env)
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-2000:]
+    words = reproduce_line(first.stdout)
+    assert words[words.index("--policy") + 1] == "vllm==0.24.0"
+    again = run(as_run(words), env)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "FAIL" in again.stdout
+
+
+def test_a_failing_release_tree_replays_from_its_printed_line(tmp_path: Path) -> None:
+    """``vllm@<tree>`` whose ``unified_attention`` lets each query see one key past its causal bound:
+    the printed line names the tree as typed (no display name) and replays the same failure."""
+    kernel = "triton_unified_attention.py"
+    line = "    context_len = seq_len - cur_batch_query_len\n"
+    text = (FIXTURES / "0.25.0" / kernel).read_text()
+    assert text.count(line) == 1, f"{kernel}: the line to break is not there once"
+    tree = build_tree(tmp_path / "tree", "0.25.0", kernels=True,
+                      kernel_sources={kernel: text.replace(line, line.rstrip("\n") + " + 1\n")})  # fmt: skip
+    spec = f"vllm@{tree}"
+    env = engine_env(tmp_path)
+    first = run([*PYTEST, "properties/test_attention.py", "-k", "matches_dense", "--impl", spec], env)
+    assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-2000:]
+    assert "differs from dense attention" in first.stdout
+    words = reproduce_line(first.stdout)
+    assert words[words.index("--impl") + 1] == spec
+    again = run(as_run(words), env)
+    assert again.returncode == 1, again.stdout[-3000:]
+    assert "differs from dense attention" in again.stdout

@@ -20,6 +20,7 @@ from typing import NoReturn
 
 from crossattn_sizing import commands, interrupts, settings, standard_output
 from crossattn_sizing.errors import HarnessError, bounded
+from crossattn_sizing.processes import end_children
 
 PROG = "crossattn-sizing"
 
@@ -48,9 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command in-process and return its exit status (tests call this)."""
+    """Run one command in-process and return its exit status (tests call this).
+
+    The workers it started for the user's ``module:attr`` code end with it: a
+    caller running many commands in one process keeps no idle workers between them.
+    """
     with interrupts.handling():
-        return _run(argv)
+        try:
+            return _run(argv)
+        finally:
+            end_children("code")
 
 
 def console_main() -> NoReturn:

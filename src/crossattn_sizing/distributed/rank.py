@@ -72,13 +72,15 @@ class Rank:
                  device: str) -> None:
         import torch.distributed as dist
 
-        from crossattn_sizing.resolve import load_impl
+        from crossattn_sizing.resolve import Isolation, load_impl
 
         self.conn = conn
         self.rank = rank
         self.world = world
         self.dist = dist
-        self.impl = load_impl(impl_spec, device)
+        # In process here: this rank is itself the worker the judge talks to, behind the pool's own
+        # deadline, so a second worker inside it would only double the transport and hide how it died.
+        self.impl = load_impl(impl_spec, device, Isolation(in_process=True))
         self.runner: PagedRunner | None = None
         # gloo exchanges host tensors; NCCL exchanges tensors on this rank's GPU.
         self.comm_device = torch.device("cpu") if backend == "gloo" else torch.device(device)

@@ -12,6 +12,7 @@ pipe and exit at its end, and :func:`close_all` (registered in
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -86,6 +87,19 @@ def parallel_workers() -> int:
     return count
 
 
+def _echo_lines(source: Any, kept: collections.deque[str]) -> None:
+    """Copy a worker's stderr line by line to this process's stderr and to ``kept`` (for a crash's tail)."""
+    with contextlib.suppress(OSError, ValueError):  # the pipe closed under us at exit
+        for line in source:
+            kept.append(line)
+            with contextlib.suppress(OSError, ValueError, AttributeError):  # a closed or full stderr here
+                # The process's own stderr, not a test runner's capture of sys.stderr: what the
+                # user's code wrote to its fd 2 reaches the same place as when it ran in process.
+                out = sys.__stderr__ or sys.stderr
+                out.write(line)
+                out.flush()
+
+
 class Worker:
     """One running worker process for one release on one device.
 
@@ -106,6 +120,8 @@ class Worker:
         self.proc: subprocess.Popen[str] | None = None
         self.ready: dict[str, Any] = {}
         self._stderr: Any = None
+        self._echo: threading.Thread | None = None
+        self._echoed: collections.deque[str] = collections.deque(maxlen=64)
         self._lock = threading.Lock()
 
     @property
@@ -133,9 +149,15 @@ class Worker:
         # A worker with a deadline leads its own process group, so a kill on expiry takes anything
         # it started too.
         self.proc = subprocess.Popen(
-            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True,
+            self.command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            stderr=subprocess.PIPE if self.echo_stderr else self._stderr,
             env=env, start_new_session=self.deadline is not None,
         )  # fmt: skip
+        if self.echo_stderr:
+            self._echoed.clear()
+            pump = (self.proc.stderr, self._echoed)
+            self._echo = threading.Thread(target=_echo_lines, args=pump, daemon=True)
+            self._echo.start()
         line = self._read_line(self.proc, self.start_deadline)
         if not line.endswith("\n"):
             if self.deadline is not None:  # a hung import: killed with what it started
@@ -197,10 +219,15 @@ class Worker:
         )
 
     def stderr_tail(self, lines: int = 3) -> str:
-        if self._stderr is None:
+        if self._echo is not None:
+            self._echo.join(timeout=1.0)  # the last lines of a worker that died are its cause
+            written = list(self._echoed)
+        elif self._stderr is not None:
+            self._stderr.seek(0)
+            written = self._stderr.read().splitlines()
+        else:
             return ""
-        self._stderr.seek(0)
-        text = [ln for ln in self._stderr.read().splitlines() if ln.strip() and "warn" not in ln.lower()]
+        text = [ln.rstrip("\n") for ln in written if ln.strip() and "warn" not in ln.lower()]
         return " | ".join(text[-lines:])
 
     def close(self) -> None:
@@ -222,6 +249,10 @@ class Worker:
                 proc.wait()
         if proc.stdout:
             proc.stdout.close()
+        if self._echo is not None:  # the pipe ends with the process group; its reader then stops
+            self._echo.join(timeout=1.0)
+            if not self._echo.is_alive() and proc.stderr:
+                proc.stderr.close()
 
     # Requests --------------------------------------------------------------
     def request(self, op: str, **payload: Any) -> dict[str, Any]:
@@ -281,7 +312,7 @@ class Worker:
         return refused
 
 
-_WORKERS: dict[tuple[str, str], Worker] = {}
+_WORKERS: dict[tuple[str, ...], Worker] = {}
 _SIBLINGS: list[Worker] = []
 
 
@@ -289,8 +320,12 @@ def worker_for(
     spec: str, device: str = "cpu", wheel_cache: Path | None = None, offline: bool | None = None
 ) -> Worker:
     """The (shared, started) worker of the release ``spec`` names; ``wheel_cache`` is where its wheel
-    is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default."""
-    key = (spec, device)
+    is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default.
+
+    Shared per cache as well as per spec: the same spec read from another cache (another ``HOME``
+    or ``CROSSATTN_ENGINE_CACHE`` in one process) is another release, checked anew.
+    """
+    key = (spec, device, str(settings.engine_cache(wheel_cache)), repr(offline))
     worker = _WORKERS.get(key)
     if worker is None:
         worker = Worker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)

@@ -66,7 +66,10 @@ class CodeWorker(Worker):
     Nothing is installed for it: a module its import misses is the user's to
     install, said once when it loads. It leads its own process group and has
     a deadline per request (:class:`~crossattn_sizing.engine.client.Worker`).
+    What it prints to stderr reaches the user's stderr, as it would in process.
     """
+
+    echo_stderr = True
 
     def __init__(self, kind: str, spec: str, device: str, deadline: float) -> None:
         super().__init__(Release(None), device, records=False, deadline=deadline)
