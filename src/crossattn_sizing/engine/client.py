@@ -108,7 +108,14 @@ class Worker:
     :class:`CallTimeout`. A release's kernels run without one (interpreted on
     a CPU, a large case takes minutes); a user's code gets one
     (:mod:`crossattn_sizing.engine.isolated`).
+
+    ``echo_stderr``: whether what the worker writes to stderr is passed on to
+    this process's stderr as it comes (a user's own prints, which they expect
+    to see) or only kept for the error line of a crash (a release's import
+    warnings, which are noise).
     """
+
+    echo_stderr = False
 
     def __init__(self, release: Release, device: str = "cpu", *, records: bool = True,
                  deadline: float | None = None) -> None:  # fmt: skip
