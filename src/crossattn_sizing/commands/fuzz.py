@@ -35,7 +35,7 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs import profiles
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(HARD_STOP_SIGNAL, previous_handler)
     interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
-    status = exit_status(totals, interrupted)
+    status = exit_status([r.outcome for r in totals.by_key.values()], interrupted)
     if json_path:  # first, so a second Ctrl-C during the table cannot lose it
         payload = summary_json(totals, new_files, interrupted) | {"exit_status": status}
         write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
@@ -262,18 +262,6 @@ def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadl
                     live.discard(spec)
 
 
-def exit_status(totals: Totals, interrupted: bool) -> int:
-    """130 on Ctrl-C, 1 when something fails, 3 when nothing ran (or a property never did), else 0."""
-    if interrupted:
-        return 130
-    outcomes = {r.outcome for r in totals.by_key.values()}
-    if Outcome.FAILS in outcomes:
-        return 1
-    if not outcomes or Outcome.NOT_RUN in outcomes:
-        return 3
-    return 0
-
-
 def render(console: Console, totals: Totals, new_files: list[Path], interrupted: bool) -> None:
     stopped = " (interrupted: stopped early by Ctrl-C)" if interrupted else ""
     table = Table(title=f"fuzz summary: {totals.rounds} round(s){stopped}")
@@ -331,7 +319,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 def run_fleet(args: argparse.Namespace) -> int:
     """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
     and judge the workers' summaries as one run's."""
-    from crossattn_sizing.fleet.fuzz_workers import INCOMPLETE, run_workers
+    from crossattn_sizing.fleet.fuzz_workers import run_workers
 
     fleet = run_workers(args.parser, args)
     console = Console()
@@ -355,11 +343,11 @@ def run_fleet(args: argparse.Namespace) -> int:
             for w in fleet.workers
         ]
         write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
+    # The fleet's order: a failure any worker found outranks Ctrl-C, and a dead worker leaves the run
+    # incomplete whatever the others ran (a property it never reached is not "not run" in its summary).
     if any(r.outcome == Outcome.FAILS for r in totals.by_key.values()):
-        return 1
-    if interrupted and not dead:
-        return 130
-    return INCOMPLETE if dead else 0
+        return exit_status([Outcome.FAILS])
+    return exit_status([Outcome.NOT_RUN] if dead else [Outcome.HOLDS], interrupted and not dead)
 
 
 def add_summary(totals: Totals, data: dict) -> None:  # type: ignore[type-arg]

@@ -31,7 +31,7 @@ from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -240,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial result says what was checked, as interrupted
         if json_path:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.INTERRUPTED.value,
-                       "interrupted": True, "exit_status": 130, "configs_checked": checked[0],
+                       "interrupted": True, "exit_status": EXIT_INTERRUPTED, "configs_checked": checked[0],
                        "domain": domain_info}  # fmt: skip
             write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
         raise
@@ -254,7 +254,7 @@ def run(args: argparse.Namespace) -> int:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.FAILS.value,
                        "error": str(exc.error), "raised_on": exc.config.to_dict(), "domain": domain_info}
             write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
-        return 1
+        return exit_status([Outcome.FAILS])
     except PolicyCallError as exc:
         raise _stopped(args, policy, exc, json_path, domain_info) from None
     _report(result, size)
@@ -262,9 +262,7 @@ def run(args: argparse.Namespace) -> int:
         payload = result.to_dict() | {"domain": domain_info}
         write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
         print(f"wrote {json_path}", file=sys.stderr)
-    if result.holds:
-        return 0
-    return 3 if result.judged == 0 else 1
+    return exit_status([result.outcome])
 
 
 def _run_prove(

@@ -23,7 +23,14 @@ from rich.table import Table
 
 from crossattn_sizing import standard_output
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import (
+    EXIT_FAILS,
+    EXIT_HOLDS,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    Outcome,
+    exit_status,
+)
 from crossattn_sizing.runs.outputs import write_text
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
@@ -64,13 +71,26 @@ class PolicyVerdict:
         """A policy expected to hold that fails (or errors) makes the run fail."""
         return self.expected_to_hold and self.outcome in (Outcome.FAILS, Outcome.ERROR)
 
+    @property
+    def counted(self) -> Outcome:
+        """What the verdict counts as in the run's exit status: fails when unexpected, not run when it
+        did not run, else holds (a policy expected to fail that fails was caught)."""
+        if self.unexpected:
+            return Outcome.FAILS
+        return Outcome.NOT_RUN if self.outcome == Outcome.NOT_RUN else Outcome.HOLDS
+
 
 def expected(verdict: PolicyVerdict) -> Outcome:
     """What the harness expects of the policy: holds, or fails (a policy known to be wrong)."""
     return Outcome.HOLDS if verdict.expected_to_hold else Outcome.FAILS
 
 
-EXIT_OUTCOMES = {130: Outcome.INTERRUPTED, 1: Outcome.FAILS, 3: Outcome.NOT_RUN, 0: Outcome.HOLDS}
+EXIT_OUTCOMES = {
+    EXIT_INTERRUPTED: Outcome.INTERRUPTED,
+    EXIT_FAILS: Outcome.FAILS,
+    EXIT_INCOMPLETE: Outcome.NOT_RUN,
+    EXIT_HOLDS: Outcome.HOLDS,
+}
 """Each exit status of a run and the word that says it (verify's and fuzz's)."""
 
 
@@ -104,13 +124,7 @@ class VerifyReport:
     @property
     def verdict_status(self) -> int:
         """What the verdicts alone say (0, 1, 3; 130 when interrupted)."""
-        if self.interrupted:
-            return 130
-        if any(v.unexpected for v in self.verdicts):
-            return 1
-        if not self.verdicts or any(v.outcome == Outcome.NOT_RUN for v in self.verdicts):
-            return 3
-        return 0
+        return exit_status([v.counted for v in self.verdicts], self.interrupted)
 
     @property
     def outcome(self) -> Outcome:
@@ -297,9 +311,9 @@ class VerifyReport:
             console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
             console.print(f.detail, **PLAIN)
         status = {
-            130: "interrupted: what did not finish is marked interrupted or not run",
-            1: "a policy expected to hold FAILS",
-            3: "nothing failed, but something did not run (see 'not run' above)",
-            0: "every policy expected to hold holds",
+            EXIT_INTERRUPTED: "interrupted: what did not finish is marked interrupted or not run",
+            EXIT_FAILS: "a policy expected to hold FAILS",
+            EXIT_INCOMPLETE: "nothing failed, but something did not run (see 'not run' above)",
+            EXIT_HOLDS: "every policy expected to hold holds",
         }[self.verdict_status]
         console.print(f"\n{status}; exit status {self.exit_status}")
