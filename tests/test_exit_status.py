@@ -1,4 +1,4 @@
-"""The one exit-status ladder every command's verdicts go through (:func:`crossattn_sizing.outcome.exit_status`)."""
+"""The one exit-status ladder of every command's verdicts (:func:`crossattn_sizing.outcome.exit_status`)."""
 
 from __future__ import annotations
 
@@ -7,21 +7,21 @@ import pytest
 from crossattn_sizing import interrupts, standard_output
 from crossattn_sizing.outcome import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Outcome, exit_status
 
-O = Outcome
+V = Outcome
 
 
 @pytest.mark.parametrize(
     ("outcomes", "interrupted", "status"),
     [
-        ([O.HOLDS], False, 0),
-        ([O.HOLDS, O.NOT_APPLICABLE, O.ABSENT], False, 0),  # nothing to judge is no reason for 3
-        ([O.HOLDS, O.ERROR], False, 0),  # an error is counted by the command (verify: unexpected -> fails)
-        ([O.HOLDS, O.FAILS, O.NOT_RUN], False, 1),  # a failure outranks what did not run
-        ([O.HOLDS, O.NOT_RUN], False, 3),
-        ([O.UNREADABLE], False, 3),
-        ([O.INTERRUPTED], False, 3),
+        ([V.HOLDS], False, 0),
+        ([V.HOLDS, V.NOT_APPLICABLE, V.ABSENT], False, 0),  # nothing to judge is no reason for 3
+        ([V.HOLDS, V.ERROR], False, 0),  # an error is counted by the command (verify: unexpected -> fails)
+        ([V.HOLDS, V.FAILS, V.NOT_RUN], False, 1),  # a failure outranks what did not run
+        ([V.HOLDS, V.NOT_RUN], False, 3),
+        ([V.UNREADABLE], False, 3),
+        ([V.INTERRUPTED], False, 3),
         ([], False, 3),  # nothing judged is never a pass
-        ([O.FAILS], True, 130),  # Ctrl-C outranks everything
+        ([V.FAILS], True, 130),  # Ctrl-C outranks everything
         ([], True, 130),
     ],
 )

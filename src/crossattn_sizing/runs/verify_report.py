@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from crossattn_sizing import standard_output
-from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.outcome import (
     EXIT_FAILS,
     EXIT_HOLDS,
@@ -92,14 +92,6 @@ EXIT_OUTCOMES = {
     EXIT_HOLDS: Outcome.HOLDS,
 }
 """Each exit status of a run and the word that says it (verify's and fuzz's)."""
-
-
-@dataclass
-class Finding:
-    """A reported issue that is not a failure of the policy under test (e.g. the DCP cross path)."""
-
-    title: str
-    detail: str
 
 
 @dataclass
