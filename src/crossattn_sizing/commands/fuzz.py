@@ -17,7 +17,6 @@ import _thread
 import argparse
 import contextlib
 import io
-import json
 import math
 import signal
 import threading
@@ -39,7 +38,7 @@ from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs import profiles
-from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_text
+from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_json
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
 
@@ -183,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     status = exit_status([r.outcome for r in totals.by_key.values()], interrupted)
     if json_path:  # first, so a second Ctrl-C during the table cannot lose it
         payload = summary_json(totals, new_files, interrupted) | {"exit_status": status}
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        write_json(json_path, payload)
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
@@ -342,7 +341,7 @@ def run_fleet(args: argparse.Namespace) -> int:
              "died": w in dead}
             for w in fleet.workers
         ]
-        write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
+        write_json(args.json, summary)
     # The fleet's order: a failure any worker found outranks Ctrl-C, and a dead worker leaves the run
     # incomplete whatever the others ran (a property it never reached is not "not run" in its summary).
     if any(r.outcome == Outcome.FAILS for r in totals.by_key.values()):

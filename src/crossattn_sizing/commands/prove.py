@@ -18,7 +18,6 @@ config of the domain (an engine that cannot represent it: nothing judged),
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +47,7 @@ from crossattn_sizing.prove.batches import BatchDisagrees
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
-from crossattn_sizing.runs.outputs import check_outputs, output_file, write_text
+from crossattn_sizing.runs.outputs import check_outputs, output_file, write_json
 
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",
@@ -242,7 +241,7 @@ def run(args: argparse.Namespace) -> int:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.INTERRUPTED.value,
                        "interrupted": True, "exit_status": EXIT_INTERRUPTED, "configs_checked": checked[0],
                        "domain": domain_info}  # fmt: skip
-            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+            write_json(json_path, payload)
         raise
     except PolicyRaised as exc:
         if not isinstance(exc.error, BatchDisagrees):
@@ -253,14 +252,14 @@ def run(args: argparse.Namespace) -> int:
         if json_path:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.FAILS.value,
                        "error": str(exc.error), "raised_on": exc.config.to_dict(), "domain": domain_info}
-            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+            write_json(json_path, payload)
         return exit_status([Outcome.FAILS])
     except PolicyCallError as exc:
         raise _stopped(args, policy, exc, json_path, domain_info) from None
     _report(result, size)
     if json_path:
         payload = result.to_dict() | {"domain": domain_info}
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        write_json(json_path, payload)
         print(f"wrote {json_path}", file=sys.stderr)
     return exit_status([result.outcome])
 
@@ -298,5 +297,5 @@ def _stopped(args: argparse.Namespace, policy: Any, exc: Exception, json_path: P
                    "error": str(error), "domain": domain_info}  # fmt: skip
         if isinstance(exc, PolicyRaised):
             payload["raised_on"] = exc.config.to_dict()
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        write_json(json_path, payload)
     return error  # type: ignore[return-value]

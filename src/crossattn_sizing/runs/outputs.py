@@ -21,14 +21,17 @@ folder, whose every JSON file later runs replay as a regression case: a report
 written there would stop every later run (:func:`check_outputs`).
 
 Writing goes through :func:`write_text`, which turns an ``OSError`` that still
-happens (disk full, the folder removed mid-run) into the same one-line error.
+happens (disk full, the folder removed mid-run) into the same one-line error;
+every report's JSON file (verify, fuzz, prove, audit) through :func:`write_json`.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError, OptionError
@@ -152,3 +155,9 @@ def write_text(option: str, path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OptionError(option, path, f"cannot be written ({_reason(exc)})") from None
+
+
+def write_json(path: str | os.PathLike[str], data: Any, option: str = "--json") -> None:
+    """Write a report's JSON file: the one serialisation of every command's ``--json`` (two-space indent,
+    one final newline; an :class:`~crossattn_sizing.outcome.Outcome` is written as its word)."""
+    write_text(option, Path(path), json.dumps(data, indent=2) + "\n")

@@ -12,7 +12,6 @@ failed but something did not run, 0 every policy ran and the expected ones hold.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,7 +30,7 @@ from crossattn_sizing.outcome import (
     Outcome,
     exit_status,
 )
-from crossattn_sizing.runs.outputs import write_text
+from crossattn_sizing.runs.outputs import write_json, write_text
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
@@ -157,7 +156,7 @@ class VerifyReport:
         }
 
     def write_json(self, path: Path) -> None:
-        write_text("--json", path, json.dumps(self.to_json(), indent=2) + "\n")
+        write_json(path, self.to_json())
 
     def markdown(self, maps: dict[str, str]) -> str:
         """The report as Markdown: the verdict table, what was shared, failures, findings and, per
