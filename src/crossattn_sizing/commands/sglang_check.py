@@ -82,7 +82,7 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
         print(
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
-    outcomes = []
+    outcomes: list[Outcome] = []
     for path, verdict in SglangReads(spec).verdicts(context_len, batch).items():
         if verdict["verdict"] == "holds":
             print(

@@ -52,7 +52,8 @@ def run_engine_verify(args: argparse.Namespace) -> int:
     results, _code = run_suite("mrv2", profile=args.profile, seed=args.seed, only=[PROPERTY_FILE],
                                extra_args=["--read-builder", spec])
     rows = {r.name.split("::")[-1]: r for r in results}
-    counted, width = [], max(len(v) for v in EXPECTED.values())
+    counted: list[Outcome] = []
+    width = max(len(v) for v in EXPECTED.values())
     print(f"{'property':<{width}}  verdict   examples  expected")
     for name, label in EXPECTED.items():
         r = rows.get(name)

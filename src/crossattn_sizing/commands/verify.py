@@ -4,6 +4,11 @@ Prints a policy x property verdict table, each failure with its shrunk
 counterexample, diagnosis and reproduce command, then any findings. Exits
 non-zero exactly when a policy expected to hold fails: the pre-fix sizing
 failing is the harness working, not a failed run.
+
+The command reads its options once into a
+:class:`~crossattn_sizing.runs.verify_run.VerifyPlan`, runs it
+(:func:`~crossattn_sizing.runs.verify_run.verify`), then writes the report's
+files and prints its table.
 """
 
 from __future__ import annotations
