@@ -12,7 +12,6 @@ CLI before any report.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -23,7 +22,6 @@ from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import RunnerVerdict
 from crossattn_sizing.outcome import EXIT_FAILS, EXIT_HOLDS, EXIT_INCOMPLETE, Outcome
 from crossattn_sizing.outcome import exit_status as outcome_exit_status
-from crossattn_sizing.runs.outputs import write_json as write_report_json
 
 EXIT_MEANINGS = {
     str(EXIT_HOLDS): "every runner present holds",
@@ -160,8 +158,3 @@ def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
         "exit_statuses": EXIT_MEANINGS,
         "results": [v.to_dict() for v in verdicts],
     }
-
-
-def write_json(path: str | Path, results: list[tuple[str, list[RunnerVerdict]]]) -> None:
-    """Write :func:`to_json` to ``path`` (checked by :func:`~crossattn_sizing.runs.outputs.output_file`)."""
-    write_report_json(path, to_json(results))

@@ -38,7 +38,7 @@ from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs import profiles
-from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_json
+from crossattn_sizing.runs.outputs import ReportFiles, output_dir
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
 
@@ -144,13 +144,12 @@ def run(args: argparse.Namespace) -> int:
     specs = args.policy or ["mrv2"]
     # Outputs first, absolute before a policy's module is imported (a chdir there moves nothing).
     default_regressions = properties_dir() / "regressions"
-    check_outputs({"--json": args.json}, args.regressions or default_regressions)
-    json_path = output_file("--json", args.json)
+    files = ReportFiles.checked(args.regressions or default_regressions, json=args.json)
     regressions = output_dir("--regressions", args.regressions or default_regressions)
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
     # The fleet's workers are given these, absolute, where the user gave them.
-    args.json, args.db = json_path, db
+    args.json, args.db = files.json, db
     args.regressions = regressions if args.regressions else None
     for spec in specs:
         load_checked_policy(spec)
@@ -180,9 +179,8 @@ def run(args: argparse.Namespace) -> int:
     interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
     status = exit_status([r.outcome for r in totals.by_key.values()], interrupted)
-    if json_path:  # first, so a second Ctrl-C during the table cannot lose it
-        payload = summary_json(totals, new_files, interrupted) | {"exit_status": status}
-        write_json(json_path, payload)
+    # First, so a second Ctrl-C during the table cannot lose it.
+    files.write(json=lambda: summary_json(totals, new_files, interrupted) | {"exit_status": status})
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
@@ -334,14 +332,15 @@ def run_fleet(args: argparse.Namespace) -> int:
     for w in dead:
         console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
                       f"[/]; what it had found is in the example database; its log: {w.log}")
-    if args.json:
-        summary = summary_json(totals, sorted(new_files), interrupted or bool(dead))
-        summary["workers"] = [
-            {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
-             "died": w in dead}
-            for w in fleet.workers
-        ]
-        write_json(args.json, summary)
+    workers = [
+        {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
+         "died": w in dead}
+        for w in fleet.workers
+    ]
+    # args.json: checked and made absolute by run().
+    ReportFiles(json=args.json).write(
+        json=lambda: summary_json(totals, sorted(new_files), interrupted or bool(dead)) | {"workers": workers}
+    )
     # The fleet's order: a failure any worker found outranks Ctrl-C, and a dead worker leaves the run
     # incomplete whatever the others ran (a property it never reached is not "not run" in its summary).
     if any(r.outcome == Outcome.FAILS for r in totals.by_key.values()):

@@ -27,7 +27,7 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.limits import int_arg
 from crossattn_sizing.resolve import Subject, resolve_policy
-from crossattn_sizing.runs.outputs import check_outputs, output_file
+from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.runs.profiles import PROFILES
 from crossattn_sizing.runs.verify_run import VerifyPlan, verify
 
@@ -92,13 +92,10 @@ def run(args: argparse.Namespace) -> int:
     specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).
-    check_outputs({"--json": args.json, "--junit-xml": args.junit_xml, "--markdown": args.markdown})
-    json_path = output_file("--json", args.json)
-    junit_path = output_file("--junit-xml", args.junit_xml)
-    markdown_path = output_file("--markdown", args.markdown)
+    files = ReportFiles.checked(json=args.json, junit_xml=args.junit_xml, markdown=args.markdown)
     if args.jobs < 1:
         raise OptionError("--jobs", args.jobs, "must be >= 1")
-    if markdown_path is not None:
+    if files.markdown is not None:
         require_matplotlib()
     isolation = options.isolation(args)
     plan = VerifyPlan(
@@ -108,14 +105,13 @@ def run(args: argparse.Namespace) -> int:
     )  # fmt: skip
     report = verify(plan)
     interrupted = report.interrupted
+
+    def markdown() -> str:
+        assert files.markdown is not None  # called only when the file is asked for
+        return report.markdown({} if interrupted else draw_maps(files.markdown, specs, plan.subjects))
+
     # Files first: a second Ctrl-C during the table must not lose them.
-    if json_path:
-        report.write_json(json_path)
-    if junit_path:
-        report.write_junit(junit_path)
-    if markdown_path:
-        maps = {} if interrupted else draw_maps(markdown_path, specs, plan.subjects)
-        report.write_markdown(markdown_path, maps)
+    files.write(json=report.to_json, junit_xml=report.junit, markdown=markdown)
     # Piped output (CI logs, files) has no terminal width; give the table room instead of 80 columns.
     console = Console(width=None if sys.stdout.isatty() else 200)
     if interrupted:
@@ -124,6 +120,5 @@ def run(args: argparse.Namespace) -> int:
     failure = standard_output.current_failure()
     if failure is not None and not interrupted:  # the table was lost: the status says so, and the file
         report.output_error = standard_output.describe(failure)
-        if json_path:  # written again, so its exit_status is the process's
-            report.write_json(json_path)
+        files.write(json=report.to_json)  # written again, so its exit_status is the process's
     return report.exit_status

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -30,7 +29,6 @@ from crossattn_sizing.outcome import (
     Outcome,
     exit_status,
 )
-from crossattn_sizing.runs.outputs import write_json, write_text
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
@@ -155,9 +153,6 @@ class VerifyReport:
             "notes": list(self.notes),
         }
 
-    def write_json(self, path: Path) -> None:
-        write_json(path, self.to_json())
-
     def markdown(self, maps: dict[str, str]) -> str:
         """The report as Markdown: the verdict table, what was shared, failures, findings and, per
         policy, its capacity map (``maps``: policy name -> image path relative to the file, or why none)."""
@@ -201,12 +196,9 @@ class VerifyReport:
                 lines += [f"### {v.policy}", "", f"![capacity map of {v.policy}]({image})", ""]
         return "\n".join(lines) + "\n"
 
-    def write_markdown(self, path: Path, maps: dict[str, str]) -> None:
-        write_text("--markdown", path, self.markdown(maps))
-
-    def write_junit(self, path: Path) -> None:
-        """One test suite per policy, one test case per property; a policy expected to fail
-        that fails is a pass (the harness caught it), and the case says so."""
+    def junit(self) -> str:
+        """The report as JUnit XML: one test suite per policy, one test case per property; a policy
+        expected to fail that fails is a pass (the harness caught it), and the case says so."""
         suites = ET.Element("testsuites", name="crossattn-sizing verify")
         for v in self.verdicts:
             failures = sum(1 for p in v.properties if (p.outcome == Outcome.FAILS) == v.expected_to_hold)
@@ -235,8 +227,7 @@ class VerifyReport:
             if not v.properties:
                 case = ET.SubElement(suite, "testcase", classname=v.policy, name="suite")
                 ET.SubElement(case, "error", message=f"not run: {v.outcome}")
-        text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
-        write_text("--junit-xml", path, text + "\n")
+        return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
     def sharing_mark(self, name: str) -> str:
         """`` (once)`` after a property judged once for every policy, `` (shared)`` after one whose
