@@ -52,7 +52,7 @@ def test_a_shape_list_with_no_gap_gives_no_finding() -> None:
 
 def test_verify_lists_it_beside_the_dcp_finding() -> None:
     """Through verify's own path (a wrong import there once read as "no findings", silently)."""
-    from crossattn_sizing.commands.verify import collect_findings
+    from crossattn_sizing.runs.verify_run import collect_findings
 
     titles = [f.title for f in collect_findings()]
     assert TITLE in titles and len(titles) == 2

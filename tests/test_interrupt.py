@@ -110,8 +110,8 @@ MOMENTS = [
     (["check", "--config", NEMOTRON, "--encoder-lens", "3329"], f"{COMMANDS}.check.violations"),
     (["reproduce", "whisper"], f"{COMMANDS}.reproduce.judge"),
     (["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
-    (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.check_impl"),
-    (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.run_suite"),
+    (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.check_impl"),
+    (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.run_suite"),
     (["fuzz", "--policy", "mrv2", "--max-rounds", "1"], f"{COMMANDS}.fuzz.run_suite"),
     (["audit", "--vllm", "0.24.0", "--offline"], f"{COMMANDS}.audit._sources"),
 ]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 from tests.processes import cli, run
 
@@ -65,7 +66,7 @@ def test_junit_never_counts_what_did_not_run_as_passed(tmp_path: Path) -> None:
     ran = PolicyVerdict("mrv2", True, [prop("holds", "a"), prop("not run", "b")])
     verdicts = [ran, PolicyVerdict("v1", True, [])]
     report = VerifyReport("ci", "torch", "cpu", None, verdicts)
-    report.write_junit(tmp_path / "r.xml")
+    ReportFiles(junit_xml=tmp_path / "r.xml").write(junit_xml=report.junit)
     root = ET.parse(tmp_path / "r.xml")
     cases = {f"{c.get('classname')}/{c.get('name')}": c for c in root.iter("testcase")}
     assert len(cases["mrv2/a"]) == 0  # passed

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.cli import main
-from crossattn_sizing.commands.verify import wants_prove
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, RunnerConfig
 from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME, prove_property
+from crossattn_sizing.runs.verify_run import wants_prove
 from tests.broken_policies import BROKEN
 
 

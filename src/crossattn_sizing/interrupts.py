@@ -23,7 +23,9 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
-EXIT_STATUS = 130
+from crossattn_sizing.outcome import EXIT_INTERRUPTED
+
+EXIT_STATUS = EXIT_INTERRUPTED
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, *((signal.SIGHUP,) if hasattr(signal, "SIGHUP") else ()))

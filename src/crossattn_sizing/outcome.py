@@ -15,11 +15,15 @@ why there is none: it was never reached (:attr:`NOT_RUN`), Ctrl-C stopped it
 (:attr:`NOT_APPLICABLE`), the policy could not be loaded or run
 (:attr:`ERROR`), the audit could not read a release's sizing
 (:attr:`UNREADABLE`) or the release has no such runner (:attr:`ABSENT`).
+
+:func:`exit_status` turns a run's outcomes into the process's exit status, the
+one ladder every command uses (README, "Exit statuses").
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable
 
 
 class Outcome(str, enum.Enum):
@@ -42,3 +46,37 @@ class Outcome(str, enum.Enum):
     def judged(self) -> bool:
         """Whether this is a judgement of the policy (holds or fails), not a reason there is none."""
         return self in (Outcome.HOLDS, Outcome.FAILS)
+
+
+EXIT_HOLDS = 0
+"""Every verdict holds (a policy expected to fail that fails is caught, and counts as holding)."""
+EXIT_FAILS = 1
+"""A policy or implementation fails: a verdict, and nothing else."""
+EXIT_BAD_INPUT = 2
+"""Bad input, or an output (standard output included) that cannot be written; never a verdict."""
+EXIT_INCOMPLETE = 3
+"""Nothing failed, but something was not judged (not run, could not be read), or nothing was."""
+EXIT_INTERRUPTED = 130
+"""Ctrl-C, SIGTERM or SIGHUP stopped the run (128 + SIGINT, as a shell reports it)."""
+
+UNJUDGED = frozenset({Outcome.NOT_RUN, Outcome.INTERRUPTED, Outcome.UNREADABLE})
+"""Outcomes that leave a run incomplete (:data:`EXIT_INCOMPLETE`) when nothing failed.
+:attr:`~Outcome.NOT_APPLICABLE` and :attr:`~Outcome.ABSENT` do not: there was nothing to judge."""
+
+
+def exit_status(outcomes: Iterable[Outcome], interrupted: bool = False) -> int:
+    """The exit status of a run whose verdicts are ``outcomes``, in order of precedence: 130 when
+    ``interrupted``, 1 when one fails, 3 when there are none or one is :data:`UNJUDGED`, else 0.
+
+    Each command passes the outcomes its statuses are about (verify: each policy's
+    against what is expected of it, see
+    :attr:`~crossattn_sizing.runs.verify_report.PolicyVerdict.counted`).
+    """
+    if interrupted:
+        return EXIT_INTERRUPTED
+    seen = set(outcomes)
+    if Outcome.FAILS in seen:
+        return EXIT_FAILS
+    if not seen or seen & UNJUDGED:
+        return EXIT_INCOMPLETE
+    return EXIT_HOLDS

@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import datetime
 import os
-from pathlib import Path
 
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.report import EXIT_MEANINGS, detail_lines, exit_status
 from crossattn_sizing.audit.verdicts import RunnerVerdict
 from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.runs.outputs import write_text
 
 Results = list[tuple[str, list[RunnerVerdict]]]
 
@@ -129,8 +127,3 @@ def render_markdown(results: Results, command: str, provenance: dict[str, str], 
     out += [f"{label}: {provenance.get(label, '?')}" for label, _ in results]
     out += ["```", ""]
     return "\n".join(out)
-
-
-def write_markdown(path: str | Path, text: str) -> None:
-    """Write the report file."""
-    write_text("--markdown", Path(path), text)

@@ -12,8 +12,6 @@ CLI before any report.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -22,14 +20,13 @@ from rich.table import Table
 
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import RunnerVerdict
-from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.runs.outputs import write_text
+from crossattn_sizing.outcome import EXIT_FAILS, EXIT_HOLDS, EXIT_INCOMPLETE, Outcome
+from crossattn_sizing.outcome import exit_status as outcome_exit_status
 
-EXIT_HOLDS, EXIT_FAILS, EXIT_UNREADABLE = 0, 1, 3
 EXIT_MEANINGS = {
-    "0": "every runner present holds",
-    "1": "some runner fails",
-    "3": "some runner could not be read, or a release had none of the runners",
+    str(EXIT_HOLDS): "every runner present holds",
+    str(EXIT_FAILS): "some runner fails",
+    str(EXIT_INCOMPLETE): "some runner could not be read, or a release had none of the runners",
 }
 _STYLE = {Outcome.HOLDS: "green", Outcome.FAILS: "bold red", Outcome.UNREADABLE: "yellow",
           Outcome.ABSENT: "dim"}  # fmt: skip
@@ -37,17 +34,12 @@ _STYLE = {Outcome.HOLDS: "green", Outcome.FAILS: "bold red", Outcome.UNREADABLE:
 
 def exit_status(verdicts: list[RunnerVerdict]) -> int:
     """0 all present runners hold, 1 some fail, 3 some could not be read or a release had nothing to check."""
-    statuses = {v.outcome for v in verdicts}
-    if Outcome.FAILS in statuses:
-        return EXIT_FAILS
-    if Outcome.UNREADABLE in statuses:
-        return EXIT_UNREADABLE
-    by_release: dict[str, set[str]] = {}
+    by_release: dict[str, set[Outcome]] = {}
     for v in verdicts:
         by_release.setdefault(v.source, set()).add(v.outcome)
-    if not verdicts or any(s == {Outcome.ABSENT} for s in by_release.values()):
-        return EXIT_UNREADABLE
-    return EXIT_HOLDS
+    # A release with none of the runners asked for checked nothing: not run, as an unreadable one.
+    nothing = [Outcome.NOT_RUN for s in by_release.values() if s == {Outcome.ABSENT}]
+    return outcome_exit_status([v.outcome for v in verdicts] + nothing)
 
 
 def _cell(verdict: RunnerVerdict | None) -> str:
@@ -166,8 +158,3 @@ def to_json(results: list[tuple[str, list[RunnerVerdict]]]) -> dict[str, Any]:
         "exit_statuses": EXIT_MEANINGS,
         "results": [v.to_dict() for v in verdicts],
     }
-
-
-def write_json(path: str | Path, results: list[tuple[str, list[RunnerVerdict]]]) -> None:
-    """Write :func:`to_json` to ``path`` (checked by :func:`~crossattn_sizing.runs.outputs.output_file`)."""
-    write_text("--json", Path(path), json.dumps(to_json(results), indent=2) + "\n")

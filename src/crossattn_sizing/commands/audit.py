@@ -17,8 +17,8 @@ from pathlib import Path
 
 from crossattn_sizing import settings
 from crossattn_sizing.audit.extract import RUNNERS
-from crossattn_sizing.audit.markdown import render_markdown, write_markdown
-from crossattn_sizing.audit.report import exit_status, render, write_json
+from crossattn_sizing.audit.markdown import render_markdown
+from crossattn_sizing.audit.report import exit_status, render, to_json
 from crossattn_sizing.audit.sources import (
     SourceTree,
     cached_wheel,
@@ -31,7 +31,7 @@ from crossattn_sizing.audit.sources import (
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.commands import options
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.runs.outputs import check_outputs, output_file
+from crossattn_sizing.runs.outputs import ReportFiles
 
 EPILOG = """\
 exit status:
@@ -134,9 +134,7 @@ def run(args: argparse.Namespace) -> int:
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
     args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
     args.offline = args.offline or settings.offline()
-    check_outputs({"--json": args.json, "--markdown": args.markdown})
-    json_path = output_file("--json", args.json)  # before any download
-    markdown_path = output_file("--markdown", args.markdown)
+    files = ReportFiles.checked(json=args.json, markdown=args.markdown)  # before any download
     trees = _sources(args)
     sweep = sweep_configs()
     results = []
@@ -149,9 +147,10 @@ def run(args: argparse.Namespace) -> int:
         done = ", ".join(f"{v.title} {v.outcome} ({v.path}, {v.wall_s or 0:.1f} s)" for v in verdicts)
         print(f"crossattn-sizing: [{n}/{len(trees)}] {tree.label}: {done}", file=sys.stderr, flush=True)
     render(results)
-    if json_path:
-        write_json(json_path, results)
-    if markdown_path:
-        origins = {tree.label: provenance(tree) for tree in trees}
-        write_markdown(markdown_path, render_markdown(results, _command(args), origins, len(sweep)))
+    files.write(
+        json=lambda: to_json(results),
+        markdown=lambda: render_markdown(
+            results, _command(args), {tree.label: provenance(tree) for tree in trees}, len(sweep)
+        ),
+    )
     return exit_status([v for _, verdicts in results for v in verdicts])

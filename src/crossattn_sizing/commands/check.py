@@ -16,6 +16,7 @@ from crossattn_sizing.core.policies import checked_widths
 from crossattn_sizing.errors import ConfigError, HarnessError, OptionError
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.resolve import load_checked_policy
 
 
@@ -97,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"FAIL  {v.explain()}")
     if not found:
         print("OK    every encoder and decoder token has a column, and every row holds what it receives")
-    return 1 if found else 0
+    return exit_status([Outcome.FAILS if found else Outcome.HOLDS])
 
 
 def run_engine(args: argparse.Namespace) -> int:

@@ -17,7 +17,6 @@ import _thread
 import argparse
 import contextlib
 import io
-import json
 import math
 import signal
 import threading
@@ -35,11 +34,11 @@ from crossattn_sizing.errors import OptionError
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.processes import describe_exit
 from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs import profiles
-from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_text
+from crossattn_sizing.runs.outputs import ReportFiles, output_dir
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
 
@@ -145,13 +144,12 @@ def run(args: argparse.Namespace) -> int:
     specs = args.policy or ["mrv2"]
     # Outputs first, absolute before a policy's module is imported (a chdir there moves nothing).
     default_regressions = properties_dir() / "regressions"
-    check_outputs({"--json": args.json}, args.regressions or default_regressions)
-    json_path = output_file("--json", args.json)
+    files = ReportFiles.checked(args.regressions or default_regressions, json=args.json)
     regressions = output_dir("--regressions", args.regressions or default_regressions)
     assert regressions is not None  # always given a default
     db = output_dir("--db", args.db)
     # The fleet's workers are given these, absolute, where the user gave them.
-    args.json, args.db = json_path, db
+    args.json, args.db = files.json, db
     args.regressions = regressions if args.regressions else None
     for spec in specs:
         load_checked_policy(spec)
@@ -180,10 +178,9 @@ def run(args: argparse.Namespace) -> int:
         signal.signal(HARD_STOP_SIGNAL, previous_handler)
     interrupted = interrupts.requested()
     new_files = sorted(set(regressions.glob("*.json")) - before) if regressions.is_dir() else []
-    status = exit_status(totals, interrupted)
-    if json_path:  # first, so a second Ctrl-C during the table cannot lose it
-        payload = summary_json(totals, new_files, interrupted) | {"exit_status": status}
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+    status = exit_status([r.outcome for r in totals.by_key.values()], interrupted)
+    # First, so a second Ctrl-C during the table cannot lose it.
+    files.write(json=lambda: summary_json(totals, new_files, interrupted) | {"exit_status": status})
     render(console, totals, new_files, interrupted)
     console.print(f"\nexit status {status}", **PLAIN)
     return status
@@ -262,18 +259,6 @@ def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadl
                     live.discard(spec)
 
 
-def exit_status(totals: Totals, interrupted: bool) -> int:
-    """130 on Ctrl-C, 1 when something fails, 3 when nothing ran (or a property never did), else 0."""
-    if interrupted:
-        return 130
-    outcomes = {r.outcome for r in totals.by_key.values()}
-    if Outcome.FAILS in outcomes:
-        return 1
-    if not outcomes or Outcome.NOT_RUN in outcomes:
-        return 3
-    return 0
-
-
 def render(console: Console, totals: Totals, new_files: list[Path], interrupted: bool) -> None:
     stopped = " (interrupted: stopped early by Ctrl-C)" if interrupted else ""
     table = Table(title=f"fuzz summary: {totals.rounds} round(s){stopped}")
@@ -331,7 +316,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 def run_fleet(args: argparse.Namespace) -> int:
     """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
     and judge the workers' summaries as one run's."""
-    from crossattn_sizing.fleet.fuzz_workers import INCOMPLETE, run_workers
+    from crossattn_sizing.fleet.fuzz_workers import run_workers
 
     fleet = run_workers(args.parser, args)
     console = Console()
@@ -347,19 +332,20 @@ def run_fleet(args: argparse.Namespace) -> int:
     for w in dead:
         console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
                       f"[/]; what it had found is in the example database; its log: {w.log}")
-    if args.json:
-        summary = summary_json(totals, sorted(new_files), interrupted or bool(dead))
-        summary["workers"] = [
-            {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
-             "died": w in dead}
-            for w in fleet.workers
-        ]
-        write_text("--json", Path(args.json), json.dumps(summary, indent=2) + "\n")
+    workers = [
+        {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
+         "died": w in dead}
+        for w in fleet.workers
+    ]
+    # args.json: checked and made absolute by run().
+    ReportFiles(json=args.json).write(
+        json=lambda: summary_json(totals, sorted(new_files), interrupted or bool(dead)) | {"workers": workers}
+    )
+    # The fleet's order: a failure any worker found outranks Ctrl-C, and a dead worker leaves the run
+    # incomplete whatever the others ran (a property it never reached is not "not run" in its summary).
     if any(r.outcome == Outcome.FAILS for r in totals.by_key.values()):
-        return 1
-    if interrupted and not dead:
-        return 130
-    return INCOMPLETE if dead else 0
+        return exit_status([Outcome.FAILS])
+    return exit_status([Outcome.NOT_RUN] if dead else [Outcome.HOLDS], interrupted and not dead)
 
 
 def add_summary(totals: Totals, data: dict) -> None:  # type: ignore[type-arg]

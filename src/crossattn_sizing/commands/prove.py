@@ -18,7 +18,6 @@ config of the domain (an engine that cannot represent it: nothing judged),
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.errors import OptionError, PolicyCallError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -48,7 +47,7 @@ from crossattn_sizing.prove.batches import BatchDisagrees
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.resolve import load_checked_policy
-from crossattn_sizing.runs.outputs import check_outputs, output_file, write_text
+from crossattn_sizing.runs.outputs import check_outputs, output_file, write_json
 
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",
@@ -240,9 +239,9 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial result says what was checked, as interrupted
         if json_path:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.INTERRUPTED.value,
-                       "interrupted": True, "exit_status": 130, "configs_checked": checked[0],
+                       "interrupted": True, "exit_status": EXIT_INTERRUPTED, "configs_checked": checked[0],
                        "domain": domain_info}  # fmt: skip
-            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+            write_json(json_path, payload)
         raise
     except PolicyRaised as exc:
         if not isinstance(exc.error, BatchDisagrees):
@@ -253,18 +252,16 @@ def run(args: argparse.Namespace) -> int:
         if json_path:
             payload = {"policy": policy_name(policy), "holds": False, "verdict": Outcome.FAILS.value,
                        "error": str(exc.error), "raised_on": exc.config.to_dict(), "domain": domain_info}
-            write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
-        return 1
+            write_json(json_path, payload)
+        return exit_status([Outcome.FAILS])
     except PolicyCallError as exc:
         raise _stopped(args, policy, exc, json_path, domain_info) from None
     _report(result, size)
     if json_path:
         payload = result.to_dict() | {"domain": domain_info}
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        write_json(json_path, payload)
         print(f"wrote {json_path}", file=sys.stderr)
-    if result.holds:
-        return 0
-    return 3 if result.judged == 0 else 1
+    return exit_status([result.outcome])
 
 
 def _run_prove(
@@ -300,5 +297,5 @@ def _stopped(args: argparse.Namespace, policy: Any, exc: Exception, json_path: P
                    "error": str(error), "domain": domain_info}  # fmt: skip
         if isinstance(exc, PolicyRaised):
             payload["raised_on"] = exc.config.to_dict()
-        write_text("--json", json_path, json.dumps(payload, indent=2) + "\n")
+        write_json(json_path, payload)
     return error  # type: ignore[return-value]

@@ -36,7 +36,7 @@ from crossattn_sizing.models.scenario import (
     judge,
     safe_reason,
 )
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
 
 DESCRIPTION = (
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  fix:       {fixed_width_hint(scenario)}")
         lens = [scenario.encoder_len.value] * config.max_num_reqs
         print(f"  reproduce: {check_line(args.policy, config, lens)}")
-    return 0 if verdict.outcome == Outcome.HOLDS else 1
+    return exit_status([verdict.outcome])
 
 
 MLLAMA_MIXED_BATCH = "mllama-mixed-batch"

@@ -18,6 +18,7 @@ from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.sglang_source import check_line
 from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.outcome import EXIT_FAILS, Outcome, exit_status
 
 Triple = tuple[int, int, int]
 
@@ -81,19 +82,21 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
         print(
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
-    status = 0
+    outcomes: list[Outcome] = []
     for path, verdict in SglangReads(spec).verdicts(context_len, batch).items():
         if verdict["verdict"] == "holds":
             print(
                 f"OK    {path}: every column gathered lies in its row; the kernel reads only its own"
             )
+            outcomes.append(Outcome.HOLDS)
         elif verdict["verdict"] == "fails":
             print(f"FAIL  {path}: {verdict['message']}")
-            status = 1
+            outcomes.append(Outcome.FAILS)
         else:
             print(f"NOT RUN {path}: {verdict['reason']}")
-            status = status or 3
-    if status == 1:
+            outcomes.append(Outcome.NOT_RUN)
+    status = exit_status(outcomes)
+    if status == EXIT_FAILS:
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
     return status
 

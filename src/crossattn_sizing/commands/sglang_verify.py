@@ -16,7 +16,7 @@ import argparse
 
 from crossattn_sizing.engine.sglang_source import is_sglang_spec
 from crossattn_sizing.errors import OptionError
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.outcome import Outcome, exit_status
 
 PROPERTY_FILE = "properties/test_read_coverage.py"
 EXPECTED = {
@@ -52,7 +52,8 @@ def run_engine_verify(args: argparse.Namespace) -> int:
     results, _code = run_suite("mrv2", profile=args.profile, seed=args.seed, only=[PROPERTY_FILE],
                                extra_args=["--read-builder", spec])
     rows = {r.name.split("::")[-1]: r for r in results}
-    status, width = 0, max(len(v) for v in EXPECTED.values())
+    counted: list[Outcome] = []
+    width = max(len(v) for v in EXPECTED.values())
     print(f"{'property':<{width}}  verdict   examples  expected")
     for name, label in EXPECTED.items():
         r = rows.get(name)
@@ -60,14 +61,15 @@ def run_engine_verify(args: argparse.Namespace) -> int:
         holds_expected = expected_to_hold(spec, name)
         expected = "holds" if holds_expected else "fails (known)"
         print(f"{label:<{width}}  {outcome.value:<8}  {r.examples if r else 0:<8}  {expected}")
-        if outcome == Outcome.FAILS and holds_expected:
-            status = 1
+        # Counted as verify counts a policy: an expected failure is caught (holds); unjudged is not run.
+        if not outcome.judged:
+            counted.append(Outcome.NOT_RUN)
+        else:
+            counted.append(Outcome.FAILS if outcome == Outcome.FAILS and holds_expected else Outcome.HOLDS)
         if r is not None and outcome == Outcome.FAILS:
             for line in r.diagnosis.splitlines():
                 print(f"    {line}")
             print(f"    reproduce: {r.reproduce}")
         elif r is not None and outcome != Outcome.HOLDS and r.reason:
             print(f"    {r.reason}")
-        if outcome not in (Outcome.HOLDS, Outcome.FAILS) and status == 0:
-            status = 3
-    return status
+    return exit_status(counted)

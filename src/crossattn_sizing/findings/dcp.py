@@ -29,7 +29,8 @@ from crossattn_sizing.core import admission, capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
 from crossattn_sizing.errors import CapacityError
-from crossattn_sizing.findings.graph_capture import GraphCaptureFinding, graph_capture_finding
+from crossattn_sizing.findings.graph_capture import graph_capture_finding
+from crossattn_sizing.findings.results import Finding
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.impl.runner import CrossMode, PagedRunner
 
@@ -214,14 +215,9 @@ def dcp_cross_attention_finding(policy: Policy) -> DcpCrossAttentionFinding | No
     return None
 
 
-def all_findings() -> list[DcpCrossAttentionFinding | GraphCaptureFinding]:
-    """The findings ``verify`` reports: the DCP one judged against the fixed sizing (``mrv2``), and
-    the CUDA-graph capture one (:mod:`crossattn_sizing.findings.graph_capture`), which no width changes."""
-    found: list[DcpCrossAttentionFinding | GraphCaptureFinding] = []
-    dcp = dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"])
-    if dcp is not None:
-        found.append(dcp)
-    capture = graph_capture_finding()
-    if capture is not None:
-        found.append(capture)
-    return found
+def all_findings() -> list[Finding]:
+    """The findings ``verify`` reports, as the report's :class:`Finding`: the DCP one judged against the
+    fixed sizing (``mrv2``), and the CUDA-graph capture one (:mod:`crossattn_sizing.findings.graph_capture`),
+    which no width changes."""
+    found = [dcp_cross_attention_finding(BUILTIN_POLICIES["mrv2"]), graph_capture_finding()]
+    return [Finding(f.title, f.detail) for f in found if f is not None]

@@ -10,7 +10,8 @@ read back out of printed text:
   scores, the phase and, for a failure, the shrunk example and the
   ``@reproduce_failure`` decorator.
 
-:class:`PropertyResult` folds both into one record per property.
+:class:`PropertyResult` folds both into one record per property. A
+:class:`Finding` is what the report lists beside the verdicts.
 """
 
 from __future__ import annotations
@@ -104,6 +105,18 @@ def event_counts(features: dict[str, Any]) -> tuple[dict[str, int], dict[str, fl
         else:
             events[f"{key}: {value}" if value not in ("", None) else key] = 1
     return events, targets
+
+
+@dataclass
+class Finding:
+    """A reported issue that is not a failure of the policy under test (e.g. the DCP cross path).
+
+    The one finding type: :func:`crossattn_sizing.findings.dcp.all_findings` returns it and the
+    verify report (:class:`~crossattn_sizing.runs.verify_report.VerifyReport`) prints and writes it.
+    """
+
+    title: str
+    detail: str
 
 
 @dataclass

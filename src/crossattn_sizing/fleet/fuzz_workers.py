@@ -40,9 +40,6 @@ from rich.status import Status
 from crossattn_sizing import settings as env
 from crossattn_sizing.processes import end_group, forget_child, register_child, signal_group
 
-INCOMPLETE = 3
-"""Exit status when a worker died and nothing failed: the run did not check what it set out to."""
-
 PARENT_ENV = env.FLEET_PARENT
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.fleet.database import REDIS_URL_ENV
+from crossattn_sizing.outcome import EXIT_INTERRUPTED
 from crossattn_sizing.processes import end_group, forget_child, register_child
 
 START_TIMEOUT_S = 60.0
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"crossattn-sizing: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -11,6 +11,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from crossattn_sizing.outcome import Outcome
+
 
 @dataclass(frozen=True)
 class Counterexample:
@@ -54,6 +56,13 @@ class ProveResult:
     def holds(self) -> bool:
         """No failure on any judged config; a result that judged nothing does not hold (nor fail)."""
         return self.failures == 0 and self.judged > 0
+
+    @property
+    def outcome(self) -> Outcome:
+        """Holds, fails, or not run when nothing could be judged."""
+        if self.judged == 0:
+            return Outcome.NOT_RUN
+        return Outcome.HOLDS if self.holds else Outcome.FAILS
 
     @property
     def method(self) -> str:

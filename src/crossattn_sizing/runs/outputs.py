@@ -21,14 +21,21 @@ folder, whose every JSON file later runs replay as a regression case: a report
 written there would stop every later run (:func:`check_outputs`).
 
 Writing goes through :func:`write_text`, which turns an ``OSError`` that still
-happens (disk full, the folder removed mid-run) into the same one-line error.
+happens (disk full, the folder removed mid-run) into the same one-line error;
+every report's JSON file (verify, fuzz, prove, audit) through :func:`write_json`.
+:class:`ReportFiles` checks a run's report files up front and is the one
+writer of verify's, fuzz's and audit's ``--json``, ``--junit-xml`` and ``--markdown``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError, OptionError
@@ -152,3 +159,40 @@ def write_text(option: str, path: Path, text: str) -> None:
         path.write_text(text, encoding="utf-8")
     except OSError as exc:
         raise OptionError(option, path, f"cannot be written ({_reason(exc)})") from None
+
+
+def write_json(path: str | os.PathLike[str], data: Any, option: str = "--json") -> None:
+    """Write a report's JSON file: the one serialisation of every command's ``--json`` (two-space indent,
+    one final newline; an :class:`~crossattn_sizing.outcome.Outcome` is written as its word)."""
+    write_text(option, Path(path), json.dumps(data, indent=2) + "\n")
+
+
+REPORT_OPTIONS = {"json": "--json", "junit_xml": "--junit-xml", "markdown": "--markdown"}
+"""Each report file of :class:`ReportFiles` and the option that names it."""
+
+
+@dataclass(frozen=True)
+class ReportFiles:
+    """A run's report files, checked before the run: absolute paths, None where not asked for."""
+
+    json: Path | None = None
+    junit_xml: Path | None = None
+    markdown: Path | None = None
+
+    @classmethod
+    def checked(cls, regressions: Path | None = None, **given: str | os.PathLike[str] | None) -> ReportFiles:
+        """The files named (``json=``, ``junit_xml=``, ``markdown=``: the option's value, None when not
+        given) checked as every output is (:func:`check_outputs`, then :func:`output_file` in turn)."""
+        check_outputs({REPORT_OPTIONS[name]: path for name, path in given.items()}, regressions)
+        return cls(**{name: output_file(REPORT_OPTIONS[name], path) for name, path in given.items()})
+
+    def write(self, json: Callable[[], Any] | None = None, junit_xml: Callable[[], str] | None = None,
+              markdown: Callable[[], str] | None = None) -> None:  # fmt: skip
+        """Write each file asked for, in this order, from what its producer returns (a JSON-ready value,
+        the XML text, the Markdown text); a producer is called only when its file is asked for."""
+        if self.json is not None and json is not None:
+            write_json(self.json, json())
+        if self.junit_xml is not None and junit_xml is not None:
+            write_text(REPORT_OPTIONS["junit_xml"], self.junit_xml, junit_xml())
+        if self.markdown is not None and markdown is not None:
+            write_text(REPORT_OPTIONS["markdown"], self.markdown, markdown())

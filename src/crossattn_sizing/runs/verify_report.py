@@ -12,19 +12,23 @@ failed but something did not run, 0 every policy ran and the expected ones hold.
 
 from __future__ import annotations
 
-import json
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from crossattn_sizing import standard_output
-from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.outcome import Outcome
-from crossattn_sizing.runs.outputs import write_text
+from crossattn_sizing.findings.results import Finding, PropertyResult
+from crossattn_sizing.outcome import (
+    EXIT_FAILS,
+    EXIT_HOLDS,
+    EXIT_INCOMPLETE,
+    EXIT_INTERRUPTED,
+    Outcome,
+    exit_status,
+)
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.
@@ -64,22 +68,27 @@ class PolicyVerdict:
         """A policy expected to hold that fails (or errors) makes the run fail."""
         return self.expected_to_hold and self.outcome in (Outcome.FAILS, Outcome.ERROR)
 
+    @property
+    def counted(self) -> Outcome:
+        """What the verdict counts as in the run's exit status: fails when unexpected, not run when it
+        did not run, else holds (a policy expected to fail that fails was caught)."""
+        if self.unexpected:
+            return Outcome.FAILS
+        return Outcome.NOT_RUN if self.outcome == Outcome.NOT_RUN else Outcome.HOLDS
+
 
 def expected(verdict: PolicyVerdict) -> Outcome:
     """What the harness expects of the policy: holds, or fails (a policy known to be wrong)."""
     return Outcome.HOLDS if verdict.expected_to_hold else Outcome.FAILS
 
 
-EXIT_OUTCOMES = {130: Outcome.INTERRUPTED, 1: Outcome.FAILS, 3: Outcome.NOT_RUN, 0: Outcome.HOLDS}
+EXIT_OUTCOMES = {
+    EXIT_INTERRUPTED: Outcome.INTERRUPTED,
+    EXIT_FAILS: Outcome.FAILS,
+    EXIT_INCOMPLETE: Outcome.NOT_RUN,
+    EXIT_HOLDS: Outcome.HOLDS,
+}
 """Each exit status of a run and the word that says it (verify's and fuzz's)."""
-
-
-@dataclass
-class Finding:
-    """A reported issue that is not a failure of the policy under test (e.g. the DCP cross path)."""
-
-    title: str
-    detail: str
 
 
 @dataclass
@@ -104,13 +113,7 @@ class VerifyReport:
     @property
     def verdict_status(self) -> int:
         """What the verdicts alone say (0, 1, 3; 130 when interrupted)."""
-        if self.interrupted:
-            return 130
-        if any(v.unexpected for v in self.verdicts):
-            return 1
-        if not self.verdicts or any(v.outcome == Outcome.NOT_RUN for v in self.verdicts):
-            return 3
-        return 0
+        return exit_status([v.counted for v in self.verdicts], self.interrupted)
 
     @property
     def outcome(self) -> Outcome:
@@ -149,9 +152,6 @@ class VerifyReport:
             "findings": [asdict(f) for f in self.findings],
             "notes": list(self.notes),
         }
-
-    def write_json(self, path: Path) -> None:
-        write_text("--json", path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def markdown(self, maps: dict[str, str]) -> str:
         """The report as Markdown: the verdict table, what was shared, failures, findings and, per
@@ -196,12 +196,9 @@ class VerifyReport:
                 lines += [f"### {v.policy}", "", f"![capacity map of {v.policy}]({image})", ""]
         return "\n".join(lines) + "\n"
 
-    def write_markdown(self, path: Path, maps: dict[str, str]) -> None:
-        write_text("--markdown", path, self.markdown(maps))
-
-    def write_junit(self, path: Path) -> None:
-        """One test suite per policy, one test case per property; a policy expected to fail
-        that fails is a pass (the harness caught it), and the case says so."""
+    def junit(self) -> str:
+        """The report as JUnit XML: one test suite per policy, one test case per property; a policy
+        expected to fail that fails is a pass (the harness caught it), and the case says so."""
         suites = ET.Element("testsuites", name="crossattn-sizing verify")
         for v in self.verdicts:
             failures = sum(1 for p in v.properties if (p.outcome == Outcome.FAILS) == v.expected_to_hold)
@@ -230,8 +227,7 @@ class VerifyReport:
             if not v.properties:
                 case = ET.SubElement(suite, "testcase", classname=v.policy, name="suite")
                 ET.SubElement(case, "error", message=f"not run: {v.outcome}")
-        text = ET.tostring(suites, encoding="unicode", xml_declaration=True)
-        write_text("--junit-xml", path, text + "\n")
+        return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
     def sharing_mark(self, name: str) -> str:
         """`` (once)`` after a property judged once for every policy, `` (shared)`` after one whose
@@ -297,9 +293,9 @@ class VerifyReport:
             console.print(f"\n[yellow]finding:[/] [bold]{f.title}[/]")
             console.print(f.detail, **PLAIN)
         status = {
-            130: "interrupted: what did not finish is marked interrupted or not run",
-            1: "a policy expected to hold FAILS",
-            3: "nothing failed, but something did not run (see 'not run' above)",
-            0: "every policy expected to hold holds",
+            EXIT_INTERRUPTED: "interrupted: what did not finish is marked interrupted or not run",
+            EXIT_FAILS: "a policy expected to hold FAILS",
+            EXIT_INCOMPLETE: "nothing failed, but something did not run (see 'not run' above)",
+            EXIT_HOLDS: "every policy expected to hold holds",
         }[self.verdict_status]
         console.print(f"\n{status}; exit status {self.exit_status}")
