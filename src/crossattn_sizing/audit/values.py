@@ -107,7 +107,7 @@ class SuperVal:
     instance: Any
 
 
-class StandInTuple(tuple):  # type: ignore[type-arg]
+class StandInTuple(tuple):
     """A tuple returned by a harness stand-in; ``origin`` names the stand-in for messages."""
 
     origin: str
@@ -126,7 +126,7 @@ class EnumMember:
     name: str
 
 
-class TList(list):  # type: ignore[type-arg]
+class TList(list):
     """A list the evaluator built; ``poison`` marks one whose contents became unknown."""
 
     poison: Unknown | None = None

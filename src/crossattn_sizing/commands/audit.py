@@ -47,7 +47,7 @@ exit status:
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "audit",
         help="read the block-table sizing out of vLLM releases and check it",

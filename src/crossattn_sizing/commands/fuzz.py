@@ -307,7 +307,7 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         console.print("\nno new regression files")
 
 
-def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> dict:  # type: ignore[type-arg]
+def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> dict:
     return {
         "rounds": totals.rounds,
         "interrupted": interrupted,
@@ -362,7 +362,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     return INCOMPLETE if dead else 0
 
 
-def add_summary(totals: Totals, data: dict) -> None:  # type: ignore[type-arg]
+def add_summary(totals: Totals, data: dict) -> None:
     """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
     totals.rounds += int(data.get("rounds", 0))
     for p in data.get("properties", []):

@@ -43,7 +43,10 @@ class EngineRequest:
 class AdmissionRule(Protocol):
     """What an engine's scheduler admits, and how much output an admitted request may produce."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The engine's name, as reports show it (read-only: the rules are frozen dataclasses)."""
+        ...
 
     def refusal(self, request: EngineRequest) -> str | None:
         """Why ``request`` is refused, or None when it is admitted."""

@@ -246,7 +246,7 @@ class IsolatedImpl:
                 f"implementation {self.spec}: {op} changed its input {', '.join(changed)} "
                 "(inputs are read-only; the verdict uses the harness's own copy)"
             )
-        return result  # type: ignore[no-any-return]
+        return result
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         result = self._call("slot_mapping", {"step": step}, out=out)
@@ -284,7 +284,7 @@ class IsolatedImpl:
                 f"implementation {self.spec}: paged_attention returned {_kind(answer)}, "
                 "not the tuple (out, lse) of tensors"
             )
-        return answer  # type: ignore[return-value]
+        return answer
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         answer = decode_answer(
@@ -330,7 +330,7 @@ def isolated_policy(spec: str, deadline: float) -> IsolatedPolicy:
     key = (POLICY, spec, "cpu", deadline)
     if key not in _SUBJECTS:
         _SUBJECTS[key] = IsolatedPolicy(spec, deadline)
-    return _SUBJECTS[key]  # type: ignore[no-any-return]
+    return _SUBJECTS[key]
 
 
 def isolated_impl(spec: str, device: torch.device | str, deadline: float) -> IsolatedImpl:
@@ -338,4 +338,4 @@ def isolated_impl(spec: str, device: torch.device | str, deadline: float) -> Iso
     key = (IMPL, spec, str(torch.device(device)), deadline)
     if key not in _SUBJECTS:
         _SUBJECTS[key] = IsolatedImpl(spec, device, deadline)
-    return _SUBJECTS[key]  # type: ignore[no-any-return]
+    return _SUBJECTS[key]

@@ -102,5 +102,5 @@ def _interpreter_constexprs() -> bool:
         params = inspect.signature(self.fn).parameters.values()
         return [i for i, p in enumerate(params) if "constexpr" in str(p.annotation)]
 
-    InterpretedFunction.constexprs = property(constexprs)  # type: ignore[attr-defined]
+    InterpretedFunction.constexprs = property(constexprs)
     return True

@@ -163,7 +163,7 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
     if timed_out:
         return {"ok": False, "kind": "TimedOut", "error": f"TimedOut: {deadline:g}"}
     try:
-        return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+        return json.loads(b"".join(chunks))
     except ValueError:  # nothing, or half an answer: the child left during the call
         code = os.waitstatus_to_exitcode(status)
         return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}

@@ -26,7 +26,7 @@ def redis_url() -> str | None:
     return settings.redis_url()
 
 
-def _client(url: str):  # type: ignore[no-untyped-def]
+def _client(url: str):
     """A redis-py client for ``url``; no connection is made yet."""
     try:
         import redis
@@ -112,7 +112,7 @@ class ScopedDatabase(ExampleDatabase):
     def save(self, key: bytes, value: bytes) -> None:
         self.inner.save(self._prefix + key, value)
 
-    def fetch(self, key: bytes):  # type: ignore[no-untyped-def]
+    def fetch(self, key: bytes):
         return self.inner.fetch(self._prefix + key)
 
     def delete(self, key: bytes, value: bytes) -> None:

@@ -195,7 +195,7 @@ class FleetRun:
 
     workers: list[Worker]
     interrupted: bool
-    summaries: list[dict]  # type: ignore[type-arg]  # each finished worker's ``fuzz --json``, in order
+    summaries: list[dict]  # each finished worker's ``fuzz --json``, in order
     dead: list[Worker]  # workers that ended without writing a summary
 
 

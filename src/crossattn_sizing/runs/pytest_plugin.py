@@ -334,7 +334,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_call(item: pytest.Item):
     """A policy or implementation that misbehaved inside a test stops the session as a usage error.
 
     It raised, left the process, faked a Ctrl-C or changed its config
@@ -425,7 +425,7 @@ def read_builder_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def read_builder(read_builder_name: str):  # type: ignore[no-untyped-def]
+def read_builder(read_builder_name: str):
     """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
     (``sglang==X``, ``sglang@PATH``); one that does not load stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
@@ -459,7 +459,7 @@ def impl_spec(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):
     """The implementation chosen with ``--impl`` on ``--device`` (see docs/implementation-interface.md).
 
     A spec that does not load stops the whole session with one line: every
@@ -474,7 +474,7 @@ def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: 
 
 
 @pytest.fixture(scope="session")
-def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):
     """The runner factory of ``--dcp-backend``: in process, or ranks as torch.distributed workers.
 
     One pool of worker processes per DCP size, started on first use and reused

@@ -160,7 +160,7 @@ class SharedPolicies:
                 item.obj = self._shared(item.obj)  # per item; pytest rebuilds it next session
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):  # type: ignore[no-untyped-def]
+    def pytest_runtest_call(self, item: pytest.Item):
         self._current = item.nodeid
         try:
             yield
