@@ -188,7 +188,7 @@ class ExtractedPolicy:
             for node in ast.walk(cls.node):
                 name = _identifier(node)
                 if name is not None and "kernel_block" in name:
-                    found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")
+                    found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")  # type: ignore[attr-defined]
         return tuple(found)
 
 

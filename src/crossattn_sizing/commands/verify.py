@@ -189,7 +189,8 @@ def wants_prove(select: list[str]) -> bool:
 
     name = PROVE_ROW.lower()
     return all(
-        Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name) for expr in select
+        Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name)  # type: ignore[arg-type]
+        for expr in select
     )
 
 

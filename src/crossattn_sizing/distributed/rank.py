@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
@@ -132,8 +133,10 @@ class Rank:
         return merged.to(runner.dtype).cpu()
 
     def serve(self) -> None:
-        handlers = {"open": self.open, "append": self.append, "write": self.write, "row": self.row,
-                    "attend": self.attend}
+        handlers: dict[str, Callable[..., Any]] = {
+            "open": self.open, "append": self.append, "write": self.write, "row": self.row,
+            "attend": self.attend,
+        }  # fmt: skip
         while True:
             try:
                 op, payload = recv(self.conn)

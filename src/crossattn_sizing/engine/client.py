@@ -110,6 +110,9 @@ class Worker:
     (:mod:`crossattn_sizing.engine.isolated`).
     """
 
+    echo_stderr = False
+    """Whether the process's stderr is echoed to ours (a user's code worker) or kept for error lines."""
+
     def __init__(self, release: Release, device: str = "cpu", *, records: bool = True,
                  deadline: float | None = None) -> None:  # fmt: skip
         self.release = release

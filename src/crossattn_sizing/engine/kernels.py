@@ -202,7 +202,7 @@ class ReleaseKernels:
         fp32 output (queries are passed as fp32, as for the decode kernel).
         """
         torch = self.torch
-        impl_cls, builder_cls = self.backend
+        impl_cls, builder_cls = self.backend  # type: ignore[misc]  # sent here only when found
         meta = importlib.import_module(METADATA_MODULE)
         num_reqs = int(seq_lens.numel())
         heads, head_size = int(query.shape[1]), int(query.shape[2])
@@ -261,7 +261,7 @@ class ReleaseKernels:
             group = RankGroup(self.torch, gathered, rank)
             _, lse = fn(out.contiguous().clone(), gathered[rank], group, return_lse=True)
             total = group.contributed if total is None else total + group.contributed
-        return total, lse.contiguous()
+        return total, lse.contiguous()  # type: ignore[union-attr]  # a merge has at least one rank
 
     def _folded(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any]:
         """``merge_attn_states`` two at a time; its LSE tensors are ``[heads, tokens]`` and contiguous

@@ -222,7 +222,7 @@ class Engine:
         results = []
         runner = req.get("runner", "v2")
         for data in req["configs"]:
-            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))
+            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))  # type: ignore[misc]
             if answer.get("missing_module"):
                 raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)

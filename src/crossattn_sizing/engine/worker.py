@@ -111,7 +111,7 @@ def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
             continue
         request = json.loads(line)
         if deadline is None:
-            reply = answer(lambda request=request: _dispatch(engine, request))
+            reply = answer(lambda request=request: _dispatch(engine, request))  # type: ignore[misc]
         else:
             reply = forked(lambda request=request: answer(lambda: _dispatch(engine, request)), deadline,
                            request.get("op"))  # fmt: skip

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from crossattn_sizing.core.capacity import cross_overflow
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths
 from crossattn_sizing.errors import HarnessError, OptionError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = (".png", ".svg")
 LOW, HIGH = 128, 16_384
@@ -153,12 +157,12 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
     save(fig, out)
 
 
-def save(fig: object, out: Path) -> None:
+def save(fig: Figure, out: Path) -> None:
     """Write ``fig`` to ``out`` and close it; a path that cannot be written is ``--out``'s error."""
     import matplotlib.pyplot as plt
 
     try:
-        fig.savefig(out, dpi=110)  # type: ignore[attr-defined]
+        fig.savefig(out, dpi=110)
     except OSError as exc:
         raise OptionError("--out", out, f"cannot be written ({exc.strerror or type(exc).__name__})") from None
     finally:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -149,15 +149,16 @@ class SharedPolicies:
                 self.policy_free.add(item.nodeid)
                 continue
             self.own_run.setdefault(item.nodeid, {})
-            if is_hypothesis_test(item.obj):
-                handle = item.obj.hypothesis
+            function = cast("pytest.Function", item)  # a test function: it asks for sizing_policy
+            if is_hypothesis_test(function.obj):
+                handle = function.obj.hypothesis
                 self._given[item.nodeid] = set(getattr(handle, "_given_kwargs", {}) or {})
                 original = handle.inner_test
                 if not getattr(original, "_shared_policies", False):
                     handle.inner_test = self._shared(original)
                     self._restore.append(functools.partial(setattr, handle, "inner_test", original))
             else:
-                item.obj = self._shared(item.obj)  # per item; pytest rebuilds it next session
+                function.obj = self._shared(function.obj)  # per item; pytest rebuilds it next session
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import (
     BreakSignal,
@@ -21,6 +21,12 @@ from crossattn_sizing.audit.values import Instance, StandInTuple, Sym, TList, Un
 
 class Statements:
     """Executes statements; relies on the other parts of :class:`Interpreter`."""
+
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        _steps: int
+
+        def __getattr__(self, name: str) -> Any: ...
 
     # -- statements ------------------------------------------------------------
     def exec_block(self, body: list[ast.stmt], frame: Frame) -> None:

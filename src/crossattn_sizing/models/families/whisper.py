@@ -32,7 +32,8 @@ def tiny_config(length_field: int, source_positions: int | None, **dims: Any) ->
     import transformers
 
     return transformers.WhisperConfig(
-        max_source_positions=source_positions, max_target_positions=length_field, **dims
+        max_source_positions=source_positions,  # type: ignore[arg-type]  # None: the config derive refuses
+        max_target_positions=length_field, **dims
     )
 
 
