@@ -32,6 +32,7 @@ CPU_ENV = {
 
 
 def install(session: nox.Session, torch_spec: str = CPU_TORCH, extras: str = "test") -> None:
+    """torch first, from ``torch_spec`` (the CPU wheel unless told), so the extras never pull CUDA."""
     session.install(torch_spec)
     session.install("-e", f".[{extras}]")
 

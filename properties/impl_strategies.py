@@ -52,6 +52,7 @@ class AttentionShape:
 
 @st.composite
 def attention_shapes(draw: st.DrawFn) -> AttentionShape:
+    """Heads, head size and dtype of an attention case (the dtype reported as an event)."""
     heads = draw(st.integers(1, 2), label="num_heads")
     head_dim = draw(st.sampled_from(HEAD_DIMS), label="head_dim")
     dtype = draw(dtypes(), label="dtype")

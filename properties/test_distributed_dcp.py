@@ -38,6 +38,7 @@ def dcp_configs(dcp_size: int) -> st.SearchStrategy[RunnerConfig]:
 
 @pytest.fixture(scope="module", params=DCP_SIZES, ids=[f"C={c}" for c in DCP_SIZES])
 def dcp_size(request: pytest.FixtureRequest) -> int:
+    """The DCP size, skipped with the reason where NCCL lacks a device per rank."""
     size = int(request.param)
     if request.config.getoption("dcp_backend") == "nccl":
         import torch

@@ -34,6 +34,7 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``crossattn-sizing`` parser: one subcommand per module under :mod:`crossattn_sizing.commands`."""
     parser = OneLineParser(
         prog=PROG,
         description="Verify that paged KV-cache block tables cover every encoder token.",

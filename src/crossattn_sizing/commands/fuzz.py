@@ -48,6 +48,7 @@ MAX_MINUTES = 7 * 24 * 60
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fuzz``: its options and its help."""
     p = subparsers.add_parser(
         "fuzz",
         help="fuzz the property suite for a time budget (nightly profile)",
@@ -138,6 +139,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Fuzz each policy in rounds until the time budget is spent; the exit status."""
     from crossattn_sizing.fleet.fuzz_workers import die_with_parent
 
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
@@ -275,6 +277,7 @@ def exit_status(totals: Totals, interrupted: bool) -> int:
 
 
 def render(console: Console, totals: Totals, new_files: list[Path], interrupted: bool) -> None:
+    """Print the summary table: one line per policy and property, with the regression files written."""
     stopped = " (interrupted: stopped early by Ctrl-C)" if interrupted else ""
     table = Table(title=f"fuzz summary: {totals.rounds} round(s){stopped}")
     for col in ("policy", "property", "examples", "outcome", "best target()"):
@@ -308,6 +311,7 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
 
 
 def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> dict:
+    """The summary as ``fuzz --json`` writes it (a fleet adds its workers' up)."""
     return {
         "rounds": totals.rounds,
         "interrupted": interrupted,

@@ -25,6 +25,7 @@ Triple = tuple[int, int, int]
 
 
 def int_option(option: str, text: str, minimum: int) -> int:
+    """An integer option of at least ``minimum``; anything else is the option's error."""
     if too_long(text):
         raise ConfigError(option, text, f"integers may have at most {MAX_INT_DIGITS} digits")
     try:

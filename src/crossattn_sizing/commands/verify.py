@@ -50,6 +50,7 @@ from crossattn_sizing.runs.verify_report import Finding, PolicyVerdict, VerifyRe
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``verify``: its options and its help."""
     p = subparsers.add_parser(
         "verify",
         help="run every property against each sizing policy and report verdicts",
@@ -126,6 +127,7 @@ def check_impl(spec: str, device: str, isolation: Isolation) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run every property against each policy and report the verdicts; the exit status."""
     if args.engine is not None:
         from crossattn_sizing.commands.sglang_verify import run_engine_verify
 

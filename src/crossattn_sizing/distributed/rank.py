@@ -49,6 +49,7 @@ def send(conn: Connection, message: Any) -> None:
 
 
 def recv(conn: Connection) -> Any:
+    """One message from the driver (what :func:`send` wrote), unpickled."""
     return pickle.loads(conn.recv_bytes())
 
 
@@ -151,6 +152,7 @@ class Rank:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A DCP rank process: join the process group, then serve the driver until it closes."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.rank")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)

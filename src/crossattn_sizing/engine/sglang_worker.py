@@ -27,6 +27,10 @@ from crossattn_sizing.engine.protocol import answer, failure
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The SGLang worker loop: one JSON request a line on stdin, one answer a line on the real stdout.
+
+    The release's prints go to stderr, so they never corrupt the protocol.
+    """
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.sglang_worker")
     parser.add_argument("--root", required=True, help="folder holding sglang/")
     args = parser.parse_args(argv)

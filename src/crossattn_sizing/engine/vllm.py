@@ -557,8 +557,10 @@ def run_block_tables(
 
 
 def load_engine_policy(spec: str) -> VllmPolicy:
+    """The ``vllm==X`` (or ``vllm@tree``) sizing policy named by ``spec``: the release's own sizing."""
     return VllmPolicy(spec)
 
 
 def load_engine_impl(spec: str, device: torch.device) -> VllmImpl:
+    """The ``vllm==X`` implementation named by ``spec``: the release's own kernels on ``device``."""
     return VllmImpl(spec, device)

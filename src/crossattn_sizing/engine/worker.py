@@ -65,6 +65,7 @@ def _load(kind: str, spec: str, device: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The worker loop: a release's code (or a user's ``--load``) answering one JSON request a line."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.worker")
     parser.add_argument("--path", action="append", default=[], help="directory put first on sys.path")
     parser.add_argument("--device", default="cpu")

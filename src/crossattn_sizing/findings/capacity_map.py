@@ -73,6 +73,7 @@ def config_at(max_model_len: int, encoder_tokens: int, block_size: int) -> Runne
 
 
 def covers(policy: Policy, config: RunnerConfig, encoder_tokens: int) -> bool:
+    """Whether ``policy``'s cross rows hold ``encoder_tokens`` under ``config``: one pixel of the map."""
     return cross_overflow(checked_widths(policy, config), config, encoder_tokens) is None
 
 
@@ -98,6 +99,7 @@ def check_out(path: Path) -> None:
 
 
 def require_matplotlib() -> None:
+    """Refuse early, naming the extra, when matplotlib (the ``map`` extra) is missing."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:

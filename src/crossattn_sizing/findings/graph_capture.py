@@ -134,6 +134,7 @@ class GraphCaptureFinding:
 
 
 def judge(shape: KnownShape, rule: CaptureRule = captured_key_length) -> CaptureCase:
+    """The capture case of one known shape: the key length ``rule`` captures against the encoder bound."""
     return CaptureCase(shape, rule(shape.config), admission.encoder_bound(shape.config))
 
 

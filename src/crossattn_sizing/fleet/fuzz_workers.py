@@ -97,6 +97,7 @@ def die_with_parent() -> None:
 
 @dataclass
 class Worker:
+    """One fuzz worker of the fleet: its process, where its summary and log go."""
     index: int
     proc: subprocess.Popen[bytes]
     summary: Path
@@ -157,6 +158,7 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
 
 
 def signal_all(workers: list[Worker], sig: int) -> None:
+    """Send ``sig`` to every worker still running (its whole process group)."""
     for w in workers:
         if w.proc.poll() is None:
             signal_group(w.proc, sig)

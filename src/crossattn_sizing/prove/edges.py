@@ -91,6 +91,7 @@ def encoder_axis(bs: int, dcp: int) -> np.ndarray:
 
 
 def shapes(bs: int, dcp: int) -> GroupTable:
+    """The group shapes ``prove`` sweeps at block size ``bs`` and DCP size ``dcp``, kernel sizes ascending."""
     kbs = np.array(kernel_sizes(bs), dtype=np.int64)
     order = np.argsort(kbs)
     kbs = kbs[order]

@@ -91,6 +91,7 @@ def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
 
 
 def last_usage_error(config: pytest.Config) -> str:
+    """The usage error this run raised, if any: the CLI prints it as one line instead of pytest's."""
     return config.stash.get(USAGE_ERROR, "")
 
 
@@ -119,6 +120,7 @@ def _holds_the_suite(name: str) -> bool:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The options naming what is under test (policy, implementation, device, DCP backend) and how."""
     group = parser.getgroup("crossattn-sizing")
     group.addoption(
         "--sizing-policy",
@@ -233,6 +235,7 @@ def _check_profile(config: pytest.Config, name: str | None) -> None:
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    """Configure a harness run (not a plain pytest run that merely has the plugin installed)."""
     if RUN in config.stash:
         configure_run(config)
 
@@ -328,6 +331,7 @@ def _regression_files_of(config: pytest.Config) -> RegressionFiles:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the run's Ctrl-C handling, so the next run (or the interpreter) gets its own."""
     run = config.stash.get(RUN, None)
     if run is not None and run.sigint is not None:
         run.sigint.close()

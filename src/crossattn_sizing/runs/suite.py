@@ -37,6 +37,7 @@ SUITE_MARK = "test_capacity.py"
 
 
 def is_suite(folder: Path) -> bool:
+    """Whether ``folder`` is a property suite (it carries the suite marker file)."""
     return (folder / SUITE_MARK).is_file()
 
 

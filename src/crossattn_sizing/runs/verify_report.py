@@ -84,6 +84,7 @@ class Finding:
 
 @dataclass
 class VerifyReport:
+    """Everything ``verify`` found: the run's settings, a verdict per policy and the findings."""
     profile: str
     impl: str
     device: str

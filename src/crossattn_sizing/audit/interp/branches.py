@@ -36,12 +36,14 @@ def capture(entries: list[tuple[Any, ...]]) -> dict[Any, Any]:
 
 
 def current(kind: str, container: Any, name: Any) -> Any:
+    """What a journal entry's container holds now: the dict value, or the list with its poison."""
     if kind == "dict":
         return container.get(name, MISSING)
     return (list(container), container.poison)
 
 
 def undo(entries: list[tuple[Any, ...]]) -> None:
+    """Put back what ``entries`` overwrote, latest first, so the next branch starts from the same state."""
     for kind, container, name, old in reversed(entries):
         if kind == "dict":
             if old is MISSING:
