@@ -156,6 +156,7 @@ class SlotGroup:
 
     @property
     def bpk(self) -> int:
+        """Kernel blocks per block: how many entries one manager block becomes."""
         return self.block_size // self.kbs
 
 

@@ -30,6 +30,7 @@ class OneLineParser(argparse.ArgumentParser):
     bad input; ``--help`` still shows the full usage."""
 
     def error(self, message: str) -> NoReturn:
+        """Bad usage as one bounded line and exit status 2, never the usage block."""
         self.exit(2, f"{self.prog}: error: {bounded(message)} (see --help)\n")
 
 

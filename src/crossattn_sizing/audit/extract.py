@@ -162,6 +162,7 @@ class ExtractedPolicy:
         self.where = f"{module.path}:{self.method.node.lineno} {self.cls.name}.{METHOD}"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """The widths the release's source gives ``config``: the policy that :meth:`read` explains."""
         return self.read(config).widths
 
     def read(self, config: RunnerConfig) -> Extraction:

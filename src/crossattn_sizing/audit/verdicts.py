@@ -100,6 +100,7 @@ class RunnerVerdict:
     scope: Scope | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict as the JSON report writes it."""
         return {
             "source": self.source,
             "runner": self.runner,

@@ -93,6 +93,7 @@ class Totals:
         return [n for r in failing for n in r.nodeids]
 
     def add(self, policy: str, results: list[PropertyResult]) -> None:
+        """Fold one round's results for ``policy`` into the totals."""
         for r in results:
             self.by_key.setdefault((policy, r.name), PropertyResult(r.name)).merge(r)
 

@@ -232,6 +232,7 @@ class OverallBar:
         self.lock = threading.Lock()
 
     def plan(self, units: int) -> None:
+        """Add ``units`` to the bar's total before the work they stand for starts."""
         with self.lock:
             self.planned += units
         self._show(None)
@@ -257,6 +258,7 @@ class OverallBar:
         return on_progress
 
     def step(self, description: str, units: int = 0) -> None:
+        """Mark ``units`` done and show ``description`` as what runs now."""
         with self.lock:
             self.steps += units
         self._show(description)

@@ -113,6 +113,7 @@ class Shortfall:
     config: RunnerConfig
 
     def explain(self) -> str:
+        """The shortfall as a sentence: which invariant, which group and request, and by how much."""
         what = "encoder" if self.kind == GroupKind.CROSS.value else "decoder"
         if self.invariant == "coverage":
             head = (

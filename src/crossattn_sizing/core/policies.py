@@ -89,6 +89,7 @@ class SizingPolicy:
     expected_to_hold: bool
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """Widths from the policy's length and alignment rule."""
         return widths(config, self.length, self.alignment)
 
 

@@ -65,6 +65,7 @@ class DcpCrossAttentionFinding:
 
     @property
     def title(self) -> str:
+        """The finding's title in reports."""
         return TITLE
 
     @property

@@ -110,15 +110,19 @@ class ScopedDatabase(ExampleDatabase):
         return hash((type(self), self.scope))
 
     def save(self, key: bytes, value: bytes) -> None:
+        """Save under this scope's prefix."""
         self.inner.save(self._prefix + key, value)
 
     def fetch(self, key: bytes):
+        """Fetch from this scope only."""
         return self.inner.fetch(self._prefix + key)
 
     def delete(self, key: bytes, value: bytes) -> None:
+        """Delete from this scope only."""
         self.inner.delete(self._prefix + key, value)
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        """Move within this scope."""
         self.inner.move(self._prefix + src, self._prefix + dest, value)
 
 

@@ -106,6 +106,7 @@ class Worker:
 
     @property
     def pid(self) -> int:
+        """The worker's process id, for the log lines."""
         return self.proc.pid
 
     def end(self) -> None:

@@ -122,17 +122,20 @@ class TritonImpl:
         self._kernels = import_triton_kernels(self.device)
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        """Slot mapping by the Triton kernel."""
         self._kernels.triton_slot_mapping(step, out)
 
     def write_kv(
         self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
         step: WriteStep,
     ) -> None:
+        """The KV write by the Triton kernel."""
         self._kernels.triton_write_kv(key, value, key_cache, value_cache, step)
 
     def paged_attention(
         self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Paged attention by the Triton kernel: ``(out, lse)``."""
         out: tuple[torch.Tensor, torch.Tensor] = self._kernels.triton_paged_attention(
             query, key_cache, value_cache, step
         )

@@ -38,6 +38,7 @@ class DriftResult:
 
     @property
     def max_error(self) -> float:
+        """The largest error over the compared positions."""
         return max(self.errors)
 
 

@@ -245,6 +245,7 @@ class Domain:
 
     @property
     def num_lengths(self) -> int:
+        """Length combinations ``(M, E, S)`` in the domain: the product of its axes."""
         m, e, s = self.length_shape
         return m * e * s
 

@@ -138,6 +138,7 @@ class EdgeCoverage:
     held: int
 
     def describe(self) -> str:
+        """The coverage of the edges as one line of ``prove``'s report."""
         return (
             f"{self.units} (unit, part) pairs; edges of the first {DENSE_MULTIPLES} multiples of each: "
             f"{self.dense_held:,} of {self.dense_edges:,} held; all edges k*unit-1..k*unit+1 up to "

@@ -136,6 +136,7 @@ class Worker:
                     on_progress(int(parts[1]), int(parts[2]), parts[3])
 
     def interrupt(self) -> None:
+        """SIGINT to the shared process's group: it stops as a Ctrl-C would stop it."""
         signal_group(self.proc, signal.SIGINT)
 
     def abandon(self) -> None:

@@ -119,6 +119,7 @@ class VerifyReport:
         return EXIT_OUTCOMES[self.verdict_status]
 
     def property_names(self) -> list[str]:
+        """Every property once, in the order the verdicts first list them."""
         names: list[str] = []
         for v in self.verdicts:
             for p in v.properties:
@@ -127,6 +128,7 @@ class VerifyReport:
         return names
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``verify --json`` writes it."""
         return {
             "profile": self.profile,
             "impl": self.impl,
@@ -152,6 +154,7 @@ class VerifyReport:
         }
 
     def write_json(self, path: Path) -> None:
+        """Write :meth:`to_json` to ``path`` (``--json``'s error when it cannot)."""
         write_text("--json", path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def markdown(self, maps: dict[str, str]) -> str:
@@ -198,6 +201,7 @@ class VerifyReport:
         return "\n".join(lines) + "\n"
 
     def write_markdown(self, path: Path, maps: dict[str, str]) -> None:
+        """Write the markdown report to ``path``, with links to the capacity maps."""
         write_text("--markdown", path, self.markdown(maps))
 
     def write_junit(self, path: Path) -> None:
@@ -253,6 +257,7 @@ class VerifyReport:
             console.print(note, **PLAIN)
 
     def render(self, console: Console) -> None:
+        """The verdict table on the console: properties down, policies across."""
         # Properties down, policies across: there are more properties than fit side by side.
         names = self.property_names()
         table = Table(

@@ -44,6 +44,7 @@ class Expressions:
 
     # -- expressions ----------------------------------------------------------------
     def eval(self, node: ast.expr, frame: Frame) -> Any:
+        """The value of ``node`` in ``frame``: an int, a list, a known value, or an unknown saying why."""
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):

@@ -30,10 +30,12 @@ class Statements:
 
     # -- statements ------------------------------------------------------------
     def exec_block(self, body: list[ast.stmt], frame: Frame) -> None:
+        """Run ``body`` in order, under the evaluation budget."""
         for stmt in body:
             self.exec_stmt(stmt, frame)
 
     def exec_stmt(self, stmt: ast.stmt, frame: Frame) -> None:
+        """Run one statement, counting it against the budget so a runaway loop stops the read."""
         self._steps += 1
         if self._steps > self._budget:
             raise ReadError(f"evaluation budget exceeded at {self._where(frame, stmt)}")
