@@ -275,6 +275,8 @@ def attention_configs(draw: st.DrawFn, max_dcp: int = 4) -> RunnerConfig:
     """
     nemotron_like = draw(st.booleans(), label="nemotron_like")
     m = draw(st.integers(4, 160), label="max_model_len")
+    s: int | None
+    e: int | None
     if nemotron_like:
         s = None
         e = draw(st.integers(m + 1, m + 480), label="max_num_encoder_input_tokens")

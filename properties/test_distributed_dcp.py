@@ -28,6 +28,7 @@ DCP_SIZES = (2, 4)
 # test_attention.py already draws DCP sizes 1-4 in every run; these give each fixed size a
 # quarter of the profile's examples, so the default run stays short (a distributed example
 # costs a few round trips to the ranks).
+assert settings.default is not None  # the plugin loaded a profile
 SHARE = settings(max_examples=max(1, settings.default.max_examples // 4))
 
 

@@ -43,7 +43,10 @@ class RowUse(NamedTuple):
 class Layout(Protocol):
     """A layout: the rows a request of ``encoder_len`` and ``decoder_len`` tokens fills."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The layout's name in reports (read-only: the layouts are frozen dataclasses)."""
+        ...
 
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
         """Every row the request uses, with what it needs and what the row holds."""
