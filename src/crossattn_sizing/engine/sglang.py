@@ -91,7 +91,7 @@ class SglangReads:
 
     @property
     def name(self) -> str:
-        """How reports name the engine: its spec."""
+        """How reports name the read-side judge: its tree's spec."""
         return self.spec
 
     def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:

@@ -201,7 +201,7 @@ class VerifyReport:
         return "\n".join(lines) + "\n"
 
     def write_markdown(self, path: Path, maps: dict[str, str]) -> None:
-        """Write the markdown report to ``path``, with links to the capacity maps."""
+        """Write :meth:`markdown` to ``path`` (``--markdown``'s error when it cannot)."""
         write_text("--markdown", path, self.markdown(maps))
 
     def write_junit(self, path: Path) -> None:
