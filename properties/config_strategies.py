@@ -64,12 +64,15 @@ class HypothesisDraws:
         self.draw = draw
 
     def pick(self, options: Sequence[T], label: str | None = None) -> T:
+        """One of ``options``, labelled so a failure report names the draw."""
         return self.draw(st.sampled_from(options), label=label)
 
     def between(self, lo: int, hi: int, label: str | None = None) -> int:
+        """An integer in ``[lo, hi]``, labelled so a failure report names the draw."""
         return self.draw(st.integers(lo, hi), label=label)
 
     def flag(self, label: str | None = None) -> bool:
+        """A boolean, labelled so a failure report names the draw."""
         return self.draw(st.booleans(), label=label)
 
 

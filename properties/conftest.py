@@ -27,6 +27,7 @@ TORCH_HINT = "pip install 'crossattn-sizing[all]' (or [torch], the least the sui
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Refuse a suite without torch in one line, then join the harness run and its regression files."""
     # Every implementation property imports torch: a wheel installed without the extra is told which
     # to add in one line, not five collection tracebacks.
     if importlib.util.find_spec("torch") is None:
@@ -41,4 +42,5 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """Forget this run's regression files, so the next in-process run reads its own options."""
     use_regression_files(pytest_plugin.RegressionFiles())  # the next in-process run reads its own options

@@ -69,10 +69,12 @@ class HFCrossCase:
 
     @property
     def embed_dim(self) -> int:
+        """The model width: heads times head size, as transformers checks it."""
         return self.num_heads * self.head_dim
 
     @property
     def model_family(self) -> Family:
+        """The family the case was drawn for (its config class and derivation)."""
         return families.FAMILIES[self.family]
 
     def hf_config(self) -> Any:

@@ -144,6 +144,7 @@ class RequestReport:
 
     @property
     def needed(self) -> int:
+        """Table entries the request's tokens need: ``ceil(tokens / tokens_per_entry)``."""
         return -(-self.num_tokens // self.tokens_per_entry)
 
     @property
@@ -160,6 +161,7 @@ class RequestReport:
         ]
 
     def describe(self) -> str:
+        """The request's shortfall as one line for the failure message, with the tokens left uncovered."""
         tokens = f"{self.num_tokens} token" + ("" if self.num_tokens == 1 else "s")
         entries = f"{self.needed} entr" + ("y" if self.needed == 1 else "ies")
         verb = "needs" if self.num_tokens == 1 else "need"

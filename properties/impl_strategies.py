@@ -52,6 +52,7 @@ class AttentionShape:
 
 @st.composite
 def attention_shapes(draw: st.DrawFn) -> AttentionShape:
+    """Heads, head size and dtype of an attention case (the dtype reported as an event)."""
     heads = draw(st.integers(1, 2), label="num_heads")
     head_dim = draw(st.sampled_from(HEAD_DIMS), label="head_dim")
     dtype = draw(dtypes(), label="dtype")
@@ -155,6 +156,7 @@ class SlotGroup:
 
     @property
     def bpk(self) -> int:
+        """Kernel blocks per block: how many entries one manager block becomes."""
         return self.block_size // self.kbs
 
 
@@ -273,6 +275,8 @@ def attention_configs(draw: st.DrawFn, max_dcp: int = 4) -> RunnerConfig:
     """
     nemotron_like = draw(st.booleans(), label="nemotron_like")
     m = draw(st.integers(4, 160), label="max_model_len")
+    s: int | None
+    e: int | None
     if nemotron_like:
         s = None
         e = draw(st.integers(m + 1, m + 480), label="max_num_encoder_input_tokens")

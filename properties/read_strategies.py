@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import assume
 from hypothesis import strategies as st
@@ -40,7 +41,11 @@ def model_encoder_sizes() -> tuple[int, ...]:
 
     whisper = transformers.WhisperConfig().max_source_positions
     sizes = [whisper]
-    for vision in (transformers.MllamaVisionConfig(), transformers.MllamaVisionConfig(**LLAMA_32_VISION)):
+    visions: tuple[Any, ...] = (
+        transformers.MllamaVisionConfig(),
+        transformers.MllamaVisionConfig(**LLAMA_32_VISION),  # type: ignore[arg-type]
+    )
+    for vision in visions:
         per_tile = (vision.image_size // vision.patch_size) ** 2 + 1
         sizes += [tiles * per_tile for tiles in range(1, vision.max_num_tiles + 1)]
     return tuple(sorted(set(sizes)))

@@ -18,6 +18,8 @@ engine's unsharded path is the finding of properties/test_dcp_finding.py.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pytest
 import torch
 from hypothesis import event, given
@@ -70,7 +72,7 @@ def check_cross_attention(
     seed = data.draw(seeds(), label="content_seed")
     pool_seed = data.draw(seeds(), label="pool_seed")
     widths = checked_widths(policy, config)
-    mode = "faithful" if config.dcp_size == 1 else "sharded"
+    mode: Literal["faithful", "sharded"] = "faithful" if config.dcp_size == 1 else "sharded"
     event(f"cross-attention {mode}")
     g = config.cross_groups()[0]
     group = config.groups[g]

@@ -24,7 +24,7 @@ from .capacity_strategies import CapacityCase, capacity_cases
 from .regressions import pinned_cases, record_failure
 
 
-def _property(invariant: Invariant):  # type: ignore[no-untyped-def]
+def _property(invariant: Invariant):
     """Build the property test for one invariant, with the pinned regressions as examples."""
 
     @given(case=capacity_cases())

@@ -28,6 +28,7 @@ DCP_SIZES = (2, 4)
 # test_attention.py already draws DCP sizes 1-4 in every run; these give each fixed size a
 # quarter of the profile's examples, so the default run stays short (a distributed example
 # costs a few round trips to the ranks).
+assert settings.default is not None  # the plugin loaded a profile
 SHARE = settings(max_examples=max(1, settings.default.max_examples // 4))
 
 
@@ -38,6 +39,7 @@ def dcp_configs(dcp_size: int) -> st.SearchStrategy[RunnerConfig]:
 
 @pytest.fixture(scope="module", params=DCP_SIZES, ids=[f"C={c}" for c in DCP_SIZES])
 def dcp_size(request: pytest.FixtureRequest) -> int:
+    """The DCP size, skipped with the reason where NCCL lacks a device per rank."""
     size = int(request.param)
     if request.config.getoption("dcp_backend") == "nccl":
         import torch

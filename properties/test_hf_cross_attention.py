@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # every config is built locally; n
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -62,7 +63,7 @@ HF_TOLERANCE = Tolerance(
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _one_intra_op_thread():  # type: ignore[no-untyped-def]
+def _one_intra_op_thread():
     """Run torch single-threaded here: on tensors this small, intra-op threads cost more than they
     save (an example took ~10x longer with two threads on a loaded 2-core machine)."""
     before = torch.get_num_threads()
@@ -104,7 +105,7 @@ def run_case(case: HFCrossCase, impl: Impl, policy: Policy, wiring: Wiring = COR
     hf_config = case.hf_config()
     scenario = case.scenario()
     config = scenario.config
-    module = cross_attention_module(case, hf_config)
+    module: Any = cross_attention_module(case, hf_config)  # torch types its layers as Tensor | Module
     dec, enc = hidden_states(case)
     heads, dim = case.num_heads, case.head_dim
     with torch.no_grad():
@@ -207,7 +208,7 @@ PINNED = {
 }
 
 
-def _property(family: str):  # type: ignore[no-untyped-def]
+def _property(family: str):
     @given(case=hf_cross_cases(family))
     def prop(impl: Impl, sizing_policy: Policy, sizing_policy_spec: str, case: HFCrossCase) -> None:
         assert_matches_transformers(case, impl, sizing_policy, sizing_policy_spec)

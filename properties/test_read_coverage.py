@@ -46,7 +46,7 @@ def _problem(builder: Builder | Any, case: ReadCase) -> str | None:
         return None
     kind, line = found
     if kind == "not run":  # a stand-in missing: never a pass, never a failure of the release
-        pytest.skip(f"{builder.name}: {line}")
+        pytest.skip(f"{builder.name}: {line}")  # type: ignore[union-attr]
     return line
 
 
@@ -64,7 +64,7 @@ def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Build
     if hasattr(read_builder, "first_problem"):  # the release's own builder: `check --engine` replays it alone
         fail(
             lines,
-            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),
+            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
         )
     fail_rerun(lines, _builder_option(read_builder))
 

@@ -30,10 +30,12 @@ class OneLineParser(argparse.ArgumentParser):
     bad input; ``--help`` still shows the full usage."""
 
     def error(self, message: str) -> NoReturn:
+        """Bad usage as one bounded line and exit status 2, never the usage block."""
         self.exit(2, f"{self.prog}: error: {bounded(message)} (see --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``crossattn-sizing`` parser: one subcommand per module under :mod:`crossattn_sizing.commands`."""
     parser = OneLineParser(
         prog=PROG,
         description="Verify that paged KV-cache block tables cover every encoder token.",

@@ -138,10 +138,12 @@ def impl() -> str:
 
 
 def device() -> str:
+    """The device from ``CROSSATTN_DEVICE`` (cpu or cuda; default cpu)."""
     return _choice(DEVICE, DEVICES, "cpu")
 
 
 def dcp_backend() -> str:
+    """The DCP backend from ``CROSSATTN_DCP_BACKEND`` (inprocess, gloo or nccl; default inprocess)."""
     return _choice(DCP_BACKEND, DCP_BACKENDS, "inprocess")
 
 
@@ -224,6 +226,7 @@ def regressions_dir(default: Path | None) -> Path | None:
 
 
 def record_regressions() -> bool:
+    """Whether ``CROSSATTN_RECORD_REGRESSIONS`` asks for a regression file per new failure."""
     return _flag(RECORD_REGRESSIONS)
 
 
@@ -251,6 +254,7 @@ def engine_cache(wheel_cache_dir: Path | None = None) -> Path:
 
 
 def offline() -> bool:
+    """Whether ``CROSSATTN_OFFLINE`` forbids downloads (``audit --offline`` for every command)."""
     return _flag(OFFLINE)
 
 

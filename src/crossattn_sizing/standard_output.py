@@ -69,7 +69,7 @@ def guarded() -> Iterator[_Guarded]:
     """``sys.stdout`` guarded for the block (see the module docstring); the stream is put back after."""
     previous = sys.stdout
     guard = _Guarded(previous)
-    sys.stdout = guard  # type: ignore[assignment]
+    sys.stdout = guard
     try:
         yield guard
     finally:

@@ -162,6 +162,7 @@ class ExtractedPolicy:
         self.where = f"{module.path}:{self.method.node.lineno} {self.cls.name}.{METHOD}"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """The widths the release's source gives ``config``: the policy that :meth:`read` explains."""
         return self.read(config).widths
 
     def read(self, config: RunnerConfig) -> Extraction:
@@ -188,7 +189,7 @@ class ExtractedPolicy:
             for node in ast.walk(cls.node):
                 name = _identifier(node)
                 if name is not None and "kernel_block" in name:
-                    found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")
+                    found.append(f"{module.path}:{node.lineno} {cls.name} ({name})")  # type: ignore[attr-defined]
         return tuple(found)
 
 

@@ -36,7 +36,9 @@ class Context(Protocol):
     config: RunnerConfig
     index: ModuleIndex
 
-    def attribute(self, obj: Any, name: str) -> Any: ...
+    def attribute(self, obj: Any, name: str) -> Any:
+        """``obj.name`` under the audit's rules."""
+        ...
 
     def spec_isinstance(self, spec: SpecVal, cls: Any) -> bool:
         """``isinstance(spec, cls)`` from the release's class tree; NotEvaluable when it cannot tell."""

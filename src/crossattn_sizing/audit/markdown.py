@@ -87,7 +87,7 @@ def render_markdown(results: Results, command: str, provenance: dict[str, str], 
     verdicts = [v for _, vs in results for v in vs]
     total = sum(v.wall_s or 0.0 for v in verdicts)
     status = exit_status(verdicts)
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     out = [
         f"Regenerate: `{command}`",
         "",

@@ -31,6 +31,7 @@ class Module:
 
     @property
     def package(self) -> str:
+        """The package relative imports resolve against (the module itself when it is one)."""
         return self.name if self.is_package else self.name.rpartition(".")[0]
 
 
@@ -112,6 +113,7 @@ class ModuleIndex:
         return ExternalName(source, attr)
 
     def module_of(self, ref: FuncRef | ClassRef) -> Module:
+        """The parsed module ``ref`` was defined in."""
         module = self.module(ref.module)
         assert module is not None  # refs are only made for parsed modules
         return module

@@ -29,6 +29,7 @@ class Scope:
     where: str | None
 
     def to_dict(self) -> dict[str, str | None]:
+        """The scope as the JSON report writes it."""
         return {"text": self.text, "where": self.where}
 
 

@@ -55,11 +55,13 @@ class ZipTree:
         self._names = set(self._zip.namelist())
 
     def read(self, path: str) -> str | None:
+        """The text of ``path`` in the wheel, or None when the wheel lacks it."""
         if path not in self._names:
             return None
         return self._zip.read(path).decode("utf-8", errors="replace")
 
     def files(self, prefix: str) -> Iterator[str]:
+        """The Python files under ``prefix``, sorted so every read visits them in the same order."""
         return iter(sorted(n for n in self._names if n.startswith(prefix) and n.endswith(".py")))
 
 
@@ -77,12 +79,14 @@ class DirTree:
         return self.package_dir / rest
 
     def read(self, path: str) -> str | None:
+        """The text of ``path`` in the installed package, or None when it lacks it."""
         local = self._local(path)
         if local is None or not local.is_file():
             return None
         return local.read_text(encoding="utf-8", errors="replace")
 
     def files(self, prefix: str) -> Iterator[str]:
+        """The Python files under ``prefix``, named and sorted as :class:`ZipTree` gives them."""
         local = self._local(prefix.rstrip("/"))
         if local is None or not local.is_dir():
             return iter(())

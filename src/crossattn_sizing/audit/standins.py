@@ -53,7 +53,7 @@ def _returns(node: ast.FunctionDef) -> list[ast.Return]:
 
 def _names_bound_from(node: ast.FunctionDef, helper: str) -> set[str]:
     """Local names the function assigns from a call to ``helper(...)``."""
-    names = set()
+    names: set[str] = set()
     for item in ast.walk(node):
         if isinstance(item, ast.Assign) and isinstance(item.value, ast.Call):
             func = item.value.func

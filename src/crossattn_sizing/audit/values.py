@@ -65,6 +65,7 @@ class FuncRef:
 
     @property
     def qualname(self) -> str:
+        """The name reports use: ``Class.method`` for a method, else the function's name."""
         return f"{self.owner.name}.{self.node.name}" if self.owner else self.node.name
 
 
@@ -77,6 +78,7 @@ class ClassRef:
 
     @property
     def name(self) -> str:
+        """The class's name in the source."""
         return self.node.name
 
 
@@ -107,12 +109,13 @@ class SuperVal:
     instance: Any
 
 
-class StandInTuple(tuple):  # type: ignore[type-arg]
+class StandInTuple(tuple):
     """A tuple returned by a harness stand-in; ``origin`` names the stand-in for messages."""
 
     origin: str
 
     def __new__(cls, items: Any, origin: str) -> StandInTuple:
+        """A tuple that remembers which stand-in made it."""
         made = super().__new__(cls, items)
         made.origin = origin
         return made
@@ -126,7 +129,7 @@ class EnumMember:
     name: str
 
 
-class TList(list):  # type: ignore[type-arg]
+class TList(list):
     """A list the evaluator built; ``poison`` marks one whose contents became unknown."""
 
     poison: Unknown | None = None

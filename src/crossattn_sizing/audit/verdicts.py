@@ -42,9 +42,10 @@ from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
 from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.core import admission, capacity, known_configs
 from crossattn_sizing.core.capacity import Shortfall
-from crossattn_sizing.core.config import ConfigError, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.known_configs import encoder_decoder_groups
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, widths
+from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.outcome import Outcome
 
 # The shapes the audit replays (docs/spec.md), from the one module that writes them out.
@@ -99,6 +100,7 @@ class RunnerVerdict:
     scope: Scope | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The verdict as the JSON report writes it."""
         return {
             "source": self.source,
             "runner": self.runner,

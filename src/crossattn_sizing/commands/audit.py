@@ -47,7 +47,8 @@ exit status:
 """
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``audit``: its options and its help."""
     parser = subparsers.add_parser(
         "audit",
         help="read the block-table sizing out of vLLM releases and check it",
@@ -130,6 +131,7 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """Audit the releases asked for; the exit status says whether every verdict held."""
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
     args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"

@@ -21,6 +21,7 @@ from crossattn_sizing.resolve import load_checked_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``check``: its options and its help."""
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
     options.POLICY.add(p, default="mrv2")
     options.CONFIG.add(p)  # required unless --engine names SGLang (checked in run)
@@ -78,6 +79,7 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
     if args.engine is not None:
         return run_engine(args)
     missing = [o for o, v in (("--config", args.config), ("--encoder-lens", args.encoder_lens)) if v is None]

@@ -47,6 +47,7 @@ MAX_MINUTES = 7 * 24 * 60
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fuzz``: its options and its help."""
     p = subparsers.add_parser(
         "fuzz",
         help="fuzz the property suite for a time budget (nightly profile)",
@@ -91,6 +92,7 @@ class Totals:
         return [n for r in failing for n in r.nodeids]
 
     def add(self, policy: str, results: list[PropertyResult]) -> None:
+        """Fold one round's results for ``policy`` into the totals."""
         for r in results:
             self.by_key.setdefault((policy, r.name), PropertyResult(r.name)).merge(r)
 
@@ -137,6 +139,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Fuzz each policy in rounds until the time budget is spent; the exit status."""
     from crossattn_sizing.fleet.fuzz_workers import die_with_parent
 
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
@@ -260,6 +263,7 @@ def run_rounds(args: argparse.Namespace, specs: list[str], totals: Totals, deadl
 
 
 def render(console: Console, totals: Totals, new_files: list[Path], interrupted: bool) -> None:
+    """Print the summary table: one line per policy and property, with the regression files written."""
     stopped = " (interrupted: stopped early by Ctrl-C)" if interrupted else ""
     table = Table(title=f"fuzz summary: {totals.rounds} round(s){stopped}")
     for col in ("policy", "property", "examples", "outcome", "best target()"):
@@ -292,7 +296,8 @@ def render(console: Console, totals: Totals, new_files: list[Path], interrupted:
         console.print("\nno new regression files")
 
 
-def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> dict:  # type: ignore[type-arg]
+def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> dict:
+    """The summary as ``fuzz --json`` writes it (a fleet adds its workers' up)."""
     return {
         "rounds": totals.rounds,
         "interrupted": interrupted,
@@ -348,7 +353,7 @@ def run_fleet(args: argparse.Namespace) -> int:
     return exit_status([Outcome.NOT_RUN] if dead else [Outcome.HOLDS], interrupted and not dead)
 
 
-def add_summary(totals: Totals, data: dict) -> None:  # type: ignore[type-arg]
+def add_summary(totals: Totals, data: dict) -> None:
     """Fold one worker's JSON summary (``fuzz --json``) into the parent's totals."""
     totals.rounds += int(data.get("rounds", 0))
     for p in data.get("properties", []):

@@ -21,6 +21,7 @@ DEFAULT_BLOCK_SIZE = 16
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``map``: its options and its help."""
     p = subparsers.add_parser(
         "map",
         help="draw max_model_len against encoder tokens: where each policy's cross rows cover or overflow",
@@ -42,6 +43,7 @@ def block_sizes(values: list[int] | None) -> list[int]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Draw the capacity map of the policies asked for; the exit status."""
     if args.engine is not None:
         return run_sglang(args)
     if not args.policy:

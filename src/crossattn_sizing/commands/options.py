@@ -53,7 +53,7 @@ class _ParsedValue(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
                  option_string: str | None = None) -> None:  # fmt: skip
         value = self.parse(self.option_strings[-1], values)
-        super().__call__(parser, namespace, value, option_string)  # type: ignore[misc]
+        super().__call__(parser, namespace, value, option_string)
 
 
 class _Store(_ParsedValue, argparse._StoreAction):

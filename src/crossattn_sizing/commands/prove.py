@@ -279,12 +279,17 @@ def _run_prove(
         disable=quiet,
     ) as bar:
         task = bar.add_task("prove", total=size)
+
+        def progress(n: int) -> None:
+            bar.advance(task, n)
+            checked[0] += n
+
         return prove_all(
             domains,
             policy,
             examples=examples,
             chunk_size=chunk_size,
-            progress=lambda n: (bar.advance(task, n), checked.__setitem__(0, checked[0] + n)),
+            progress=progress,
         )
 
 

@@ -62,6 +62,7 @@ ENCODER_BUDGET = options.Option("--max-num-encoder-input-tokens", "E", metavar="
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``reproduce``: its options and its help."""
     p = subparsers.add_parser(
         "reproduce",
         help="run a real model's config (nemotron-parse, whisper, bart, mbart, or --config) under a policy",
@@ -200,6 +201,7 @@ def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run a real model's config under a policy (or an engine's own code); the exit status."""
     if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
         return run_mllama_mixed_batch(args.engine)
     if args.engine:

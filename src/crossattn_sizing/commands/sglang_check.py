@@ -13,6 +13,8 @@ guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
 
 from __future__ import annotations
 
+from typing import Any
+
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.sglang_source import check_line
@@ -24,6 +26,7 @@ Triple = tuple[int, int, int]
 
 
 def int_option(option: str, text: str, minimum: int) -> int:
+    """An integer option of at least ``minimum``; anything else is the option's error."""
     if too_long(text):
         raise ConfigError(option, text, f"integers may have at most {MAX_INT_DIGITS} digits")
     try:
@@ -106,7 +109,7 @@ def mllama_mixed_batch() -> tuple[int, int, list[Triple], str]:
     at context 8192, at its first decode step; E from a transformers MllamaVisionConfig built locally."""
     import transformers
 
-    vision = transformers.MllamaVisionConfig(**LLAMA_32_VISION)
+    vision: Any = transformers.MllamaVisionConfig(**LLAMA_32_VISION)  # type: ignore[arg-type]
     tiles = vision.max_num_tiles
     e = tiles * ((vision.image_size // vision.patch_size) ** 2 + 1)
     why = (

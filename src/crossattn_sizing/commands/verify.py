@@ -33,6 +33,7 @@ from crossattn_sizing.runs.verify_run import VerifyPlan, verify
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``verify``: its options and its help."""
     p = subparsers.add_parser(
         "verify",
         help="run every property against each sizing policy and report verdicts",
@@ -85,6 +86,7 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run every property against each policy and report the verdicts; the exit status."""
     if args.engine is not None:
         from crossattn_sizing.commands.sglang_verify import run_engine_verify
 

@@ -43,7 +43,10 @@ class EngineRequest:
 class AdmissionRule(Protocol):
     """What an engine's scheduler admits, and how much output an admitted request may produce."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The engine's name, as reports show it (read-only: the rules are frozen dataclasses)."""
+        ...
 
     def refusal(self, request: EngineRequest) -> str | None:
         """Why ``request`` is refused, or None when it is admitted."""
@@ -67,12 +70,14 @@ class VllmAdmission:
     name: str = "vllm"
 
     def refusal(self, request: EngineRequest) -> str | None:
+        """An encoder input past ``min(E, B)`` is refused (no encoder tokens: nothing to check)."""
         e = request.encoder_len
         if e == 0 or admission.admits(self.config, e):
             return None
         return f"encoder tokens {e} > min(E, B) = {admission.encoder_bound(self.config)}"
 
     def output_cap(self, request: EngineRequest) -> int:
+        """vLLM does not cap the output on the encoder side: the request's own ``max_new``."""
         return request.max_new
 
 
@@ -107,12 +112,14 @@ class SglangAdmission:
         return self.max_req_len - 5
 
     def refusal(self, request: EngineRequest) -> str | None:
+        """An input (encoder plus prompt) of ``max_req_input_len`` or more is refused."""
         if request.input_len >= self.max_req_input_len:
             return (f"input {request.input_len} (encoder {request.encoder_len} + prompt "
                     f"{request.prompt_len}) >= max_req_input_len {self.max_req_input_len}")
         return None
 
     def output_cap(self, request: EngineRequest) -> int:
+        """SGLang caps the output so input and output stay below ``max_req_len``."""
         return max(0, min(request.max_new, self.max_req_len - request.input_len - 1))
 
 

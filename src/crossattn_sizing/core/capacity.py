@@ -78,7 +78,7 @@ def overflows_negated(
     ``(ne // (bs*C)) * bpk < ng``. Dividing a row by a column takes numpy's
     fast path, which is why ``prove`` passes pre-negated operands.
     """
-    fail = (neg_tokens // kbs_c) < neg_width
+    fail: np.ndarray = (neg_tokens // kbs_c) < neg_width
     received = neg_tokens // bs_c
     received *= bpk
     fail |= received < neg_width
@@ -113,6 +113,7 @@ class Shortfall:
     config: RunnerConfig
 
     def explain(self) -> str:
+        """The shortfall as a sentence: which invariant, which group and request, and by how much."""
         what = "encoder" if self.kind == GroupKind.CROSS.value else "decoder"
         if self.invariant == "coverage":
             head = (

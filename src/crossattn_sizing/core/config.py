@@ -75,7 +75,7 @@ class KVCacheGroup:
         if self.kernel_block_size is None:
             object.__setattr__(self, "kernel_block_size", self.block_size)
         _require_int("kernel_block_size", self.kernel_block_size, 1, MAX_BLOCK_SIZE)
-        if self.block_size % self.kernel_block_size:
+        if self.block_size % self.kbs:
             raise ConfigError(
                 "kernel_block_size",
                 self.kernel_block_size,

@@ -43,7 +43,10 @@ class RowUse(NamedTuple):
 class Layout(Protocol):
     """A layout: the rows a request of ``encoder_len`` and ``decoder_len`` tokens fills."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The layout's name in reports (read-only: the layouts are frozen dataclasses)."""
+        ...
 
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
         """Every row the request uses, with what it needs and what the row holds."""
@@ -59,6 +62,7 @@ class RowPerGroup:
     name: str = "row-per-group"
 
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
+        """One row per attention group, each against its own width."""
         out = []
         for gi, group in enumerate(self.config.groups):
             if not group.kind.is_attention:
@@ -101,6 +105,7 @@ class SharedRow:
         return encoder_len + seq_len
 
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
+        """One row holding encoder and decoder tokens together (SGLang's ``req_to_token``)."""
         return [RowUse("req_to_token", encoder_len + decoder_len, self.width, "tokens")]
 
 
@@ -118,6 +123,7 @@ class CrossPool:
     name: str = "cross-pool"
 
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
+        """The self pool holds the decoder tokens, the cross pool the encoder ones."""
         out = [RowUse("self pool", decoder_len, self.self_max_len, "tokens")]
         if encoder_len:
             out.append(RowUse("cross pool", encoder_len, self.cross_max_len, "tokens"))

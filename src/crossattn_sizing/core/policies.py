@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
 from crossattn_sizing import usercode
 from crossattn_sizing.callables import load_callable
@@ -89,6 +89,7 @@ class SizingPolicy:
     expected_to_hold: bool
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """Widths from the policy's length and alignment rule."""
         return widths(config, self.length, self.alignment)
 
 
@@ -214,14 +215,15 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
             f"{name} returned {said}: expected "
             f"{len(config.groups)} non-negative ints, one per KV-cache group"
         )
-    if max(values, default=0) > MAX_WIDTH:
-        too_wide = [i for i, v in enumerate(values) if v > MAX_WIDTH]
+    widths = cast("tuple[int, ...]", values)  # every one an int, checked above
+    if max(widths, default=0) > MAX_WIDTH:
+        too_wide = [i for i, v in enumerate(widths) if v > MAX_WIDTH]
         raise PolicyCallError(
-            f"{name} returned a width of {values[too_wide[0]].bit_length()} bits for group "
+            f"{name} returned a width of {widths[too_wide[0]].bit_length()} bits for group "
             f"{too_wide[0]}: "
             f"a width is at most 2**40 entries (MAX_WIDTH; called with {config.describe()})"
         )
-    return values
+    return widths
 
 
 def refuse_non_sequence(result: object, name: object) -> tuple[object, ...]:

@@ -42,16 +42,19 @@ class DistributedDcp:
         self.pools: dict[int, RankPool] = {}
 
     def pool(self, world: int) -> RankPool:
+        """The rank processes for ``world`` ranks, started once and reused by later scenarios."""
         if world not in self.pools:
             self.pools[world] = RankPool(self.backend, world, self.impl_spec, self.device, self.timeout_s)
         return self.pools[world]
 
     def __call__(self, config: RunnerConfig, widths: Sequence[int], impl: Impl, **kwargs: Any) -> Any:
+        """A runner for ``config``: in process without DCP, over the rank processes with it."""
         if config.dcp_size == 1:
             return PagedRunner(config, widths, impl, **kwargs)
         return DistributedRunner(self.pool(config.dcp_size), config, widths, impl, **kwargs)
 
     def close(self) -> None:
+        """End every pool's rank processes."""
         for pool in self.pools.values():
             pool.close()
 

@@ -39,6 +39,7 @@ class RankTable:
         self.g = g
 
     def row(self, row: int) -> list[int]:
+        """The row as every rank holds it (the ranks must agree)."""
         return self.owner.agreed("row", self.g, row)
 
 
@@ -71,12 +72,15 @@ class DistributedRunner:
         return answers[0]
 
     def append(self, g: int, row: int, manager_ids: Sequence[int]) -> list[int]:
+        """Append blocks to a row on every rank; the row they agree on."""
         return self.agreed("append", g, row, list(manager_ids))
 
     def write(self, g: int, rows: Sequence[int], positions: Sequence[Any], keys: Sequence[torch.Tensor],
               values: Sequence[torch.Tensor]) -> None:
+        """Write keys and values on every rank (each keeps its own shard)."""
         cpu = [k.cpu() for k in keys], [v.cpu() for v in values]
         self.pool.call("write", g, list(rows), list(positions), *cpu)
 
     def attend(self, g: int, reads: Reads) -> torch.Tensor:
+        """Attention over the ranks' shards, merged as DCP does; the ranks must agree on the result."""
         return self.agreed("attend", g, reads.on_cpu())

@@ -73,13 +73,16 @@ class RankPool:
     # Life cycle --------------------------------------------------------------------
     @property
     def running(self) -> bool:
+        """Whether the rank processes are up."""
         return bool(self.procs)
 
     @property
     def pids(self) -> list[int]:
+        """The rank processes' ids, for tests and for the error that names a dead one."""
         return [p.pid for p in self.procs]
 
     def start(self) -> RankPool:
+        """Start the rank processes and wait for each to report it started; no-op when running."""
         if self.running:
             return self
         self._check_devices()

@@ -28,6 +28,7 @@ import os
 import pickle
 import sys
 import traceback
+from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from typing import Any
@@ -48,6 +49,7 @@ def send(conn: Connection, message: Any) -> None:
 
 
 def recv(conn: Connection) -> Any:
+    """One message from the driver (what :func:`send` wrote), unpickled."""
     return pickle.loads(conn.recv_bytes())
 
 
@@ -86,25 +88,31 @@ class Rank:
         self.comm_device = torch.device("cpu") if backend == "gloo" else torch.device(device)
 
     def open(self, config: Any, widths: Any, kwargs: dict[str, Any]) -> None:
+        """Open a scenario on this rank: its own runner over its shard."""
         if config.dcp_size != self.world:
             raise ValueError(f"config has dcp_size {config.dcp_size}, this group has {self.world} ranks")
         self.runner = PagedRunner(config, widths, self.impl, rank=self.rank, **kwargs)
 
     def held(self) -> PagedRunner:
+        """The open scenario's runner; an error when the driver sent no ``open``."""
         if self.runner is None:
             raise RuntimeError("no scenario is open on this rank")
         return self.runner
 
     def append(self, g: int, row: int, ids: list[int]) -> list[int]:
+        """Append blocks to this rank's row."""
         return self.held().append(g, row, ids)
 
     def write(self, *args: Any) -> None:
+        """Write keys and values into this rank's shard."""
         self.held().write(*args)
 
     def row(self, g: int, row: int) -> list[int]:
+        """This rank's copy of a row, for the driver to compare across ranks."""
         return self.held().tables[g].row(row)
 
     def attend(self, g: int, reads: Reads) -> torch.Tensor:
+        """This rank's attention: its partial over its shard, gathered and merged with the others'."""
         runner = self.held()
         if not runner.sharded(g):  # replicated or faithful: every rank attends over all keys itself
             outs, _ = runner.partials(g, reads)
@@ -132,8 +140,11 @@ class Rank:
         return merged.to(runner.dtype).cpu()
 
     def serve(self) -> None:
-        handlers = {"open": self.open, "append": self.append, "write": self.write, "row": self.row,
-                    "attend": self.attend}
+        """Answer the driver's requests until it sends ``close`` or goes away."""
+        handlers: dict[str, Callable[..., Any]] = {
+            "open": self.open, "append": self.append, "write": self.write, "row": self.row,
+            "attend": self.attend,
+        }  # fmt: skip
         while True:
             try:
                 op, payload = recv(self.conn)
@@ -148,6 +159,7 @@ class Rank:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """A DCP rank process: join the process group, then serve the driver until it closes."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.rank")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)

@@ -33,6 +33,7 @@ class ExecutedPolicy:
         self.where = f"executed: {path} {class_name}.initialize_kv_cache (vLLM {policy.version})"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """The widths the release's own sizing code gives ``config``, executed in its worker."""
         from crossattn_sizing.audit.verdicts import manager_twin
         from crossattn_sizing.engine.client import Inexpressible
 

@@ -30,6 +30,7 @@ def engine_examples() -> int:
 def load_engine_budget() -> str:
     """Load the current profile capped to the engine budget; the line saying so (for the header)."""
     base = settings.default
+    assert base is not None  # a profile is always loaded (crossattn_sizing.settings)
     examples = min(base.max_examples, engine_examples())
     phases = tuple(p for p in base.phases if p is not Phase.shrink)
     settings.register_profile(PROFILE, settings(base, max_examples=examples, phases=phases))

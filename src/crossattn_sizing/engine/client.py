@@ -226,6 +226,7 @@ class Worker:
         )
 
     def stderr_tail(self, lines: int = 3) -> str:
+        """The last lines the worker wrote to stderr: usually why it died."""
         if self._echo is not None:
             self._echo.join(timeout=1.0)  # the last lines of a worker that died are its cause
             written = list(self._echoed)
@@ -238,6 +239,7 @@ class Worker:
         return " | ".join(text[-lines:])
 
     def close(self) -> None:
+        """End the worker's process (user code's at once, with its group); safe to call twice."""
         proc, self.proc = self.proc, None
         if proc is None:
             return

@@ -36,6 +36,7 @@ class EngineCoverage:
 
     @property
     def holds(self) -> bool:
+        """Whether the engine's tables covered every request."""
         return not self.problems
 
 

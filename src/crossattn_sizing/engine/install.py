@@ -63,6 +63,7 @@ class Release:
 
     @property
     def label(self) -> str:
+        """How error lines and reports name the release (``vllm==X``, ``vllm@tree``)."""
         if self.tree is not None:
             return f"vllm@{self.tree}"
         return "vllm (installed)" if self.version is None else f"vllm=={self.version}"

@@ -81,9 +81,11 @@ class CodeWorker(Worker):
 
     @property
     def label(self) -> str:
+        """How error lines name the user's code: its kind and spec."""
         return f"{'sizing policy' if self.kind == POLICY else 'implementation'} {self.spec}"
 
     def command(self) -> list[str]:
+        """The worker's command line: the loop with ``--load`` instead of a release."""
         cmd = [
             sys.executable,
             "-m",
@@ -110,6 +112,7 @@ class CodeWorker(Worker):
         return env
 
     def start(self) -> dict[str, Any]:
+        """Start the worker and load the user's code; a module that does not import is refused once."""
         if self.proc is not None and self.proc.poll() is None:
             return self.ready
         ready = self._spawn()
@@ -139,6 +142,7 @@ class CodeWorker(Worker):
             raise
 
     def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
+        """A worker's failure as the user's error: a timeout, a crash, or what their code raised."""
         kind = reply.get("kind")
         if kind == "TimedOut":
             return CallTimeout(f"timed out after {self.call_deadline:g} s: {self.label}: {op}")
@@ -180,6 +184,7 @@ class IsolatedPolicy:
         return f"IsolatedPolicy({self.spec!r})"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """The policy's widths for ``config``, asked of its worker and checked as in process."""
         try:
             result = self.worker.ask("widths", config=config.to_dict())
         except EngineCrash as exc:
@@ -230,6 +235,7 @@ class IsolatedImpl:
         return f"IsolatedImpl({self.spec!r}, device={str(self.device)!r})"
 
     def provenance_lines(self) -> list[str]:
+        """What the implementation reported about itself when it loaded."""
         return self.provenance
 
     def _call(self, op: str, inputs: dict[str, Any], **buffers: Any) -> dict[str, Any]:
@@ -246,9 +252,10 @@ class IsolatedImpl:
                 f"implementation {self.spec}: {op} changed its input {', '.join(changed)} "
                 "(inputs are read-only; the verdict uses the harness's own copy)"
             )
-        return result  # type: ignore[no-any-return]
+        return result
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        """Slot mapping in the worker; ``out`` filled from its answer."""
         result = self._call("slot_mapping", {"step": step}, out=out)
         out.copy_(_same_shape("slot_mapping", "out", decode(result["out"], out.device), out, self.spec))
 
@@ -261,6 +268,7 @@ class IsolatedImpl:
         value_cache: torch.Tensor,
         step: WriteStep,
     ) -> None:
+        """The KV write in the worker; the caches filled from its answer."""
         result = self._call(
             "write_kv",
             {"key": key, "value": value, "step": step},
@@ -273,6 +281,7 @@ class IsolatedImpl:
     def paged_attention(
         self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Paged attention in the worker; its ``(out, lse)`` checked before it is used."""
         inputs = {"query": query, "key_cache": key_cache, "value_cache": value_cache, "step": step}
         answer = decode_answer(self._call("paged_attention", inputs)["answer"], query.device)
         if not (
@@ -284,9 +293,10 @@ class IsolatedImpl:
                 f"implementation {self.spec}: paged_attention returned {_kind(answer)}, "
                 "not the tuple (out, lse) of tensors"
             )
-        return answer  # type: ignore[return-value]
+        return answer
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The DCP merge in the worker; its answer checked to be one tensor."""
         answer = decode_answer(
             self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"],
             outs[0].device if outs else "cpu",
@@ -296,6 +306,7 @@ class IsolatedImpl:
         return answer
 
     def close(self) -> None:
+        """End the worker and forget it at exit."""
         self.worker.close()
         forget_child(self.worker.close)
 
@@ -330,7 +341,7 @@ def isolated_policy(spec: str, deadline: float) -> IsolatedPolicy:
     key = (POLICY, spec, "cpu", deadline)
     if key not in _SUBJECTS:
         _SUBJECTS[key] = IsolatedPolicy(spec, deadline)
-    return _SUBJECTS[key]  # type: ignore[no-any-return]
+    return _SUBJECTS[key]
 
 
 def isolated_impl(spec: str, device: torch.device | str, deadline: float) -> IsolatedImpl:
@@ -338,4 +349,4 @@ def isolated_impl(spec: str, device: torch.device | str, deadline: float) -> Iso
     key = (IMPL, spec, str(torch.device(device)), deadline)
     if key not in _SUBJECTS:
         _SUBJECTS[key] = IsolatedImpl(spec, device, deadline)
-    return _SUBJECTS[key]  # type: ignore[no-any-return]
+    return _SUBJECTS[key]

@@ -106,6 +106,7 @@ class RankGroup:
         self.contributed: Any = None
 
     def all_gather(self, tensor: Any, dim: int = 0) -> Any:
+        """Hand the kernel every rank's LSE, after checking it gathered this rank's own."""
         torch = self.torch
         own = self.lses[self.rank_in_group].contiguous().view(torch.uint8)  # bitwise: NaN equals itself
         if not torch.equal(tensor.contiguous().view(torch.uint8), own):
@@ -113,6 +114,7 @@ class RankGroup:
         return torch.cat(self.lses, dim=dim)
 
     def all_reduce(self, tensor: Any) -> Any:
+        """Keep this rank's corrected partial; the driver sums the ranks' parts."""
         self.contributed = tensor  # the caller's own copy of this rank's partial, corrected in place
         return tensor
 
@@ -157,6 +159,7 @@ class ReleaseKernels:
             self.tried["merge"] += self.tried["merge_pairs"]
 
     def function(self, step: str) -> Any:
+        """The release's kernel for ``step``; an error naming where it looked when it has none."""
         fn = self.functions.get(step)
         if fn is None:
             raise LookupError(f"this release has no {step} kernel (tried {', '.join(self.tried[step])})")
@@ -202,7 +205,7 @@ class ReleaseKernels:
         fp32 output (queries are passed as fp32, as for the decode kernel).
         """
         torch = self.torch
-        impl_cls, builder_cls = self.backend
+        impl_cls, builder_cls = self.backend  # type: ignore[misc]  # sent here only when found
         meta = importlib.import_module(METADATA_MODULE)
         num_reqs = int(seq_lens.numel())
         heads, head_size = int(query.shape[1]), int(query.shape[2])
@@ -261,7 +264,7 @@ class ReleaseKernels:
             group = RankGroup(self.torch, gathered, rank)
             _, lse = fn(out.contiguous().clone(), gathered[rank], group, return_lse=True)
             total = group.contributed if total is None else total + group.contributed
-        return total, lse.contiguous()
+        return total, lse.contiguous()  # type: ignore[union-attr]  # a merge has at least one rank
 
     def _folded(self, outs: list[Any], lses: list[Any]) -> tuple[Any, Any]:
         """``merge_attn_states`` two at a time; its LSE tensors are ``[heads, tokens]`` and contiguous

@@ -70,6 +70,7 @@ class Engine:
 
     # Objects -----------------------------------------------------------------
     def resolve(self, module: str, attr: str, name: str) -> Any:
+        """The release's object ``module.attr`` (the module itself without ``attr``)."""
         mod = importlib.import_module(module)
         return getattr(mod, attr) if attr else mod
 
@@ -206,6 +207,7 @@ class Engine:
         return {"blocks": blocks, "widths": widths, "length": int(out["block_table_max_model_len"])}
 
     def op_widths(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Answer a ``widths`` request: the release's sizing of one config."""
         from crossattn_sizing.core.config import RunnerConfig
 
         return self.widths(RunnerConfig.from_dict(req["config"]), req.get("runner", "v2"))
@@ -222,7 +224,7 @@ class Engine:
         results = []
         runner = req.get("runner", "v2")
         for data in req["configs"]:
-            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))
+            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))  # type: ignore[misc]
             if answer.get("missing_module"):
                 raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)

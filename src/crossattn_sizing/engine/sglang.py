@@ -38,6 +38,7 @@ class SglangTree(Release):
 
     @property
     def label(self) -> str:
+        """How error lines name the tree: its spec."""
         return self.spec
 
 
@@ -90,6 +91,7 @@ class SglangReads:
 
     @property
     def name(self) -> str:
+        """How reports name the read-side judge: its tree's spec."""
         return self.spec
 
     def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:

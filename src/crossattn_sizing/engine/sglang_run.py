@@ -237,6 +237,7 @@ class SglangRelease:
 
     @classmethod
     def load(cls, root: Path) -> SglangRelease:
+        """Parse the release's attention backend from ``root`` and stand in for what it cannot import."""
         sys.modules.setdefault("sgl_kernel", sgl_kernel_stub())
         stand = _settings()
         kernel = sys.modules["sgl_kernel"]

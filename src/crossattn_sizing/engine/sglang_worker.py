@@ -21,12 +21,16 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from crossattn_sizing.engine.protocol import answer, failure
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The SGLang worker loop: one JSON request a line on stdin, one answer a line on the real stdout.
+
+    The release's prints go to stderr, so they never corrupt the protocol.
+    """
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.sglang_worker")
     parser.add_argument("--root", required=True, help="folder holding sglang/")
     args = parser.parse_args(argv)
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def dispatch(req: dict[str, Any]) -> Any:
         if req["op"] == "metadata":
-            batch = [tuple(int(x) for x in r) for r in req["batch"]]
+            batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req["batch"]])
             return run_metadata(release, int(req["context_len"]), batch, str(req.get("path", "eager")))
         if req["op"] == "width":
             return int(req["context_len"]) + int(release.extra_context_len())
@@ -63,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for line in sys.stdin:
         if line.strip():
-            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")
+            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")  # type: ignore[misc]
     return 0
 
 

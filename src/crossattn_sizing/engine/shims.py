@@ -68,7 +68,7 @@ def cpu_buffers(torch: Any, buffer_utils: Any) -> list[str]:
     applied = ["buffer_utils.UvaBuffer"]
     torch_utils = importlib.import_module("vllm.utils.torch_utils")
     if getattr(torch_utils, "PIN_MEMORY", False):
-        torch_utils.PIN_MEMORY = False
+        torch_utils.PIN_MEMORY = False  # type: ignore[attr-defined]
         applied.append("torch_utils.PIN_MEMORY=False")
     return applied
 
@@ -102,5 +102,5 @@ def _interpreter_constexprs() -> bool:
         params = inspect.signature(self.fn).parameters.values()
         return [i for i, p in enumerate(params) if "constexpr" in str(p.annotation)]
 
-    InterpretedFunction.constexprs = property(constexprs)  # type: ignore[attr-defined]
+    InterpretedFunction.constexprs = property(constexprs)
     return True

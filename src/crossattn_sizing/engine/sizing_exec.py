@@ -151,7 +151,7 @@ def load_sizing_source(text: str, path: str = RUNNER_PATH, class_name: str = RUN
     done = ast.parse(f"return {END}, locals()").body[0]
     ast.copy_location(done, loop)
     for node in ast.walk(done):
-        node.lineno = node.end_lineno = loop_end
+        node.lineno = node.end_lineno = loop_end  # type: ignore[attr-defined]
     func.body = [*func.body[: func.body.index(loop) + 1], done]
     code = compile(ast.Module(body=[func], type_ignores=[]), path, "exec")
     return SizingSource(path, code, loop.lineno, loop_end, names, imports)

@@ -37,6 +37,7 @@ class NamedPolicy:
         self.policy = policy
 
     def __call__(self, config: RunnerConfig) -> Any:
+        """The wrapped policy's answer, unchanged."""
         return self.policy(config)
 
 
@@ -128,6 +129,7 @@ class ImplSubject:
         self.device = torch.device(device)  # where the kernels get their copies of the judge's tensors
 
     def ready(self) -> dict[str, Any]:
+        """The ready line's content: what the implementation says about itself."""
         from crossattn_sizing.impl import provenance_lines
 
         return {"provenance": provenance_lines(self.impl)}
@@ -139,6 +141,7 @@ class ImplSubject:
         return {name: decode_record(req[name], self.device) for name in names}
 
     def op_slot_mapping(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Answer ``slot_mapping``: the implementation's ``out``, with the inputs' fingerprints."""
         from crossattn_sizing.engine.tensors import encode
 
         inputs = self._decoded(req, "step")
@@ -147,6 +150,7 @@ class ImplSubject:
         return {"out": encode(out), "inputs": fingerprints(inputs)}
 
     def op_write_kv(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Answer ``write_kv``: the caches as written, with the inputs' fingerprints."""
         from crossattn_sizing.engine.tensors import encode
 
         inputs = self._decoded(req, "key", "value", "step")
@@ -155,6 +159,7 @@ class ImplSubject:
         return {**{name: encode(cache) for name, cache in caches.items()}, "inputs": fingerprints(inputs)}
 
     def op_paged_attention(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Answer ``paged_attention``: its answer, with the inputs' fingerprints."""
         from crossattn_sizing.engine.tensors import encode_answer
 
         inputs = self._decoded(req, "query", "key_cache", "value_cache", "step")
@@ -162,6 +167,7 @@ class ImplSubject:
         return {"answer": encode_answer(answer), "inputs": fingerprints(inputs)}
 
     def op_merge(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Answer ``merge``: its answer, with the inputs' fingerprints."""
         from crossattn_sizing.engine.tensors import encode_answer
 
         inputs = self._decoded(req, "outs", "lses")

@@ -82,6 +82,7 @@ class VllmPolicy:
 
     @property
     def name(self) -> str:
+        """How reports name the policy: its spec, or the installed version."""
         return self.spec if self.spec != "vllm" else f"vllm (installed {self.version})"
 
     @property
@@ -92,6 +93,7 @@ class VllmPolicy:
 
     @property
     def summary(self) -> str:
+        """What ran, for the report's header: the release and the runner whose sizing executed."""
         return f"vLLM {self.version} {EXECUTED_RUNNERS[self.runner][1]}.initialize_kv_cache, executed"
 
     def sizing(self, config: RunnerConfig) -> dict[str, Any]:
@@ -106,6 +108,7 @@ class VllmPolicy:
         return self._cache[key]
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
+        """The widths the release's own ``initialize_kv_cache`` gives ``config``."""
         return _widths(self.sizing(config))
 
     def widths_many(self, configs: Sequence[RunnerConfig]) -> list[Answer]:
@@ -374,6 +377,7 @@ class VllmImpl:
             raise NotRun(self.spec, CPU_BF16)
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        """Slot mapping by the release's kernel, in its worker."""
         if step.row_stride < 1:
             raise EngineError(
                 f"{self.spec}: a block table of width {step.row_stride} has no rows to map through"
@@ -398,6 +402,7 @@ class VllmImpl:
         self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
         step: WriteStep,
     ) -> None:
+        """The KV write by the release's kernel (or the torch stand-in where it has none)."""
         if "write_kv" in self.stand_ins:
             torch_write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache, step=step)
             return
@@ -412,6 +417,7 @@ class VllmImpl:
     def paged_attention(
         self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Paged attention by the release's backend or decode kernel (or the torch stand-in)."""
         if "paged_attention" in self.stand_ins:
             return torch_paged_attention(query=query, key_cache=key_cache, value_cache=value_cache, step=step)
         self._interpreted_bf16(query, key_cache)
@@ -449,6 +455,7 @@ class VllmImpl:
         return out, lse
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
+        """The DCP merge by the release's kernel (or the torch one for a single rank or without it)."""
         if "merge" in self.stand_ins or len(outs) < 2:
             return lse_merge(outs=outs, lses=lses)
         result = self._request(
@@ -557,8 +564,10 @@ def run_block_tables(
 
 
 def load_engine_policy(spec: str) -> VllmPolicy:
+    """The ``vllm==X`` (or ``vllm@tree``) sizing policy named by ``spec``: the release's own sizing."""
     return VllmPolicy(spec)
 
 
 def load_engine_impl(spec: str, device: torch.device) -> VllmImpl:
+    """The ``vllm==X`` implementation named by ``spec``: the release's own kernels on ``device``."""
     return VllmImpl(spec, device)

@@ -65,6 +65,7 @@ def _load(kind: str, spec: str, device: str) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The worker loop: a release's code (or a user's ``--load``) answering one JSON request a line."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.worker")
     parser.add_argument("--path", action="append", default=[], help="directory put first on sys.path")
     parser.add_argument("--device", default="cpu")
@@ -111,7 +112,7 @@ def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
             continue
         request = json.loads(line)
         if deadline is None:
-            reply = answer(lambda request=request: _dispatch(engine, request))
+            reply = answer(lambda request=request: _dispatch(engine, request))  # type: ignore[misc]
         else:
             reply = forked(lambda request=request: answer(lambda: _dispatch(engine, request)), deadline,
                            request.get("op"))  # fmt: skip
@@ -163,7 +164,7 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
     if timed_out:
         return {"ok": False, "kind": "TimedOut", "error": f"TimedOut: {deadline:g}"}
     try:
-        return json.loads(b"".join(chunks))  # type: ignore[no-any-return]
+        return json.loads(b"".join(chunks))
     except ValueError:  # nothing, or half an answer: the child left during the call
         code = os.waitstatus_to_exitcode(status)
         return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}

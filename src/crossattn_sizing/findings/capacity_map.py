@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -27,6 +28,9 @@ from crossattn_sizing.core.capacity import cross_overflow
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths
 from crossattn_sizing.errors import HarnessError, OptionError
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 FORMATS = (".png", ".svg")
 LOW, HIGH = 128, 16_384
@@ -69,6 +73,7 @@ def config_at(max_model_len: int, encoder_tokens: int, block_size: int) -> Runne
 
 
 def covers(policy: Policy, config: RunnerConfig, encoder_tokens: int) -> bool:
+    """Whether ``policy``'s cross rows hold ``encoder_tokens`` under ``config``: one pixel of the map."""
     return cross_overflow(checked_widths(policy, config), config, encoder_tokens) is None
 
 
@@ -94,6 +99,7 @@ def check_out(path: Path) -> None:
 
 
 def require_matplotlib() -> None:
+    """Refuse early, naming the extra, when matplotlib (the ``map`` extra) is missing."""
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -153,12 +159,12 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
     save(fig, out)
 
 
-def save(fig: object, out: Path) -> None:
+def save(fig: Figure, out: Path) -> None:
     """Write ``fig`` to ``out`` and close it; a path that cannot be written is ``--out``'s error."""
     import matplotlib.pyplot as plt
 
     try:
-        fig.savefig(out, dpi=110)  # type: ignore[attr-defined]
+        fig.savefig(out, dpi=110)
     except OSError as exc:
         raise OptionError("--out", out, f"cannot be written ({exc.strerror or type(exc).__name__})") from None
     finally:

@@ -66,6 +66,7 @@ class DcpCrossAttentionFinding:
 
     @property
     def title(self) -> str:
+        """The finding's title in reports."""
         return TITLE
 
     @property

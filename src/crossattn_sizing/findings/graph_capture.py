@@ -85,13 +85,16 @@ class CaptureCase:
 
     @property
     def admits_beyond_capture(self) -> bool:
+        """Whether the scheduler admits encoder inputs longer than the graph captured."""
         return self.admitted > self.captured
 
     @property
     def real_beyond_capture(self) -> bool:
+        """Whether the model's real inputs are longer than the graph captured."""
         return self.shape.encoder_tokens > self.captured
 
     def line(self) -> str:
+        """The case as one report line."""
         cfg = self.shape.config
         s = "absent" if cfg.max_source_positions is None else str(cfg.max_source_positions)
         mark = "ABOVE" if self.admits_beyond_capture else "within"
@@ -109,14 +112,17 @@ class GraphCaptureFinding:
 
     @property
     def above(self) -> tuple[CaptureCase, ...]:
+        """The cases that admit inputs past the capture: what makes this a finding."""
         return tuple(c for c in self.cases if c.admits_beyond_capture)
 
     @property
     def title(self) -> str:
+        """The finding's title in reports."""
         return TITLE
 
     @property
     def detail(self) -> str:
+        """The finding's body: how many shapes admit too much, and a config to rerun."""
         first = self.above[0]
         config_json = json.dumps(first.shape.config.to_dict(), separators=(",", ":"), sort_keys=True)
         return "\n".join(
@@ -134,6 +140,7 @@ class GraphCaptureFinding:
 
 
 def judge(shape: KnownShape, rule: CaptureRule = captured_key_length) -> CaptureCase:
+    """The capture case of one known shape: the key length ``rule`` captures against the encoder bound."""
     return CaptureCase(shape, rule(shape.config), admission.encoder_bound(shape.config))
 
 

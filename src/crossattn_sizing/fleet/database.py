@@ -26,7 +26,7 @@ def redis_url() -> str | None:
     return settings.redis_url()
 
 
-def _client(url: str):  # type: ignore[no-untyped-def]
+def _client(url: str):
     """A redis-py client for ``url``; no connection is made yet."""
     try:
         import redis
@@ -110,15 +110,19 @@ class ScopedDatabase(ExampleDatabase):
         return hash((type(self), self.scope))
 
     def save(self, key: bytes, value: bytes) -> None:
+        """Save under this scope's prefix."""
         self.inner.save(self._prefix + key, value)
 
-    def fetch(self, key: bytes):  # type: ignore[no-untyped-def]
+    def fetch(self, key: bytes):
+        """Fetch from this scope only."""
         return self.inner.fetch(self._prefix + key)
 
     def delete(self, key: bytes, value: bytes) -> None:
+        """Delete from this scope only."""
         self.inner.delete(self._prefix + key, value)
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
+        """Move within this scope."""
         self.inner.move(self._prefix + src, self._prefix + dest, value)
 
 

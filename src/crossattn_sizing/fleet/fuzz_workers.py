@@ -94,6 +94,7 @@ def die_with_parent() -> None:
 
 @dataclass
 class Worker:
+    """One fuzz worker of the fleet: its process, where its summary and log go."""
     index: int
     proc: subprocess.Popen[bytes]
     summary: Path
@@ -102,6 +103,7 @@ class Worker:
 
     @property
     def pid(self) -> int:
+        """The worker's process id, for the log lines."""
         return self.proc.pid
 
     def end(self) -> None:
@@ -154,6 +156,7 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
 
 
 def signal_all(workers: list[Worker], sig: int) -> None:
+    """Send ``sig`` to every worker still running (its whole process group)."""
     for w in workers:
         if w.proc.poll() is None:
             signal_group(w.proc, sig)
@@ -192,7 +195,7 @@ class FleetRun:
 
     workers: list[Worker]
     interrupted: bool
-    summaries: list[dict]  # type: ignore[type-arg]  # each finished worker's ``fuzz --json``, in order
+    summaries: list[dict]  # each finished worker's ``fuzz --json``, in order
     dead: list[Worker]  # workers that ended without writing a summary
 
 

@@ -70,6 +70,7 @@ class RedisServer:
         self.url = ""
 
     def start(self) -> RedisServer:
+        """Start a private redis-server (no persistence, its own process group) and wait until it is ready."""
         self.dir = Path(tempfile.mkdtemp(prefix="crossattn-redis-"))
         args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(self.dir),
                 "--daemonize", "no", "--loglevel", "warning", "--logfile", str(self.dir / "redis.log")]
@@ -129,6 +130,7 @@ class RedisServer:
 
     @property
     def pid(self) -> int | None:
+        """The server's process id; None when it is not running."""
         return self.proc.pid if self.proc else None
 
     def __enter__(self) -> RedisServer:

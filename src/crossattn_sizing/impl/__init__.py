@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import os
+import types
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import fields
@@ -121,24 +122,30 @@ class TritonImpl:
         self._kernels = import_triton_kernels(self.device)
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        """Slot mapping by the Triton kernel."""
         self._kernels.triton_slot_mapping(step, out)
 
     def write_kv(
         self, *, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
         step: WriteStep,
     ) -> None:
+        """The KV write by the Triton kernel."""
         self._kernels.triton_write_kv(key, value, key_cache, value_cache, step)
 
     def paged_attention(
         self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._kernels.triton_paged_attention(query, key_cache, value_cache, step)
+        """Paged attention by the Triton kernel: ``(out, lse)``."""
+        out: tuple[torch.Tensor, torch.Tensor] = self._kernels.triton_paged_attention(
+            query, key_cache, value_cache, step
+        )
+        return out
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={str(self.device)!r})"
 
 
-def import_triton_kernels(device: torch.device):  # type: ignore[no-untyped-def]
+def import_triton_kernels(device: torch.device) -> types.ModuleType:
     """Import the Triton kernels built for ``device``: interpreted on CPU, compiled on CUDA.
 
     ``@triton.jit`` reads ``TRITON_INTERPRET`` when the kernels module is
@@ -266,12 +273,12 @@ def load_impl(
             guarded = usercode.guard_method(getattr(impl, method), f"implementation {spec!r}: {method}")
             setattr(impl, method, guarded)
     if not hasattr(impl, "device"):
-        impl.device = dev  # type: ignore[attr-defined]
+        impl.device = dev
     name = getattr(impl, "name", None)
     # A user's subclass of a built-in inherits its name: reported as the built-in, its failures would
     # replay the built-in (which passes). It is named by the spec the user typed instead.
     inherited = isinstance(name, str) and name in BUILTIN_IMPLS and spec != name
     if not isinstance(name, str) or inherited:
         with contextlib.suppress(AttributeError, TypeError):  # __slots__ or a read-only property
-            impl.name = spec  # type: ignore[attr-defined]
-    return impl  # type: ignore[return-value]
+            impl.name = spec
+    return typing.cast(Impl, impl)

@@ -86,6 +86,7 @@ def source_positions(hf_config: Any) -> int | None:
 
 
 def model_type(hf_config: Any) -> str:
+    """The config's ``model_type`` (empty when it has none), which picks the family."""
     return str(getattr(hf_config, "model_type", "") or "")
 
 

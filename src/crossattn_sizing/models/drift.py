@@ -38,6 +38,7 @@ class DriftResult:
 
     @property
     def max_error(self) -> float:
+        """The largest error over the compared positions."""
         return max(self.errors)
 
 
@@ -46,7 +47,7 @@ def _cross_only(config: RunnerConfig, group: int) -> RunnerConfig:
     return config.replace(groups=(config.groups[group],), max_num_reqs=max(NUM_REQUESTS, 1))
 
 
-def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, guarded: bool):  # type: ignore[no-untyped-def]
+def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, guarded: bool):
     import torch
 
     from crossattn_sizing.impl.runner import PagedRunner, Reads
@@ -76,7 +77,7 @@ def _run(config: RunnerConfig, width: int, encoder_len: int, impl, seed: int, gu
 
 
 def output_drift(
-    config: RunnerConfig, group: int, width: int, encoder_len: int, impl, seed: int = 0  # type: ignore[no-untyped-def]
+    config: RunnerConfig, group: int, width: int, encoder_len: int, impl, seed: int = 0
 ) -> DriftResult:
     """Run the cross group at ``width`` unguarded and at the needed width; compare the outputs."""
     if config.dcp_size != 1:

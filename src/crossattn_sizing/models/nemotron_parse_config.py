@@ -116,7 +116,7 @@ def image_size_of(config: Any) -> tuple[int, int]:
 
 @functools.cache
 def _config_class() -> type:
-    transformers = require_transformers()
+    transformers: Any = require_transformers()
 
     class NemotronParseConfig(transformers.PretrainedConfig):
         """The sizing-relevant fields of Nemotron-Parse's config (no ``max_source_positions``)."""

@@ -72,6 +72,7 @@ class ProveResult:
         return "batched calls (widths_many)" if self.batched else "one call per config"
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as ``prove --json`` writes it."""
         return {
             "policy": self.policy,
             "vectorised": self.vectorised,

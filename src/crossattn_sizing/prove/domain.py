@@ -116,10 +116,10 @@ def _divisor_table(n_max: int) -> tuple[np.ndarray, np.ndarray]:
         multiples = np.arange(d, n_max + 1, d, dtype=np.int64)
         ns.append(multiples)
         ds.append(np.full(multiples.size, d, dtype=np.int64))
-    n, d = np.concatenate(ns), np.concatenate(ds)
+    ns_all, ds_all = np.concatenate(ns), np.concatenate(ds)
     offsets = np.zeros(n_max + 2, dtype=np.int64)
-    offsets[1:] = np.cumsum(np.bincount(n, minlength=n_max + 1))
-    return offsets, d[np.lexsort((d, n))]
+    offsets[1:] = np.cumsum(np.bincount(ns_all, minlength=n_max + 1))
+    return offsets, ds_all[np.lexsort((ds_all, ns_all))]
 
 
 def _expand_divisors(
@@ -245,6 +245,7 @@ class Domain:
 
     @property
     def num_lengths(self) -> int:
+        """Length combinations ``(M, E, S)`` in the domain: the product of its axes."""
         m, e, s = self.length_shape
         return m * e * s
 

@@ -91,6 +91,7 @@ def encoder_axis(bs: int, dcp: int) -> np.ndarray:
 
 
 def shapes(bs: int, dcp: int) -> GroupTable:
+    """The group shapes ``prove`` sweeps at block size ``bs`` and DCP size ``dcp``, kernel sizes ascending."""
     kbs = np.array(kernel_sizes(bs), dtype=np.int64)
     order = np.argsort(kbs)
     kbs = kbs[order]
@@ -137,6 +138,7 @@ class EdgeCoverage:
     held: int
 
     def describe(self) -> str:
+        """The coverage of the edges as one line of ``prove``'s report."""
         return (
             f"{self.units} (unit, part) pairs; edges of the first {DENSE_MULTIPLES} multiples of each: "
             f"{self.dense_held:,} of {self.dense_edges:,} held; all edges k*unit-1..k*unit+1 up to "

@@ -91,6 +91,7 @@ def usage_error(config: pytest.Config, message: str) -> pytest.UsageError:
 
 
 def last_usage_error(config: pytest.Config) -> str:
+    """The usage error this run raised, if any: the CLI prints it as one line instead of pytest's."""
     return config.stash.get(USAGE_ERROR, "")
 
 
@@ -119,6 +120,7 @@ def _holds_the_suite(name: str) -> bool:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    """The options naming what is under test (policy, implementation, device, DCP backend) and how."""
     group = parser.getgroup("crossattn-sizing")
     group.addoption(
         "--sizing-policy",
@@ -233,6 +235,7 @@ def _check_profile(config: pytest.Config, name: str | None) -> None:
 
 @pytest.hookimpl(trylast=True)  # after Hypothesis's plugin has loaded --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
+    """Configure a harness run (not a plain pytest run that merely has the plugin installed)."""
     if RUN in config.stash:
         configure_run(config)
 
@@ -328,13 +331,14 @@ def _regression_files_of(config: pytest.Config) -> RegressionFiles:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    """Stop the run's Ctrl-C handling, so the next run (or the interpreter) gets its own."""
     run = config.stash.get(RUN, None)
     if run is not None and run.sigint is not None:
         run.sigint.close()
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):  # type: ignore[no-untyped-def]
+def pytest_runtest_call(item: pytest.Item):
     """A policy or implementation that misbehaved inside a test stops the session as a usage error.
 
     It raised, left the process, faked a Ctrl-C or changed its config
@@ -425,7 +429,7 @@ def read_builder_name(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def read_builder(read_builder_name: str):  # type: ignore[no-untyped-def]
+def read_builder(read_builder_name: str):
     """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
     (``sglang==X``, ``sglang@PATH``); one that does not load stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
@@ -459,7 +463,7 @@ def impl_spec(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):
     """The implementation chosen with ``--impl`` on ``--device`` (see docs/implementation-interface.md).
 
     A spec that does not load stops the whole session with one line: every
@@ -474,7 +478,7 @@ def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: 
 
 
 @pytest.fixture(scope="session")
-def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):  # type: ignore[no-untyped-def]
+def dcp_runner(request: pytest.FixtureRequest, impl_spec: str, device: str):
     """The runner factory of ``--dcp-backend``: in process, or ranks as torch.distributed workers.
 
     One pool of worker processes per DCP size, started on first use and reused

@@ -91,6 +91,7 @@ def _leave_with_parent() -> None:
 
 
 def main(argv: list[str]) -> int:
+    """Answer one shared suite request (``argv``: the request file, the answer file); progress on stdout."""
     request = json.loads(Path(argv[0]).read_text())
     out = Path(argv[1])
     threading.Thread(target=_leave_with_parent, daemon=True).start()
@@ -135,6 +136,7 @@ class Worker:
                     on_progress(int(parts[1]), int(parts[2]), parts[3])
 
     def interrupt(self) -> None:
+        """SIGINT to the shared process's group: it stops as a Ctrl-C would stop it."""
         signal_group(self.proc, signal.SIGINT)
 
     def abandon(self) -> None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -71,9 +71,11 @@ class RecordingPolicy:
 
     @property
     def name(self) -> str:
+        """The wrapped policy's name."""
         return policy_name(self._policy)
 
     def __call__(self, config: Any) -> Any:
+        """The policy's answer, recorded with its config for the other tests to replay."""
         answer = self._policy(config)
         self.calls.append((config, answer))
         return answer
@@ -107,6 +109,7 @@ class ReplayData:
         self.used = 0
 
     def draw(self, strategy: Any, label: Any = None) -> Any:
+        """The next recorded draw (its label must match), or a real draw recorded past the tape's end."""
         if self.used < len(self._tape):
             recorded, value = self._tape[self.used]
             if recorded != label:
@@ -142,6 +145,7 @@ class SharedPolicies:
         self._restore: list[Callable[[], None]] = []
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """Note the tests that never read the policy and wrap those that do."""
         from hypothesis import is_hypothesis_test
 
         for item in session.items:
@@ -149,18 +153,20 @@ class SharedPolicies:
                 self.policy_free.add(item.nodeid)
                 continue
             self.own_run.setdefault(item.nodeid, {})
-            if is_hypothesis_test(item.obj):
-                handle = item.obj.hypothesis
+            function = cast("pytest.Function", item)  # a test function: it asks for sizing_policy
+            if is_hypothesis_test(function.obj):
+                handle = function.obj.hypothesis
                 self._given[item.nodeid] = set(getattr(handle, "_given_kwargs", {}) or {})
                 original = handle.inner_test
                 if not getattr(original, "_shared_policies", False):
                     handle.inner_test = self._shared(original)
                     self._restore.append(functools.partial(setattr, handle, "inner_test", original))
             else:
-                item.obj = self._shared(item.obj)  # per item; pytest rebuilds it next session
+                function.obj = self._shared(function.obj)  # per item; pytest rebuilds it next session
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):  # type: ignore[no-untyped-def]
+    def pytest_runtest_call(self, item: pytest.Item):
+        """Remember which test runs, so a policy call is recorded under it."""
         self._current = item.nodeid
         try:
             yield
@@ -168,6 +174,7 @@ class SharedPolicies:
             self._current = ""
 
     def pytest_sessionfinish(self) -> None:
+        """Put the tests' own functions back for the next session."""
         self.restore()
 
     def restore(self) -> None:
@@ -316,4 +323,5 @@ class SharedPolicies:
         return any(spec in self.own_run.get(n, {}) for n in nodeids)
 
     def reads_policy(self, nodeids: Sequence[str]) -> bool:
+        """Whether any of ``nodeids`` calls the policy."""
         return any(n not in self.policy_free for n in nodeids)

@@ -37,6 +37,7 @@ SUITE_MARK = "test_capacity.py"
 
 
 def is_suite(folder: Path) -> bool:
+    """Whether ``folder`` is a property suite (it carries the suite marker file)."""
     return (folder / SUITE_MARK).is_file()
 
 
@@ -131,7 +132,7 @@ class _Collector:
         self.config: pytest.Config | None = None
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_cmdline_parse(self, pluginmanager: pytest.PytestPluginManager, args: list[str]):  # type: ignore[no-untyped-def]
+    def pytest_cmdline_parse(self, pluginmanager: pytest.PytestPluginManager, args: list[str]):
         """Keep the run's config: its stash holds the usage error a start-up check raised."""
         self.config = yield
         return self.config
@@ -155,7 +156,7 @@ class _Collector:
                 self.hypothesis_tests.add(item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item):  # type: ignore[no-untyped-def]
+    def pytest_runtest_call(self, item: pytest.Item):
         """Listen to Hypothesis's observation of every test case this test runs."""
         name = property_name(item.nodeid)
         result = self.results.setdefault(name, PropertyResult(name))
@@ -174,7 +175,7 @@ class _Collector:
             yield
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):  # type: ignore[no-untyped-def, type-arg]
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         """Keep the exception a failing phase raised: its fields are the diagnosis."""
         yield
         if call.excinfo is not None and not call.excinfo.errisinstance(pytest.skip.Exception):
@@ -185,7 +186,7 @@ class _Collector:
         if isinstance(excinfo.value, pytest.exit.Exception):
             self.exit_message = str(excinfo.value.msg)
 
-    def pytest_exception_interact(self, node: pytest.Item, call: pytest.CallInfo, report) -> None:  # type: ignore[no-untyped-def, type-arg]
+    def pytest_exception_interact(self, node: pytest.Item, call: pytest.CallInfo, report) -> None:
         """Bad input met inside the suite stops the run and is reported as bad input.
 
         A policy that cannot be called (every later test would say the same)

@@ -93,6 +93,7 @@ EXIT_OUTCOMES = {
 
 @dataclass
 class VerifyReport:
+    """Everything ``verify`` found: the run's settings, a verdict per policy and the findings."""
     profile: str
     impl: str
     device: str
@@ -121,6 +122,7 @@ class VerifyReport:
         return EXIT_OUTCOMES[self.verdict_status]
 
     def property_names(self) -> list[str]:
+        """Every property once, in the order the verdicts first list them."""
         names: list[str] = []
         for v in self.verdicts:
             for p in v.properties:
@@ -129,6 +131,7 @@ class VerifyReport:
         return names
 
     def to_json(self) -> dict[str, Any]:
+        """The report as ``verify --json`` writes it."""
         return {
             "profile": self.profile,
             "impl": self.impl,
@@ -248,6 +251,7 @@ class VerifyReport:
             console.print(note, **PLAIN)
 
     def render(self, console: Console) -> None:
+        """The verdict table on the console: properties down, policies across."""
         # Properties down, policies across: there are more properties than fit side by side.
         names = self.property_names()
         table = Table(

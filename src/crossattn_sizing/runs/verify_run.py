@@ -132,7 +132,8 @@ def wants_prove(select: list[str]) -> bool:
 
     name = PROVE_ROW.lower()
     return all(
-        Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name) for expr in select
+        Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name)  # type: ignore[arg-type]
+        for expr in select
     )
 
 
@@ -172,6 +173,7 @@ class OverallBar:
         self.lock = threading.Lock()
 
     def plan(self, units: int) -> None:
+        """Add ``units`` to the bar's total before the work they stand for starts."""
         with self.lock:
             self.planned += units
         self._show(None)
@@ -197,6 +199,7 @@ class OverallBar:
         return on_progress
 
     def step(self, description: str, units: int = 0) -> None:
+        """Mark ``units`` done and show ``description`` as what runs now."""
         with self.lock:
             self.steps += units
         self._show(description)

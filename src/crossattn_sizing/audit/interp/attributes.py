@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import KnownFnVal, ListMethod
 from crossattn_sizing.audit.interp.syntax import LIST_METHODS, decorator_name
@@ -36,6 +36,10 @@ from crossattn_sizing.audit.values import (
 
 class Attributes:
     """Looks up attributes; relies on the other parts of :class:`Interpreter`."""
+
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def attribute(self, obj: Any, name: str) -> Any:
         """``obj.name`` under the audit's rules (also used by the ``getattr`` known function)."""

@@ -10,7 +10,7 @@ what they could assign, with the reason.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import (
     MISSING,
@@ -36,12 +36,14 @@ def capture(entries: list[tuple[Any, ...]]) -> dict[Any, Any]:
 
 
 def current(kind: str, container: Any, name: Any) -> Any:
+    """What a journal entry's container holds now: the dict value, or the list with its poison."""
     if kind == "dict":
         return container.get(name, MISSING)
     return (list(container), container.poison)
 
 
 def undo(entries: list[tuple[Any, ...]]) -> None:
+    """Put back what ``entries`` overwrote, latest first, so the next branch starts from the same state."""
     for kind, container, name, old in reversed(entries):
         if kind == "dict":
             if old is MISSING:
@@ -55,6 +57,12 @@ def undo(entries: list[tuple[Any, ...]]) -> None:
 
 class Branches:
     """Runs undecidable branches and merges them; relies on the other parts of :class:`Interpreter`."""
+
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        follow: bool
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def _exec_if(self, stmt: ast.If, frame: Frame) -> None:
         test = self.eval(stmt.test, frame)

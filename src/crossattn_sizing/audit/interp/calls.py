@@ -7,7 +7,7 @@ or is a short helper whose result is used; anything else yields an Unknown.
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import (
     MAX_DEPTH,
@@ -44,6 +44,10 @@ from crossattn_sizing.audit.values import (
 
 class Calls:
     """Evaluates calls; relies on the other parts of :class:`Interpreter`."""
+
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        def __getattr__(self, name: str) -> Any: ...
 
     def _call(self, node: ast.Call, frame: Frame) -> Any:
         statement = id(node) in self._stmt_calls

@@ -25,6 +25,7 @@ from crossattn_sizing.core.config import RunnerConfig
 
 
 class Interpreter(Statements, Branches, Expressions, Attributes, Calls):
+    """The restricted evaluator, assembled from its parts; see :mod:`crossattn_sizing.audit.interp`."""
     def __init__(self, index: ModuleIndex, config: RunnerConfig, *, budget: int = 400_000) -> None:
         self.index = index
         self.config = config

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 import operator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import (
     Frame,
@@ -36,8 +36,15 @@ from crossattn_sizing.audit.values import (
 class Expressions:
     """Evaluates expressions; relies on the other parts of :class:`Interpreter`."""
 
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        follow: bool
+
+        def __getattr__(self, name: str) -> Any: ...
+
     # -- expressions ----------------------------------------------------------------
     def eval(self, node: ast.expr, frame: Frame) -> Any:
+        """The value of ``node`` in ``frame``: an int, a list, a known value, or an unknown saying why."""
         if isinstance(node, ast.Constant):
             return node.value
         if isinstance(node, ast.Name):
@@ -162,7 +169,7 @@ class Expressions:
             if isinstance(value, Sym):
                 return Unknown(f"unknown name `{value.path}` at {self._where(frame, node)}")
             return value if isinstance(value, Unknown) else Unknown(f"unary operator on {value!r}")
-        return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(node.op)](
+        return {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}[type(node.op)](  # type: ignore[operator]
             value
         )
 
@@ -221,7 +228,7 @@ class Expressions:
             return unknown
         if isinstance(container, (list, tuple, dict)) and isinstance(index, (int, slice, str)):
             try:
-                result = container[index]
+                result = container[index]  # type: ignore[index]  # a wrong pairing raises TypeError
             except (IndexError, KeyError, TypeError):
                 return Unknown(f"index {index!r} out of range at {self._where(frame, node)}")
             return TList(result) if isinstance(result, list) else result

@@ -67,21 +67,23 @@ class Allocation:
 
 
 class ReturnSignal(Exception):
+    """A ``return`` unwinding the evaluated function, carrying its value."""
     def __init__(self, value: Any) -> None:
         self.value = value
 
 
 class RaiseSignal(Exception):
+    """A ``raise`` in the evaluated code, carrying where it was."""
     def __init__(self, where: str) -> None:
         self.where = where
 
 
 class BreakSignal(Exception):
-    pass
+    """A ``break`` unwinding to its loop."""
 
 
 class ContinueSignal(Exception):
-    pass
+    """A ``continue`` unwinding to its loop."""
 
 
 @dataclass
@@ -97,10 +99,12 @@ class Frame:
 
 
 def is_table_class(cls: ClassRef | None) -> bool:
+    """Whether ``cls`` is a block-table class (its name has the marker): where allocations count."""
     return cls is not None and TABLE_MARKER in cls.name
 
 
 def same(a: Any, b: Any) -> bool:
+    """Whether two values are the same on both paths of a branch (an unknown never is)."""
     if a is b:
         return True
     if isinstance(a, Unknown) or isinstance(b, Unknown) or type(a) is not type(b):
@@ -114,6 +118,7 @@ def same(a: Any, b: Any) -> bool:
 
 
 def first_unknown(values: Iterable[Any]) -> Unknown | None:
+    """The first unknown among ``values`` (a poisoned list counts as its poison), or None."""
     for v in values:
         if isinstance(v, Unknown):
             return v
@@ -123,6 +128,7 @@ def first_unknown(values: Iterable[Any]) -> Unknown | None:
 
 
 def plain(value: Any) -> bool:
+    """Whether ``value`` is plain data (None, numbers, strings, enum members, sequences of them)."""
     if value is None or isinstance(value, (bool, int, str, float, EnumMember)):
         return True
     if isinstance(value, (list, tuple)):
@@ -131,6 +137,7 @@ def plain(value: Any) -> bool:
 
 
 def arith_ok(left: Any, right: Any) -> bool:
+    """Whether arithmetic on these operands is one the evaluator computes (numbers, sequences)."""
     numeric = (int, float)
     if isinstance(left, numeric) and isinstance(right, numeric):
         return True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.audit.interp.state import (
     BreakSignal,
@@ -22,12 +22,20 @@ from crossattn_sizing.audit.values import Instance, StandInTuple, Sym, TList, Un
 class Statements:
     """Executes statements; relies on the other parts of :class:`Interpreter`."""
 
+    if TYPE_CHECKING:  # the other parts' methods and Interpreter's state, reached through ``self``
+
+        _steps: int
+
+        def __getattr__(self, name: str) -> Any: ...
+
     # -- statements ------------------------------------------------------------
     def exec_block(self, body: list[ast.stmt], frame: Frame) -> None:
+        """Run ``body`` in order, under the evaluation budget."""
         for stmt in body:
             self.exec_stmt(stmt, frame)
 
     def exec_stmt(self, stmt: ast.stmt, frame: Frame) -> None:
+        """Run one statement, counting it against the budget so a runaway loop stops the read."""
         self._steps += 1
         if self._steps > self._budget:
             raise ReadError(f"evaluation budget exceeded at {self._where(frame, stmt)}")

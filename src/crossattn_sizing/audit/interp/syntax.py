@@ -45,6 +45,7 @@ def unknown_name(sym: Sym, expr: ast.expr | None) -> str:
 
 
 def walk_no_defs(node: ast.AST) -> Iterable[ast.AST]:
+    """The nodes of ``node``, not descending into nested functions, classes or lambdas."""
     yield node
     for child in ast.iter_child_nodes(node):
         if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
@@ -62,6 +63,7 @@ def as_load(target: ast.expr) -> ast.expr:
 
 
 def decorator_name(node: ast.expr) -> str:
+    """The last name of a decorator (``functools.cache`` -> ``cache``), called or not."""
     if isinstance(node, ast.Call):
         node = node.func
     if isinstance(node, ast.Attribute):
@@ -70,6 +72,7 @@ def decorator_name(node: ast.expr) -> str:
 
 
 def ends_with_max_num_reqs(node: ast.expr) -> bool:
+    """Whether ``node`` is ``max_num_reqs`` (a name or an attribute): a table's first dimension."""
     return (isinstance(node, ast.Name) and node.id == "max_num_reqs") or (
         isinstance(node, ast.Attribute) and node.attr == "max_num_reqs"
     )
@@ -88,6 +91,7 @@ def allocation_width(node: ast.Call) -> ast.expr | None:
 
 
 def op_text(op: ast.operator) -> str:
+    """An arithmetic operator as source text, for the reasons an unknown carries."""
     return {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%"}.get(
         type(op), type(op).__name__
     )

@@ -27,12 +27,14 @@ def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_le
 
 
 def attention_class() -> type:
+    """transformers' BART attention layer, imported only when a property needs it."""
     from transformers.models.bart.modeling_bart import BartAttention
 
     return BartAttention
 
 
 def tiny_config(length_field: int, source_positions: int | None, **dims: Any) -> Any:
+    """A tiny BART config: the decoder length in ``max_position_embeddings`` (BART has no source field)."""
     import transformers
 
     return transformers.BartConfig(max_position_embeddings=length_field, **dims)

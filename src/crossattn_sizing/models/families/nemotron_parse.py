@@ -26,6 +26,7 @@ def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_le
 
 
 def check_fields(fields: Mapping[str, Any]) -> None:
+    """Refuse an ``image_size`` the stand-in config cannot derive encoder tokens from."""
     stand_in.check_image_size(fields.get("image_size", stand_in.DEFAULT_IMAGE_SIZE))
 
 

@@ -14,6 +14,7 @@ MAX_TARGET_POSITIONS = 64
 
 
 def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
+    """Whisper's encoder tokens: always ``max_source_positions`` (audio padded to 30 s); others refused."""
     s = int_field(hf_config, "max_source_positions")
     if s is None or s < 1:
         raise ConfigError("max_source_positions", s, "a Whisper config needs a positive one")
@@ -23,16 +24,19 @@ def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_le
 
 
 def attention_class() -> type:
+    """transformers' Whisper attention layer, imported only when a property needs it."""
     from transformers.models.whisper.modeling_whisper import WhisperAttention
 
     return WhisperAttention
 
 
 def tiny_config(length_field: int, source_positions: int | None, **dims: Any) -> Any:
+    """A tiny Whisper config with the given decoder and source lengths."""
     import transformers
 
     return transformers.WhisperConfig(
-        max_source_positions=source_positions, max_target_positions=length_field, **dims
+        max_source_positions=source_positions,  # type: ignore[arg-type]  # None: the config derive refuses
+        max_target_positions=length_field, **dims
     )
 
 
