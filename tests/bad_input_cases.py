@@ -482,7 +482,8 @@ CASES: list[Case] = [
     C("verify", "--impl", "vllm==0.25.0", says="(CROSSATTN_OFFLINE=1)", env={"CROSSATTN_OFFLINE": "1", "HOME": "{d}/empty-home"}),
     # a cache that cannot be made: bad input, not a traceback with status 1
     C("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "vllm==0.25.0",
-      says="the engine cache /proc/.cache/crossattn-sizing/engine cannot be written", env={"HOME": "/proc"}),
+      says="the engine cache /proc/.cache/crossattn-sizing/engine cannot be written",
+      env={"HOME": "/proc", "XDG_CACHE_HOME": ""}),  # blank reads as unset: the cache is HOME's (nox sets XDG)
     # two options that answer one question
     C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="drop --policy mrv2-prefix"),
     C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--impl", "triton", says="drop --impl triton"),

@@ -465,7 +465,7 @@ def test_cli_user_policy_falls_back_and_says_so(
     assert main([*argv, *TINY_LENGTHS]) == 1
     captured = capsys.readouterr()
     assert "has no vectorised form; asking it in batches (widths_many)" in captured.err
-    assert "one call per config" in captured.out
+    assert "batched calls (widths_many)" in captured.out  # an isolated policy is always asked in batches
 
 
 def test_cli_default_is_the_edge_domain_and_says_what_it_covers(capsys: pytest.CaptureFixture[str]) -> None:
