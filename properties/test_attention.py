@@ -1,6 +1,6 @@
 """Differential attention properties: paged attention through the block tables equals dense attention.
 
-Run against ``--impl`` on ``--device`` with the widths of ``--sizing-policy``.
+Run against ``--impl`` on ``--device`` with the widths of ``--policy``.
 Each scenario writes every token's distinct key and value by slot into
 NaN-poisoned caches and reads them back through the request's row; the oracle
 (reference/, float64) attends densely over the request's own keys. Outputs must
@@ -8,7 +8,7 @@ match within the dtype's tolerance (properties/impl_assertions.py) and stay
 finite.
 
 Cross-attention runs both table modes. Unguarded is the engine: under the
-pre-fix sizing (``--sizing-policy mrv2-prefix``) a Nemotron-Parse-like request
+pre-fix sizing (``--policy mrv2-prefix``) a Nemotron-Parse-like request
 spills ids into its neighbour's row and the property fails showing the wrong
 output. Guarded refuses the same access before any kernel runs, and the
 property fails with the structured capacity error. Under ``mrv2`` both hold.

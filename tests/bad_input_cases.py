@@ -147,7 +147,7 @@ def make_hostile_fixtures(d: Path) -> None:
 BAD_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/bad-regressions"}
 GARBLED_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/garbled-regressions"}
 CAPACITY = "properties/test_capacity.py"
-SMALL_DOMAIN = ("--block-sizes", "1-8", "--max-model-len", "1-64:7", "--encoder-tokens", "1-64:7",
+SMALL_DOMAIN = ("--block-size", "1-8", "--max-model-len", "1-64:7", "--encoder-budget", "1-64:7",
                 "--source-positions", "absent,0", "--no-progress")  # fmt: skip
 
 
@@ -176,7 +176,7 @@ CASES: list[Case] = [
     C("verify", "--impl", "nope", says="unknown implementation 'nope'"),
     C("verify", "--impl", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--device", "tpu", says="argument --device: invalid choice: 'tpu'"),
-    C("verify", "--profile", "nope", says="argument --profile: invalid choice: 'nope'"),
+    C("verify", "--hypothesis-profile", "nope", says="argument --hypothesis-profile: invalid choice: 'nope'"),
     C("verify", "--max-examples", "0", says="--max-examples 0: must be >= 1"),
     C("verify", "--max-examples", "many", says="argument --max-examples: invalid int value"),
     C("verify", "--seed", "x", says="--seed 'x': must be an integer"),
@@ -258,9 +258,9 @@ CASES: list[Case] = [
     # prove -------------------------------------------------------------------
     C("prove", "--policy", f"{UNUSABLE}:raises", *SMALL_DOMAIN, says="raised ValueError"),
     C("prove", "--policy", f"{UNUSABLE}:floats", *SMALL_DOMAIN, says="expected 2 non-negative ints"),
-    C("prove", "--policy", "mrv2", "--block-sizes", "1-512", "--max-model-len", "1-16000000",
-      "--encoder-tokens", "1-16000000", says="pass --force"),
-    C("prove", "--policy", "mrv2", "--block-sizes", "0", says="--block-sizes"),
+    C("prove", "--policy", "mrv2", "--block-size", "1-512", "--max-model-len", "1-16000000",
+      "--encoder-budget", "1-16000000", says="pass --force"),
+    C("prove", "--policy", "mrv2", "--block-size", "0", says="--block-size"),
     C("prove", "--policy", "mrv2", "--dcp", "two", says="--dcp"),
     C("prove", "--policy", "mrv2", "--examples", "-1", says="--examples '-1': must be an integer >= 0"),
     C("prove", "--policy", "mrv2", "--max-model-len", "1-100000000000", says="--max-model-len"),
@@ -299,10 +299,10 @@ CASES: list[Case] = [
     C("audit", "--vllm-path", "{d}", "--json", "{d}", says="is a folder; name a file to write"),
     C("audit", "--vllm-path", "{d}", "--runner", "v9", says="argument --runner: invalid choice"),
     # the pytest plugin ---------------------------------------------------------
-    C("pytest", CAPACITY, "--sizing-policy", "nope", status=4, says="unknown sizing policy 'nope'", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:raises", status=4, says="raised ValueError",
+    C("pytest", CAPACITY, "--policy", "nope", status=4, says="unknown sizing policy 'nope'", isolated=True),
+    C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:raises", status=4, says="raised ValueError",
       isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:no_argument", status=4, says="raised TypeError",
+    C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:no_argument", status=4, says="raised TypeError",
       isolated=True),
     C("pytest", CAPACITY, "--impl", "nope", status=4, says="unknown implementation 'nope'", isolated=True),
     C("pytest", CAPACITY, "--impl", "nowhere:x", status=4, says="does not import", isolated=True),
@@ -340,7 +340,7 @@ CASES: list[Case] = [
     C("fuzz", "--minutes", "9" * 5000, says="too long for a number"),
     C("prove", "--policy", "mrv2", "--chunk-size", str(10**12), *SMALL_DOMAIN, says="--chunk-size '1000000000000': must be an integer <= 16777216"),
     C("prove", "--policy", "mrv2", "--examples", str(10**12), *SMALL_DOMAIN, says="--examples '1000000000000': must be an integer <="),
-    C("prove", "--policy", "mrv2", "--block-sizes", "9" * 5000, says="numbers may have at most 30 digits"),
+    C("prove", "--policy", "mrv2", "--block-size", "9" * 5000, says="numbers may have at most 30 digits"),
     C("verify", "--policy", "p" * 100_000, says="unknown sizing policy 'ppp"),
     # check with no cross-attention group: no encoder tokens to judge
     C("check", "--config", runner_config(is_encoder_decoder=False, groups=[{"kind": "full", "block_size": 16}]), "--encoder-lens", "1",
@@ -425,10 +425,10 @@ CASES: list[Case] = [
     C("fuzz", "--policy", f"{UNUSABLE}:exits_zero_later", "--max-rounds", "1", "-k", "test_capacity", "--db", "{d}/fuzz-db",
       "--regressions", "{d}/fuzz-regressions", says="called sys.exit(0)", isolated=True),
     C("verify", "--impl", "tests.unusable_impls:ExitsInSlotMapping", "-k", "test_slot_mapping", says="slot_mapping called sys.exit(0)", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:exits_zero", status=4, says="called sys.exit(0)", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:interrupts_later", status=4, says="raised KeyboardInterrupt though no Ctrl-C", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", f"{UNUSABLE}:mutates_later", status=4, says="changed the RunnerConfig", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", "tests.hostile_modules.exits_on_import:widths", status=4, says="does not import (it called sys.exit(0))", isolated=True),
+    C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:exits_zero", status=4, says="called sys.exit(0)", isolated=True),
+    C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:interrupts_later", status=4, says="raised KeyboardInterrupt though no Ctrl-C", isolated=True),
+    C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:mutates_later", status=4, says="changed the RunnerConfig", isolated=True),
+    C("pytest", CAPACITY, "--policy", "tests.hostile_modules.exits_on_import:widths", status=4, says="does not import (it called sys.exit(0))", isolated=True),
     C("pytest", "properties/test_slot_mapping.py", "--impl", "tests.unusable_impls:ExitsInSlotMapping", status=4, says="slot_mapping called sys.exit(0)", isolated=True),
     # The suite: a folder that is not one, and a --pyargs name that names nothing (pytest's own line)
     C("verify", "--policy", "mrv2", says="is not the property suite (it has no test_capacity.py)", isolated=True, env={"CROSSATTN_PROPERTIES": "{d}"}),
@@ -439,11 +439,11 @@ CASES: list[Case] = [
     C("fuzz", "--max-rounds", "1", "--db", "{d}/fuzz-db", "--regressions", "{d}/fuzz-regressions", says="has no test", isolated=True,
       env={"CROSSATTN_PROPERTIES": "{d}/empty-suite/properties"}),
     # The fleet: checked before any worker starts
-    C("fuzz", "--workers", "100000", says="--workers 100000: must be <= "),
-    C("fuzz", "--workers", "2", "--impl", "nope", says="unknown implementation 'nope'"),
-    C("fuzz", "--workers", "2", "--device", "cuda", says="--device cuda: no CUDA device is available"),
-    C("fuzz", "--workers", "2", "--impl", "tests.unusable_impls:exits_on_creation", says="called sys.exit(0)"),
-    C("fuzz", "--workers", "2", "--policy", f"{UNUSABLE}:exits_zero", says="called sys.exit(0)"),
+    C("fuzz", "--jobs", "100000", says="--jobs 100000: must be <= "),
+    C("fuzz", "--jobs", "2", "--impl", "nope", says="unknown implementation 'nope'"),
+    C("fuzz", "--jobs", "2", "--device", "cuda", says="--device cuda: no CUDA device is available"),
+    C("fuzz", "--jobs", "2", "--impl", "tests.unusable_impls:exits_on_creation", says="called sys.exit(0)"),
+    C("fuzz", "--jobs", "2", "--policy", f"{UNUSABLE}:exits_zero", says="called sys.exit(0)"),
     # --- issue 27: paths that block, outputs that land elsewhere, statuses that mean one thing ---
     # inputs that are FIFOs, devices or link loops: refused before anything opens them
     C("check", "--config", "{d}/fifo.json", "--encoder-lens", "1", says="is a FIFO (named pipe), not a regular file"),
@@ -463,7 +463,7 @@ CASES: list[Case] = [
     C("audit", "--vllm-path", "{d}/loop", says="/loop: is a symbolic link loop"),
     C("audit", "--vllm", "vllm@{d}/loop", says="is a symbolic link loop"),
     C("pytest", CAPACITY, "--impl", "vllm@{d}/loop", status=4, says="is a symbolic link loop", isolated=True),
-    C("pytest", CAPACITY, "--sizing-policy", "vllm@/dev/null", status=4, says="is a character device", isolated=True),
+    C("pytest", CAPACITY, "--policy", "vllm@/dev/null", status=4, says="is a character device", isolated=True),
     # outputs that are FIFOs, devices or link loops: never opened (a FIFO blocks), no side file beside a device
     C("verify", "--json", "{d}/fifo.json", says="fifo.json: is a FIFO (named pipe); name a regular file"),
     C("verify", "--markdown", "/dev/null", says="--markdown /dev/null: is a character device; name a regular file"),

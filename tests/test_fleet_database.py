@@ -37,11 +37,11 @@ def test_the_redis_database_is_layered_under_the_local_one(monkeypatch: pytest.M
 
 def test_workers_get_the_parents_options_without_workers_and_json() -> None:
     parser = build_parser()
-    argv = ["fuzz", "--workers", "3", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
+    argv = ["fuzz", "--jobs", "3", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
             "--minutes", "2.5", "--json", "out.json", "--redis-url", "unix:///tmp/r.sock"]
     args = parser.parse_args(argv)
-    forwarded = forward_argv(args.parser, args, drop={"workers", "json"})
+    forwarded = forward_argv(args.parser, args, drop={"jobs", "json"})
     again = parser.parse_args(["fuzz", *forwarded])
     for name in ("policy", "select", "minutes", "redis_url", "impl", "examples_per_round", "db"):
         assert getattr(again, name) == getattr(args, name), name
-    assert again.workers == 1 and again.json is None
+    assert again.jobs == 1 and again.json is None

@@ -109,7 +109,7 @@ MOMENTS = [
     # (argv, the function the Ctrl-C lands in)
     (["check", "--config", NEMOTRON, "--encoder-lens", "3329"], f"{COMMANDS}.check.violations"),
     (["reproduce", "whisper"], f"{COMMANDS}.reproduce.judge"),
-    (["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
+    (["prove", "--policy", "mrv2", "--block-size", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.check_impl"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.run_suite"),
     (["fuzz", "--policy", "mrv2", "--max-rounds", "1"], f"{COMMANDS}.fuzz.run_suite"),

@@ -37,11 +37,11 @@ NEMOTRON = json.dumps(
     }
 )
 SMALL_DOMAIN = (
-    "--block-sizes",
+    "--block-size",
     "1-8",
     "--max-model-len",
     "1-64:7",
-    "--encoder-tokens",
+    "--encoder-budget",
     "1-64:7",
     "--source-positions",
     "absent,0",

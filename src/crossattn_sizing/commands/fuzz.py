@@ -73,8 +73,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     options.JSON.add(p)
-    p.add_argument("--workers", type=int_arg, default=1,
-                   help="fuzzing processes sharing the example database (default 1; see --redis-url)")
+    options.JOBS.add(p, default=1)
+    options.refuse(p.add_argument, "--workers", "--jobs")
     p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
     p.set_defaults(func=run, parser=p)
 
@@ -128,12 +128,10 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--max-rounds", args.max_rounds, "must be >= 1")
     if args.examples_per_round < 1:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
-    if args.workers < 1:
-        raise OptionError("--workers", args.workers, "must be >= 1")
     from crossattn_sizing.fleet.fuzz_workers import WORKERS_PER_CORE, max_workers
 
-    if args.workers > max_workers():
-        raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
+    if args.jobs > max_workers():
+        raise OptionError("--jobs", args.jobs, f"must be <= {max_workers()} on this machine "
                           f"({WORKERS_PER_CORE} per CPU core it may use)")  # fmt: skip
 
 
@@ -158,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     url = args.redis_url or redis_url()
     if url:
         check_reachable(url)
-    if args.workers > 1:
+    if args.jobs > 1:
         check_impl(args)  # found here, not as N workers that died
         return run_fleet(args)
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
@@ -329,7 +327,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
+    """``--jobs N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
     and judge the workers' summaries as one run's."""
     from crossattn_sizing.fleet.fuzz_workers import INCOMPLETE, run_workers
 

@@ -18,6 +18,7 @@ command loads it, as before: loading imports user code and may be slow.
 from __future__ import annotations
 
 import argparse
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +115,28 @@ class Option:
         return action
 
 
+class Refused(argparse.Action):
+    """An old spelling of an option: typing it is a usage error naming the spelling to type instead."""
+
+    def __init__(self, *args: Any, instead: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        parser.error(f"{option_string} is no longer an option: use {self.instead}")
+
+
+def refuse(add: Callable[..., Any], old: str, new: str) -> None:
+    """Refuse ``old``, a retired spelling of ``new``, with one line naming ``new`` (no silent alias).
+
+    ``add`` is the ``add_argument`` (argparse) or ``addoption`` (pytest) of the parser that
+    took ``old``; the glossary of ``docs/spec.md`` §1 lists every refused spelling.
+    """
+    add(old, action=functools.partial(Refused, instead=new), nargs="?", default=argparse.SUPPRESS,
+        dest=f"refused{old.replace('-', '_')}", help=argparse.SUPPRESS)  # fmt: skip
+
+
 POLICY = Option("--policy", "sizing policy: a built-in name or module:attr", metavar="POLICY")
 IMPL = Option(
     "--impl",
@@ -139,6 +162,11 @@ ENGINE = Option(
     "its attention metadata builder under the read-side property)",
     metavar="ENGINE",
 )
+JOBS = Option(
+    "--jobs", "processes running side by side (verify: for the shared run of several policies, the verdicts "
+    "do not depend on it; fuzz: fuzzing processes sharing the example database, see --redis-url)",
+    metavar="N", parse=integer(1),
+)  # fmt: skip
 CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")

@@ -60,6 +60,15 @@ DEFAULTS = {  # the grid's, used where some domain option is given
     "source_positions": "absent,0,448,1500,2048",
 }
 
+AXIS_OPTIONS = {  # the option of each axis: one spelling per quantity (docs/spec.md §1), a LIST here
+    "block_sizes": "--block-size",
+    "kernel_block_sizes": "--kernel-block-size",
+    "dcp": "--dcp",
+    "max_model_len": "--max-model-len",
+    "encoder_tokens": "--encoder-budget",
+    "source_positions": "--source-positions",
+}
+
 MAX_DOMAIN_SIZE = 10**10
 """The largest domain checked without ``--force``: about 70 times the old default grid, minutes
 vectorised; past it a typo (a range of 1e18) would start a run that never ends."""
@@ -92,10 +101,14 @@ def register(subparsers: Any) -> None:
     }
     for key, what in axes.items():
         p.add_argument(
-            "--" + key.replace("_", "-"),
+            AXIS_OPTIONS[key],
+            dest=key,
             metavar="LIST",
             help=f"{what} (grid default {DEFAULTS[key]}; any of these options replaces the edge domain)",
         )
+    for old, key in (("--block-sizes", "block_sizes"), ("--kernel-block-sizes", "kernel_block_sizes"),
+                     ("--encoder-tokens", "encoder_tokens")):  # fmt: skip
+        options.refuse(p.add_argument, old, AXIS_OPTIONS[key])
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
         "--chunk-size",
@@ -221,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
     if size > MAX_DOMAIN_SIZE and not args.force:
         raise OptionError(
             "domain", f"of {size:.3g} configs",
-            f"is larger than {MAX_DOMAIN_SIZE:.0e}: narrow --block-sizes/--max-model-len/--encoder-tokens "
+            f"is larger than {MAX_DOMAIN_SIZE:.0e}: narrow --block-size/--max-model-len/--encoder-budget "
             "(LO-HI:STEP) or pass --force",
         )
     err = Console(stderr=True)

@@ -58,7 +58,9 @@ ENCODER_TOKENS = options.Option(
     metavar="N", parse=options.integer(1),
 )  # fmt: skip
 BATCHED_TOKENS = options.Option("--max-num-batched-tokens", "B", metavar="N", parse=options.integer(1))
-ENCODER_BUDGET = options.Option("--max-num-encoder-input-tokens", "E", metavar="N", parse=options.integer(1))
+ENCODER_BUDGET = options.Option(
+    "--encoder-budget", "E, max_num_encoder_input_tokens", metavar="N", parse=options.integer(1),
+)  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -78,6 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ENCODER_TOKENS.add(p)
     BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
+    options.refuse(p.add_argument, "--max-num-encoder-input-tokens", ENCODER_BUDGET.flag)
     options.IMPL.add(p, shown_default="torch")
     options.SEED.add(p, default=0)
     options.ENGINE.add(p)
@@ -90,14 +93,14 @@ def build(args: argparse.Namespace) -> ModelScenario:
         raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
     max_model_len, block_size, dcp = args.max_model_len, args.block_size, args.dcp
     tokens, batched = args.encoder_tokens, args.max_num_batched_tokens
-    encoder_budget = args.max_num_encoder_input_tokens
+    encoder_budget = args.encoder_budget
     image_size = nemotron_parse_config.parse_image_size(args.image_size) if args.image_size else None
     if args.config is not None:
         data = loading.read_json(args.config)
         if loading.is_runner_config(data):
             for option, value in (("--block-size", block_size), ("--image-size", image_size),
                                   ("--max-num-batched-tokens", batched),
-                                  ("--max-num-encoder-input-tokens", encoder_budget)):
+                                  ("--encoder-budget", encoder_budget)):
                 if value is not None:
                     raise ConfigError(option, value, "applies to model configs; edit the RunnerConfig JSON")
             return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp,

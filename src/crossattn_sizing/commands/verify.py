@@ -61,15 +61,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.POLICY.add(p, shown_default="every built-in", repeatable=True)
     options.IMPL.add(p, default="torch")
     options.DEVICE.add(p, default="cpu")
-    p.add_argument(
-        "--profile", default="ci", choices=PROFILES, help="Hypothesis settings profile (default ci)"
-    )
+    p.add_argument("--hypothesis-profile", dest="profile", default="ci", choices=PROFILES,
+                   help="Hypothesis settings profile (default ci)")  # fmt: skip
+    options.refuse(p.add_argument, "--profile", "--hypothesis-profile")
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
     options.SEED.add(p, shown_default="random, or fixed by the profile")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
-    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                   help="processes for the shared run of several policies (default: 2 where there are "
-                   "2 or more CPUs); the verdicts do not depend on it")  # fmt: skip
+    options.JOBS.add(p, default=min(2, os.cpu_count() or 1), shown_default="2 where there are 2 or more CPUs")
     options.add_isolation(p)
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
@@ -137,8 +135,6 @@ def run(args: argparse.Namespace) -> int:
     json_path = output_file("--json", args.json)
     junit_path = output_file("--junit-xml", args.junit_xml)
     markdown_path = output_file("--markdown", args.markdown)
-    if args.jobs < 1:
-        raise OptionError("--jobs", args.jobs, "must be >= 1")
     if markdown_path is not None:
         require_matplotlib()
     args.isolation = options.isolation(args)

@@ -18,7 +18,7 @@ TREE_PREFIX = "vllm@"
 
 
 def is_engine_spec(spec: str) -> bool:
-    """Whether a ``--sizing-policy``/``--policy``/``--impl``/``--engine`` value names vLLM's own code."""
+    """Whether a ``--policy``/``--impl``/``--engine`` value names vLLM's own code."""
     s = spec.strip()
     return s == "vllm" or s.startswith("vllm==") or s.startswith(TREE_PREFIX)
 

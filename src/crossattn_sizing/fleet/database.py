@@ -1,6 +1,6 @@
 """The shared example database of a fuzzing fleet: Hypothesis's ``RedisExampleDatabase``.
 
-Every fuzzing process (on one machine with ``fuzz --workers N``, or on many)
+Every fuzzing process (on one machine with ``fuzz --jobs N``, or on many)
 points ``CROSSATTN_REDIS_URL`` at one server. Hypothesis saves each failing
 example (and each smaller one while shrinking) to the database as soon as it
 is found, so a worker killed mid-run loses nothing it had found, and every
@@ -91,7 +91,7 @@ class ScopedDatabase(ExampleDatabase):
     scope a fleet fuzzing ``mrv2`` would delete, on its next round, every case
     another worker had found failing under ``mrv2-prefix``: a finding lost.
     Scoped, each (policy, implementation) keeps its own examples, and a plain
-    ``pytest --sizing-policy P`` replays what the fleet found for ``P``.
+    ``pytest --policy P`` replays what the fleet found for ``P``.
     """
 
     def __init__(self, inner: ExampleDatabase, scope: str) -> None:

@@ -1,4 +1,4 @@
-"""``crossattn-sizing fuzz --workers N``: N fuzzing processes against one example database.
+"""``crossattn-sizing fuzz --jobs N``: N fuzzing processes against one example database.
 
 Each worker is the ordinary single-process ``fuzz`` command, started with the
 same options (rebuilt from the parsed ones, so options added to ``fuzz`` later
@@ -47,7 +47,7 @@ PARENT_ENV = env.FLEET_PARENT
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
 WORKERS_PER_CORE = 2
-"""``--workers`` is at most this many per CPU core this process may run on: each worker is a
+"""``--jobs`` is at most this many per CPU core this process may run on: each worker is a
 whole fuzzing process (Python, torch, Hypothesis), and more than that only shares the cores."""
 
 PARENT_POLL_S = 0.5
@@ -57,7 +57,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 def max_workers() -> int:
-    """The largest ``--workers`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
+    """The largest ``--jobs`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -187,7 +187,7 @@ def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -
 
 @dataclass
 class FleetRun:
-    """What a ``--workers N`` run left: each worker, whether Ctrl-C stopped it, and their summaries.
+    """What a ``--jobs N`` run left: each worker, whether Ctrl-C stopped it, and their summaries.
 
     The summaries are merged and printed by ``fuzz`` (:mod:`crossattn_sizing.commands.fuzz`),
     which owns their format; this module only runs the processes.
@@ -200,12 +200,12 @@ class FleetRun:
 
 
 def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FleetRun:
-    """The ``--workers N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
+    """The ``--jobs N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
     from crossattn_sizing.runs.verify_report import PLAIN
 
-    argv = forward_argv(parser, args, drop={"workers", "json"})
+    argv = forward_argv(parser, args, drop={"jobs", "json"})
     folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))
-    workers = start_workers(argv, args.workers, folder)
+    workers = start_workers(argv, args.jobs, folder)
     err = Console(stderr=True)
     err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "
               f"logs in {folder}", **PLAIN)

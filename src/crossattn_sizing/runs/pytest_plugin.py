@@ -1,6 +1,6 @@
 """The harness's pytest plugin: options that choose what is under test, and their fixtures.
 
-``--sizing-policy`` picks the sizing policy (a built-in name or
+``--policy`` picks the sizing policy (a built-in name or
 ``module:attr``), ``--impl`` the accelerator implementation, ``--device`` where
 it runs. ``--regressions`` and ``--record-regressions`` say where the regression
 files are read and whether new ones are written (``fuzz`` passes them: options
@@ -29,6 +29,7 @@ import pytest
 from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import check_findable, load_callable
+from crossattn_sizing.commands.options import refuse
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
@@ -121,10 +122,12 @@ def _holds_the_suite(name: str) -> bool:
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("crossattn-sizing")
     group.addoption(
-        "--sizing-policy",
+        "--policy",
+        dest="sizing_policy",
         default=None,  # CROSSATTN_SIZING_POLICY, else mrv2: read (and checked) in pytest_configure
         help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
     )
+    refuse(group.addoption, "--sizing-policy", "--policy")
     group.addoption(
         "--impl",
         default=None,  # CROSSATTN_IMPL, else torch
@@ -400,7 +403,7 @@ def check_impl_spec(spec: str, isolation: Isolation) -> None:
 
 @pytest.fixture(scope="session")
 def sizing_policy(request: pytest.FixtureRequest) -> Policy:
-    """The sizing policy chosen with ``--sizing-policy``."""
+    """The sizing policy chosen with ``--policy``."""
     policy = request.config.stash[RUN].policy
     assert policy is not None  # configure_run loaded it, or stopped the run
     return policy
@@ -414,7 +417,7 @@ def sizing_regressions(request: pytest.FixtureRequest) -> RegressionFiles:
 
 @pytest.fixture(scope="session")
 def sizing_policy_spec(request: pytest.FixtureRequest) -> str:
-    """The ``--sizing-policy`` value as typed, for reproduce commands."""
+    """The ``--policy`` value as typed, for reproduce commands."""
     return str(request.config.getoption("sizing_policy"))
 
 

@@ -316,7 +316,7 @@ def run_suite(
         # Capture by swapping sys.stdout/err only (restored below whatever happens), never by
         # redirecting file descriptors the caller's report is then written to.
         "--capture=sys",
-        "--sizing-policy",
+        "--policy",
         policy_spec,
         "--impl",
         impl,
