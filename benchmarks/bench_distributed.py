@@ -71,8 +71,8 @@ def group_start_seconds(world: int) -> float:
 
 def fuzz_rate(workers: int, minutes: float, per_round: int) -> tuple[int, float]:
     """(examples of all workers, wall seconds) of one ``fuzz --jobs`` run against a private server."""
-    from crossattn_sizing.fleet.database import REDIS_URL_ENV
     from crossattn_sizing.fleet.server import RedisServer
+    from crossattn_sizing.settings import REDIS_URL
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as server:
         summary = Path(tmp) / "summary.json"
@@ -80,7 +80,7 @@ def fuzz_rate(workers: int, minutes: float, per_round: int) -> tuple[int, float]
                str(minutes), "--policy", "mrv2", "-k", "test_capacity",
                "--examples-per-round", str(per_round), "--db", str(Path(tmp) / "db"),
                "--regressions", str(Path(tmp) / "regressions"), "--json", str(summary)]
-        env = dict(os.environ, **{REDIS_URL_ENV: server.url})
+        env = dict(os.environ, **{REDIS_URL: server.url})
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=minutes * 60 * 3 + 300)
         wall = time.perf_counter() - start

@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, stored_failures
+from crossattn_sizing.fleet.database import stored_failures
 from crossattn_sizing.fleet.server import RedisServer
 from crossattn_sizing.processes import alive
+from crossattn_sizing.settings import REDIS_URL
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def fuzz_cmd(tmp: Path, name: str, *extra: str, policies: tuple[str, ...] = (BRO
 
 
 def env_for(server: RedisServer) -> dict[str, str]:
-    return dict(os.environ, **{REDIS_URL_ENV: server.url})
+    return dict(os.environ, **{REDIS_URL: server.url})
 
 
 def plain_pytest(tmp: Path, server: RedisServer, policy: str = BROKEN) -> subprocess.CompletedProcess[str]:

@@ -13,7 +13,7 @@ import pytest
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, policy_from_spec, widths
 from crossattn_sizing.errors import HarnessError, NotExpressible
 from crossattn_sizing.prove import (
     ABSENT,
@@ -484,7 +484,7 @@ def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_loaded_builtin_is_the_vectorised_object() -> None:
-    assert vector_form(load_policy("mrv2-prefix")) == ("prefix", "pow2")
+    assert vector_form(policy_from_spec("mrv2-prefix")) == ("prefix", "pow2")
 
 
 class Unrepresentable:

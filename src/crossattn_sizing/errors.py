@@ -93,12 +93,14 @@ class NotExpressible(HarnessError):
     """
 
 
-class EngineError(HarnessError, RuntimeError):
-    """The engine's code could not be obtained, imported or run for a reason the user must fix.
+class ReleaseUnavailable(HarnessError, RuntimeError):
+    """An engine release's code could not be obtained, imported or run, for a reason the user must fix:
+    an unknown version, a failed download, a wheel not in the cache when offline, an unusable path
+    or tree. The one error for it, whether ``audit`` reads the release or the engine adapter runs it.
 
-    Defined here, not in :mod:`crossattn_sizing.engine.install`, so that naming
-    an engine spec's mistake (:mod:`crossattn_sizing.engine.specs`) needs no
-    module that installs releases: the two would import each other.
+    Defined here, not in :mod:`crossattn_sizing.engine.install` or
+    :mod:`crossattn_sizing.audit.sources`, so that naming an engine spec's mistake
+    (:mod:`crossattn_sizing.engine.specs`) needs no module that installs releases.
     """
 
 

@@ -33,7 +33,7 @@ from crossattn_sizing import interrupts
 from crossattn_sizing.commands import options
 from crossattn_sizing.errors import OptionError
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
+from crossattn_sizing.fleet.database import check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.processes import describe_exit
@@ -42,6 +42,7 @@ from crossattn_sizing.runs import profiles
 from crossattn_sizing.runs.outputs import check_outputs, output_dir, output_file, write_text
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
+from crossattn_sizing.settings import DB, REDIS_URL
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
     )
-    p.add_argument("--db", type=Path, help=f"example database directory (default ${profiles.DB_ENV})")
+    p.add_argument("--db", type=Path, help=f"example database directory (default ${DB})")
     p.add_argument(
         "--regressions", type=Path, help="new regression files go here (default properties/regressions)"
     )
@@ -75,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.JSON.add(p)
     options.JOBS.add(p, default=1)
     options.refuse(p.add_argument, "--workers", "--jobs")
-    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
+    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL})")
     p.set_defaults(func=run, parser=p)
 
 

@@ -42,11 +42,12 @@ from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.resolve import Isolation, Subject, resolve_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file
-from crossattn_sizing.runs.profiles import PROFILES, with_max_examples
-from crossattn_sizing.runs.share_process import Worker, split
+from crossattn_sizing.runs.profiles import with_max_examples
+from crossattn_sizing.runs.share_process import ShareWorker, split
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import Finding, PolicyVerdict, VerifyReport
+from crossattn_sizing.settings import PROFILES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -410,7 +411,7 @@ def shared_suite(args: argparse.Namespace, specs: list[str], profile: str, shari
                "max_examples": args.max_examples, "seed": args.seed, "select": args.select,
                "isolation": [args.isolation.in_process, args.isolation.timeout]}  # fmt: skip
     workers = [
-        Worker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
+        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
         for i, share in enumerate(nodeids[1:])
     ]
     try:

@@ -16,7 +16,6 @@ from hypothesis.database import ExampleDatabase
 from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError
 
-REDIS_URL_ENV = settings.REDIS_URL
 KEY_PREFIX = b"crossattn-sizing:"
 """Keys of this harness in a shared server, apart from other projects' Hypothesis databases."""
 
@@ -32,14 +31,14 @@ def _client(url: str):  # type: ignore[no-untyped-def]
         import redis
     except ImportError:
         raise HarnessError(
-            f"{REDIS_URL_ENV}={url!r}: the redis package is not installed "
+            f"{settings.REDIS_URL}={url!r}: the redis package is not installed "
             "(pip install 'crossattn-sizing[fleet]')"
         ) from None
     try:
         return redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=60)
     except ValueError as exc:
         raise HarnessError(
-            f"{REDIS_URL_ENV}={url!r}: not a Redis URL ({exc}); use redis://HOST:PORT/DB or unix:///PATH"
+            f"{settings.REDIS_URL}={url!r}: not a Redis URL ({exc}); use redis://HOST:PORT/DB or unix:///PATH"
         ) from None
 
 
@@ -62,7 +61,7 @@ def check_reachable(url: str) -> None:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise HarnessError(f"{REDIS_URL_ENV}={url!r}: cannot reach the Redis server ({exc})") from None
+        raise HarnessError(f"{settings.REDIS_URL}={url!r}: cannot reach the Redis server ({exc})") from None
     finally:
         client.close()
 

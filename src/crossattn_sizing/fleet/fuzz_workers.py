@@ -43,7 +43,6 @@ from crossattn_sizing.processes import end_group, forget_child, register_child, 
 INCOMPLETE = 3
 """Exit status when a worker died and nothing failed: the run did not check what it set out to."""
 
-PARENT_ENV = env.FLEET_PARENT
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
 WORKERS_PER_CORE = 2
@@ -75,7 +74,7 @@ def die_with_parent() -> None:
     On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
     everywhere a daemon thread also watches the parent pid. A parent that died
     before this ran is caught by the first check. Nothing without
-    :data:`PARENT_ENV` (a plain ``fuzz``) is touched.
+    :data:`~crossattn_sizing.settings.FLEET_PARENT` (a plain ``fuzz``) is touched.
     """
     parent = env.fleet_parent()
     if parent is None:
@@ -96,7 +95,7 @@ def die_with_parent() -> None:
 
 
 @dataclass
-class Worker:
+class FuzzWorker:
     index: int
     proc: subprocess.Popen[bytes]
     summary: Path
@@ -138,7 +137,7 @@ def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop
     return out
 
 
-def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
+def start_workers(argv: list[str], count: int, folder: Path) -> list[FuzzWorker]:
     """Start ``count`` fuzz processes with ``argv`` (each with its own ``--json`` and log in ``folder``)."""
     workers = []
     for i in range(count):
@@ -147,28 +146,28 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), PARENT_ENV: str(os.getpid())}),
+            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), env.FLEET_PARENT: str(os.getpid())}),
             start_new_session=True,
         )
-        worker = Worker(i, proc, summary, log, log_file)
+        worker = FuzzWorker(i, proc, summary, log, log_file)
         workers.append(worker)
         register_child(worker.end)
     return workers
 
 
-def signal_all(workers: list[Worker], sig: int) -> None:
+def signal_all(workers: list[FuzzWorker], sig: int) -> None:
     for w in workers:
         if w.proc.poll() is None:
             signal_group(w.proc, sig)
 
 
-def reap(workers: list[Worker]) -> None:
+def reap(workers: list[FuzzWorker]) -> None:
     """Kill whatever is left of each worker's process group and close its log."""
     for w in workers:
         w.end()
 
 
-def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -> bool:
+def wait_all(workers: list[FuzzWorker], on_tick: Callable[[], None] | None = None) -> bool:
     """Wait for every worker; Ctrl-C is forwarded to them as SIGINT. True if interrupted."""
     interrupted = False
     while any(w.proc.poll() is None for w in workers):
@@ -193,10 +192,10 @@ class FleetRun:
     which owns their format; this module only runs the processes.
     """
 
-    workers: list[Worker]
+    workers: list[FuzzWorker]
     interrupted: bool
     summaries: list[dict]  # type: ignore[type-arg]  # each finished worker's ``fuzz --json``, in order
-    dead: list[Worker]  # workers that ended without writing a summary
+    dead: list[FuzzWorker]  # workers that ended without writing a summary
 
 
 def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FleetRun:

@@ -36,8 +36,6 @@ from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, 
 from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 from crossattn_sizing.runs import profiles
 
-DEVICES = env.DEVICES
-DCP_BACKENDS = env.DCP_BACKENDS
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
@@ -229,7 +227,7 @@ def _check_profile(config: pytest.Config, name: str | None) -> None:
     try:
         settings.get_profile(name)
     except InvalidArgument:
-        known = ", ".join(profiles.PROFILES)
+        known = ", ".join(env.PROFILES)
         rule = f"unknown Hypothesis profile; use one of {known}"
         raise usage_error(config, f"--hypothesis-profile {shown(name)}: {rule}") from None
 
@@ -275,15 +273,15 @@ def configure_run(config: pytest.Config) -> None:
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")), run.isolation)
         device = config.getoption("device")
-        if device not in DEVICES:
-            raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
+        if device not in env.DEVICES:
+            raise OptionError("--device", repr(device), f"use one of {', '.join(env.DEVICES)}")
         if device == "cuda":
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
         backend = config.getoption("dcp_backend")
-        if backend not in DCP_BACKENDS:
-            raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(DCP_BACKENDS)}")
+        if backend not in env.DCP_BACKENDS:
+            raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(env.DCP_BACKENDS)}")
         if backend == "nccl" and device != "cuda":
             raise OptionError("--dcp-backend", "'nccl'", "needs --device cuda (gloo is the CPU backend)")
         timeout = config.getoption("dcp_timeout")
