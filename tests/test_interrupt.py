@@ -107,7 +107,7 @@ def ctrl_c(*args: object, **kwargs: object) -> None:
 COMMANDS = "crossattn_sizing.commands"
 MOMENTS = [
     # (argv, the function the Ctrl-C lands in)
-    (["check", "--config", NEMOTRON, "--encoder-lens", "3329"], f"{COMMANDS}.check.violations"),
+    (["check", "--config", NEMOTRON, "--encoder-len", "3329"], f"{COMMANDS}.check.violations"),
     (["reproduce", "whisper"], f"{COMMANDS}.reproduce.judge"),
     (["prove", "--policy", "mrv2", "--block-size", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], f"{COMMANDS}.verify.check_impl"),

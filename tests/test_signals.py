@@ -142,7 +142,7 @@ def test_sigterm_to_prove_writes_the_partial_result(tmp_path: Path) -> None:
 HUNG_POLICY = "tests.unusable_policies:hangs"
 HUNG_LATER = "tests.unusable_policies:hangs_after_probe"
 TWICE = [
-    ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", HUNG_POLICY),
+    ("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", HUNG_POLICY),
     ("verify", "--policy", HUNG_POLICY, "-k", "test_capacity"),
     ("prove", "--policy", HUNG_LATER, "--block-size", "16", "--no-progress"),
     ("verify", "--policy", HUNG_LATER, "-k", "test_capacity"),
