@@ -70,11 +70,11 @@ def check_cross_attention(
     seed = data.draw(seeds(), label="content_seed")
     pool_seed = data.draw(seeds(), label="pool_seed")
     widths = checked_widths(policy, config)
-    mode = "faithful" if config.dcp_size == 1 else "sharded"
+    mode = "unsharded" if config.dcp_size == 1 else "sharded"
     event(f"cross-attention {mode}")
     g = config.cross_groups()[0]
     group = config.groups[g]
-    per_entry = group.kbs * (1 if mode == "faithful" else config.dcp_size)
+    per_entry = group.kbs * (1 if mode == "unsharded" else config.dcp_size)
     if any(-(-e // per_entry) > widths[g] for e in case.encoder_lens):
         event("some request needs more entries than the policy gives")
     try:
@@ -152,7 +152,7 @@ def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
     widths = checked_widths(policy, config)
     try:
         run = run_cross(impl, policy, config, widths, case, shape, seed=7, pool_seed=11,
-                        guarded=guarded, mode="faithful")
+                        guarded=guarded, mode="unsharded")
     except CapacityError as err:
         header = scenario_header(
             "Nemotron-Parse page could not run", impl, policy, config, widths, guarded, shape

@@ -15,7 +15,7 @@ import pytest
 from _pytest.config.argparsing import Parser
 
 from crossattn_sizing.cli import build_parser, main
-from crossattn_sizing.commands.options import Refused
+from crossattn_sizing.errors import RefusedSpelling
 from crossattn_sizing.runs import pytest_plugin
 
 pytestmark = pytest.mark.filterwarnings("ignore:A private pytest class:pytest.PytestDeprecationWarning")
@@ -64,7 +64,7 @@ def defined() -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for command, p in sub.choices.items():
         for action in p._actions:
-            if not isinstance(action, Refused):
+            if not isinstance(action, RefusedSpelling):
                 for flag in action.option_strings:
                     out.setdefault(flag, set()).add(command)
     for option in plugin_parser().getgroup("crossattn-sizing").options:

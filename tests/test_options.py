@@ -12,7 +12,8 @@ from collections import defaultdict
 import pytest
 
 from crossattn_sizing.cli import build_parser, main
-from crossattn_sizing.commands.options import Option, Refused
+from crossattn_sizing.commands.options import Option
+from crossattn_sizing.errors import RefusedSpelling
 
 LISTS = {("prove", flag) for flag in ("--dcp", "--max-model-len", "--encoder-budget", "--block-size")}
 LISTS |= {("check", "--encoder-len")}
@@ -28,7 +29,7 @@ def actions_by_flag() -> dict[str, dict[str, argparse.Action]]:
     out: dict[str, dict[str, argparse.Action]] = defaultdict(dict)
     for command, p in sub.choices.items():
         for action in p._actions:
-            if isinstance(action, Refused):  # an old spelling: one line naming the new one (test_glossary)
+            if isinstance(action, RefusedSpelling):  # an old spelling (test_glossary.py)
                 continue
             for flag in action.option_strings:
                 if flag not in ("-h", "--help") and (command, flag) not in LISTS:

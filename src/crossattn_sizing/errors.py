@@ -7,6 +7,11 @@ clear line and exit non-zero instead of a traceback from deep inside.
 
 from __future__ import annotations
 
+import argparse
+import functools
+from collections.abc import Callable
+from typing import Any
+
 MAX_SHOWN = 80
 """Characters of a value an error line shows: a 50 MB string a user passed is not echoed whole."""
 
@@ -159,3 +164,25 @@ class CapacityError(HarnessError, IndexError):
     def __reduce__(self):  # type: ignore[no-untyped-def]
         # Rebuilt from its fields, so it crosses a process boundary (a distributed DCP rank).
         return (type(self), (self.group, self.row, self.needed, self.width, self.first_position, self.access))
+
+
+class RefusedSpelling(argparse.Action):
+    """An old spelling of an option: typing it is a usage error naming the spelling to type instead."""
+
+    def __init__(self, *args: Any, instead: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        parser.error(f"{option_string} is no longer an option: use {self.instead}")
+
+
+def refuse_spelling(add: Callable[..., Any], old: str, new: str) -> None:
+    """Refuse ``old``, a retired spelling of ``new``, with one line naming ``new`` (no silent alias).
+
+    ``add`` is the ``add_argument`` (argparse) or ``addoption`` (pytest) of the parser that
+    took ``old``; the glossary of ``docs/spec.md`` §1 lists every refused spelling.
+    """
+    add(old, action=functools.partial(RefusedSpelling, instead=new), nargs="?", default=argparse.SUPPRESS,
+        dest=f"refused{old.replace('-', '_')}", help=argparse.SUPPRESS)  # fmt: skip

@@ -13,7 +13,7 @@ from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import violations
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import checked_widths
-from crossattn_sizing.errors import ConfigError, HarnessError, OptionError
+from crossattn_sizing.errors import ConfigError, HarnessError, OptionError, refuse_spelling
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.resolve import load_checked_policy
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         dest="encoder_lens",
         help="comma-separated encoder token counts e of the requests, e.g. 3329,1500",
     )
-    options.refuse(p.add_argument, "--encoder-lens", "--encoder-len")
+    refuse_spelling(p.add_argument, "--encoder-lens", "--encoder-len")
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")

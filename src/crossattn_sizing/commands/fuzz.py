@@ -31,7 +31,7 @@ from rich.table import Table
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.commands import options
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
@@ -75,7 +75,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     options.JSON.add(p)
     options.JOBS.add(p, default=1)
-    options.refuse(p.add_argument, "--workers", "--jobs")
+    refuse_spelling(p.add_argument, "--workers", "--jobs")
     p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL})")
     p.set_defaults(func=run, parser=p)
 

@@ -18,7 +18,6 @@ command loads it, as before: loading imports user code and may be slow.
 from __future__ import annotations
 
 import argparse
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,28 +112,6 @@ class Option:
             action = parser.add_argument(self.flag, action="append" if repeatable else "store", **kwargs)
         action.shared = self  # type: ignore[attr-defined]  # read by tests/test_options.py
         return action
-
-
-class Refused(argparse.Action):
-    """An old spelling of an option: typing it is a usage error naming the spelling to type instead."""
-
-    def __init__(self, *args: Any, instead: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.instead = instead
-
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
-                 option_string: str | None = None) -> None:  # fmt: skip
-        parser.error(f"{option_string} is no longer an option: use {self.instead}")
-
-
-def refuse(add: Callable[..., Any], old: str, new: str) -> None:
-    """Refuse ``old``, a retired spelling of ``new``, with one line naming ``new`` (no silent alias).
-
-    ``add`` is the ``add_argument`` (argparse) or ``addoption`` (pytest) of the parser that
-    took ``old``; the glossary of ``docs/spec.md`` §1 lists every refused spelling.
-    """
-    add(old, action=functools.partial(Refused, instead=new), nargs="?", default=argparse.SUPPRESS,
-        dest=f"refused{old.replace('-', '_')}", help=argparse.SUPPRESS)  # fmt: skip
 
 
 POLICY = Option("--policy", "sizing policy: a built-in name or module:attr", metavar="POLICY")

@@ -29,7 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
-from crossattn_sizing.errors import OptionError, PolicyCallError, shown
+from crossattn_sizing.errors import OptionError, PolicyCallError, refuse_spelling, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.prove import (
@@ -108,7 +108,7 @@ def register(subparsers: Any) -> None:
         )
     for old, key in (("--block-sizes", "block_sizes"), ("--kernel-block-sizes", "kernel_block_sizes"),
                      ("--encoder-tokens", "encoder_tokens")):  # fmt: skip
-        options.refuse(p.add_argument, old, AXIS_OPTIONS[key])
+        refuse_spelling(p.add_argument, old, AXIS_OPTIONS[key])
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
         "--chunk-size",

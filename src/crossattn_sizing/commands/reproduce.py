@@ -23,7 +23,7 @@ from typing import Any
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.errors import ConfigError, OptionError
+from crossattn_sizing.errors import ConfigError, OptionError, refuse_spelling
 from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
@@ -78,10 +78,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE))
     DCP.add(p, shown_default="1")
     ENCODER_LEN.add(p)
-    options.refuse(p.add_argument, "--encoder-tokens", ENCODER_LEN.flag)
+    refuse_spelling(p.add_argument, "--encoder-tokens", ENCODER_LEN.flag)
     BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
-    options.refuse(p.add_argument, "--max-num-encoder-input-tokens", ENCODER_BUDGET.flag)
+    refuse_spelling(p.add_argument, "--max-num-encoder-input-tokens", ENCODER_BUDGET.flag)
     options.IMPL.add(p, shown_default="torch")
     options.SEED.add(p, default=0)
     options.ENGINE.add(p)

@@ -33,7 +33,7 @@ from rich.progress import (
 from crossattn_sizing import interrupts, standard_output
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.limits import int_arg
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.DEVICE.add(p, default="cpu")
     p.add_argument("--hypothesis-profile", dest="profile", default="ci", choices=PROFILES,
                    help="Hypothesis settings profile (default ci)")  # fmt: skip
-    options.refuse(p.add_argument, "--profile", "--hypothesis-profile")
+    refuse_spelling(p.add_argument, "--profile", "--hypothesis-profile")
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
     options.SEED.add(p, shown_default="random, or fixed by the profile")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)

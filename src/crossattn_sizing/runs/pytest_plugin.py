@@ -29,10 +29,16 @@ import pytest
 from crossattn_sizing import interrupts
 from crossattn_sizing import settings as env
 from crossattn_sizing.callables import check_findable, load_callable
-from crossattn_sizing.commands.options import refuse
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
-from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
+from crossattn_sizing.errors import (
+    HarnessError,
+    OptionError,
+    PolicyCallError,
+    bounded,
+    refuse_spelling,
+    shown,
+)
 from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 from crossattn_sizing.runs import profiles
 
@@ -125,7 +131,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,  # CROSSATTN_SIZING_POLICY, else mrv2: read (and checked) in pytest_configure
         help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
     )
-    refuse(group.addoption, "--sizing-policy", "--policy")
+    refuse_spelling(group.addoption, "--sizing-policy", "--policy")
     group.addoption(
         "--impl",
         default=None,  # CROSSATTN_IMPL, else torch
