@@ -384,7 +384,7 @@ def test_batched_widths_are_the_single_widths(
 ) -> None:
     """``widths_many`` over two processes, in small batches, answers each config as ``policy(config)``."""
     monkeypatch.setattr(engine_vllm, "BATCH", 97)
-    monkeypatch.setenv("2")
+    monkeypatch.setenv(ENGINE_WORKERS, "2")
     replicated = NEMOTRON.replace(
         dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
     )
@@ -438,7 +438,7 @@ def test_a_worker_crash_in_a_batch_fails_the_config_that_caused_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Meta-test: the batch that dies is asked again config by config; the first killing config fails."""
-    monkeypatch.setenv("1")
+    monkeypatch.setenv(ENGINE_WORKERS, "1")
     worker = _worker(tmp_path, "0.25.0", block_table_source=KILLING_LONG_ROWS)
     model = BUILTIN_POLICIES["mrv2-pow2"]
     first = next(c for c in _grid_configs() if model(c)[0] // c.groups[0].bpk > 200)
@@ -456,11 +456,11 @@ def test_a_worker_crash_in_a_batch_fails_the_config_that_caused_it(
 
 
 def test_worker_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("3")
+    monkeypatch.setenv(ENGINE_WORKERS, "3")
     assert parallel_workers() == 3
     monkeypatch.delenv(ENGINE_WORKERS)
     assert 1 <= parallel_workers() <= 4
-    monkeypatch.setenv("two")
+    monkeypatch.setenv(ENGINE_WORKERS, "two")
     with pytest.raises(HarnessError, match=f"{ENGINE_WORKERS}='two': must be a positive integer"):
         parallel_workers()
 
