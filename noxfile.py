@@ -98,7 +98,7 @@ def package(session: nox.Session) -> None:
     with session.chdir(empty):
         session.run(os.path.join(bin_dir, "crossattn-sizing"), "verify", env=env, external=True)
         session.run(python, "-m", "crossattn_sizing", "--help", env=env, external=True, silent=True)
-        suite = ["--pyargs", "crossattn_sizing.properties", "--sizing-policy", "mrv2", "--impl", "torch"]
+        suite = ["--pyargs", "crossattn_sizing.properties", "--policy", "mrv2", "--impl", "torch"]
         session.run(python, "-m", "pytest", *suite, "-p", "no:cacheprovider", *session.posargs, env=env,
                     external=True)
 
@@ -171,7 +171,7 @@ def distributed(session: nox.Session) -> None:
 
 @nox.session
 def fleet(session: nox.Session) -> None:
-    """A fuzzing fleet on this machine: ``nox -s fleet -- --workers 4 --minutes 30 [--policy P]``.
+    """A fuzzing fleet on this machine: ``nox -s fleet -- --jobs 4 --minutes 30 [--policy P]``.
 
     The workers share a Redis example database: ``CROSSATTN_REDIS_URL`` if set
     (the same command on several machines is the fleet), else a private
@@ -181,8 +181,8 @@ def fleet(session: nox.Session) -> None:
     install(session, extras="test,fleet")
     env = dict(CPU_ENV, CROSSATTN_PROFILE="nightly")
     args = list(session.posargs)
-    if not any(a == "--workers" or a.startswith("--workers=") for a in args):
-        args = ["--workers", "2", *args]
+    if not any(a == "--jobs" or a.startswith("--jobs=") for a in args):
+        args = ["--jobs", "2", *args]
     command = ["crossattn-sizing", "fuzz", *args]
     if os.environ.get("CROSSATTN_REDIS_URL"):
         session.run(*command, env=env, success_codes=[0, 1])

@@ -14,7 +14,7 @@ Run (writes reports/bench_distributed.md and prints the same tables):
    examples per second of each property (its pytest call time, which includes
    the reference oracle and, for gloo, starting each process group once), the
    median over ``--runs``. The start-up of a group is also timed on its own.
-2. ``crossattn-sizing fuzz --workers N`` (N = 1, 2) on the capacity properties
+2. ``crossattn-sizing fuzz --jobs N`` (N = 1, 2) on the capacity properties
    under ``mrv2`` for ``--fuzz-minutes``, against a private redis-server:
    examples of all workers together per second of wall time (process start-up
    included). Hypothesis reports a test's examples when the test ends, and the
@@ -70,22 +70,22 @@ def group_start_seconds(world: int) -> float:
 
 
 def fuzz_rate(workers: int, minutes: float, per_round: int) -> tuple[int, float]:
-    """(examples of all workers, wall seconds) of one ``fuzz --workers`` run against a private server."""
-    from crossattn_sizing.fleet.database import REDIS_URL_ENV
+    """(examples of all workers, wall seconds) of one ``fuzz --jobs`` run against a private server."""
     from crossattn_sizing.fleet.server import RedisServer
+    from crossattn_sizing.settings import REDIS_URL
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as server:
         summary = Path(tmp) / "summary.json"
-        cmd = [sys.executable, "-m", "crossattn_sizing", "fuzz", "--workers", str(workers), "--minutes",
+        cmd = [sys.executable, "-m", "crossattn_sizing", "fuzz", "--jobs", str(workers), "--minutes",
                str(minutes), "--policy", "mrv2", "-k", "test_capacity",
                "--examples-per-round", str(per_round), "--db", str(Path(tmp) / "db"),
                "--regressions", str(Path(tmp) / "regressions"), "--json", str(summary)]
-        env = dict(os.environ, **{REDIS_URL_ENV: server.url})
+        env = dict(os.environ, **{REDIS_URL: server.url})
         start = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=minutes * 60 * 3 + 300)
         wall = time.perf_counter() - start
         if proc.returncode != 0:
-            raise SystemExit(f"fuzz --workers {workers}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
+            raise SystemExit(f"fuzz --jobs {workers}: exit {proc.returncode}\n{proc.stdout}{proc.stderr}")
         data = json.loads(summary.read_text())
     return sum(p["examples"] for p in data["properties"]), wall
 
@@ -148,7 +148,7 @@ def main() -> int:
         "",
         "## Fuzzing throughput with 1 and 2 workers",
         "",
-        f"`crossattn-sizing fuzz --workers N --minutes {args.fuzz_minutes} --policy mrv2 -k test_capacity "
+        f"`crossattn-sizing fuzz --jobs N --minutes {args.fuzz_minutes} --policy mrv2 -k test_capacity "
         f"--examples-per-round {args.examples_per_round}` "
         "against a private redis-server (Unix socket); examples of all workers together per second of "
         "wall time, process start-up included.",

@@ -45,10 +45,10 @@ sys.path.insert(0, str(ROOT))  # the reference oracle and properties/ live at th
 
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup  # noqa: E402
 from crossattn_sizing.core.policies import BUILTIN_POLICIES  # noqa: E402
+from crossattn_sizing.core.slot_layout import SlotLayout  # noqa: E402
 from crossattn_sizing.core.step import AttentionStep  # noqa: E402
 from crossattn_sizing.impl import Impl  # noqa: E402
 from crossattn_sizing.impl.runner import PagedRunner, slot_step  # noqa: E402
-from crossattn_sizing.impl.slot_mapping import SlotLayout  # noqa: E402
 from crossattn_sizing.intmath import cdiv  # noqa: E402
 from crossattn_sizing.resolve import load_impl  # noqa: E402
 from properties.config_strategies import encoder_decoder_config  # noqa: E402

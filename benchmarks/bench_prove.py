@@ -84,8 +84,8 @@ def arithmetic_loop(domain: Domain) -> int:
     failures = 0
     for bs, kbs, c, _i in zip(*(a.tolist() for a in t), strict=True):
         bpk, a = bs // kbs, alignment_multiple(bs, "pow2")
-        for m, e_budget, s in lengths:
-            e = min(e_budget, max(m, e_budget))
+        for m, encoder_budget, s in lengths:
+            e = min(encoder_budget, max(m, encoder_budget))
             w = cdiv(cdiv(max(m, s if s != ABSENT else 0), bs * c), a) * a * bpk
             failures += cdiv(e, kbs * c) > w or cdiv(e, bs * c) * bpk > w
     return failures

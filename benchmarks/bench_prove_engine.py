@@ -33,10 +33,11 @@ import time
 from datetime import date
 from pathlib import Path
 
-from crossattn_sizing.engine.client import WORKERS_ENV, close_all, parallel_workers
+from crossattn_sizing.engine.client import close_all, parallel_workers
 from crossattn_sizing.engine.vllm import BATCH, VllmPolicy
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import prove_property
+from crossattn_sizing.settings import ENGINE_WORKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_prove_engine.md"
@@ -51,7 +52,7 @@ def load() -> str:
 
 
 def with_workers(n: int) -> None:
-    os.environ[WORKERS_ENV] = str(n)
+    os.environ[ENGINE_WORKERS] = str(n)
 
 
 def main(argv: list[str] | None = None) -> None:

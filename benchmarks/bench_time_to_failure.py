@@ -51,8 +51,8 @@ if str(ROOT) not in sys.path:  # properties/ and tests/ are imported as packages
     sys.path.insert(0, str(ROOT))
 
 from properties.capacity_strategies import (  # noqa: E402
-    MAX_BLOCK_SIZE,
     MAX_DCP,
+    MAX_DRAWN_BLOCK_SIZE,
     MAX_LEN,
     MAX_REQS,
     CapacityCase,
@@ -61,7 +61,7 @@ from properties.capacity_strategies import (  # noqa: E402
 from properties.config_strategies import draw_group, draw_interleave, encoder_decoder_config  # noqa: E402
 from tests.broken_policies import BOUNDARY, BROKEN  # noqa: E402
 
-BLOCK_SIZES = range(1, MAX_BLOCK_SIZE + 1)
+BLOCK_SIZES = range(1, MAX_DRAWN_BLOCK_SIZE + 1)
 T = TypeVar("T")
 
 REPORT = ROOT / "reports" / "bench_time_to_failure.md"
@@ -130,7 +130,7 @@ class RandomDraws:
 
 
 def uniform_group(rng: random.Random, kind: GroupKind, dcp: int) -> KVCacheGroup:
-    """A group with ``bs`` uniform in 1..MAX_BLOCK_SIZE and a uniform divisor as ``kbs``."""
+    """A group with ``bs`` uniform in 1..MAX_DRAWN_BLOCK_SIZE and a uniform divisor as ``kbs``."""
     return draw_group(RandomDraws(rng), kind, BLOCK_SIZES, dcp)
 
 
@@ -141,7 +141,7 @@ def uniform_case(rng: random.Random) -> CapacityCase:
     uniform in 1..MAX_LEN (``S``: 0..MAX_LEN); ``B`` uniform in ``M..MAX_LEN``
     (the engine needs ``B >= M``); ``C`` in 1..MAX_DCP; a cross group and 0..2
     other groups of uniform kind at a uniform position, each with ``bs`` in
-    1..MAX_BLOCK_SIZE and a uniform divisor as ``kbs``, sharded or not
+    1..MAX_DRAWN_BLOCK_SIZE and a uniform divisor as ``kbs``, sharded or not
     uniformly under DCP; a uniform valid interleave; ``max_num_reqs`` in
     1..MAX_REQS, prefix caching and 0..2 speculative blocks uniform;
     1..max_num_reqs requests with encoder lengths uniform in 1..bound.

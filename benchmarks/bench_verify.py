@@ -15,7 +15,7 @@ Run (writes reports/bench_verify.md and prints the same figures):
 
 Both commands run as subprocesses with the environment of the nox ``tests``
 session (profile ``ci``): the suite as ``python -m pytest properties``
-(``--sizing-policy mrv2``), verify as ``crossattn-sizing verify`` with no
+(``--policy mrv2``), verify as ``crossattn-sizing verify`` with no
 ``--policy`` (all built-ins, prove rows included, findings searched).
 """
 
@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_verify.md"
 COMMAND = ".venv/bin/python benchmarks/bench_verify.py --pairs {pairs}"
 SUITE = [sys.executable, "-m", "pytest", "properties", "-q", "-p", "no:cacheprovider",
-         "--sizing-policy", "mrv2"]  # fmt: skip
+         "--policy", "mrv2"]  # fmt: skip
 VERIFY = [sys.executable, "-m", "crossattn_sizing", "verify"]
 
 

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import torch
 
+from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import Inexpressible, close_all
-from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
-from crossattn_sizing.impl.slot_mapping import SlotLayout, global_positions
+from crossattn_sizing.errors import ReleaseUnavailable
+from crossattn_sizing.impl.slot_mapping import global_positions
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "engine_kernels.md"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
@@ -158,7 +159,7 @@ def fmt(err: float) -> str:
 def release_table(version: str) -> list[str]:
     try:
         impl = VllmImpl(f"vllm=={version}")
-    except EngineError as exc:
+    except ReleaseUnavailable as exc:
         return [f"## vLLM {version}", "", f"could not run: {exc}", ""]
     lines = [f"## vLLM {version}", "", "| step | function | runs | fp32 max error | fp16 max error | bf16 | "
              "time per call (fp32) |", "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip

@@ -18,9 +18,10 @@ from pathlib import Path
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import close_all
 from crossattn_sizing.engine.coverage import engine_coverage
-from crossattn_sizing.engine.install import MANIFEST, EngineError, default_engine_cache, read_manifest
+from crossattn_sizing.engine.install import MANIFEST, default_engine_cache, read_manifest
 from crossattn_sizing.engine.shims import CPU_SHIMS
 from crossattn_sizing.engine.vllm import VllmPolicy
+from crossattn_sizing.errors import ReleaseUnavailable
 
 NEMOTRON = RunnerConfig(
     2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),
@@ -33,7 +34,7 @@ def one(version: str) -> list[str]:
     start = time.perf_counter()
     try:
         policy = VllmPolicy(f"vllm=={version}")
-    except EngineError as exc:
+    except ReleaseUnavailable as exc:
         wall = f"{time.perf_counter() - start:.0f}"
         return [version, "-", "-", "-", "-", f"could not run: {exc}", "-", wall]
     ready = policy.worker.ready if policy.worker else {}

@@ -53,7 +53,7 @@ def rerun_command(options: Sequence[str] = ()) -> str:
 def harness_options(impl: Impl, policy: Policy | None = None, dcp_backend: str = "inprocess") -> list[str]:
     """The plugin options a property ran under, for its rerun line (the DCP backend if not the default)."""
     # The specs as typed (a display name or a base class's name cannot be typed back: issue 29).
-    out = [] if policy is None else ["--sizing-policy", typed_spec(policy, policy_name(policy))]
+    out = [] if policy is None else ["--policy", typed_spec(policy, policy_name(policy))]
     out += ["--impl", typed_spec(impl, impl.name), "--device", impl.device.type]
     return out if dcp_backend == "inprocess" else [*out, "--dcp-backend", dcp_backend]
 

@@ -1,6 +1,6 @@
 """Differential attention properties: paged attention through the block tables equals dense attention.
 
-Run against ``--impl`` on ``--device`` with the widths of ``--sizing-policy``.
+Run against ``--impl`` on ``--device`` with the widths of ``--policy``.
 Each scenario writes every token's distinct key and value by slot into
 NaN-poisoned caches and reads them back through the request's row; the oracle
 (reference/, float64) attends densely over the request's own keys. Outputs must
@@ -8,7 +8,7 @@ match within the dtype's tolerance (properties/impl_assertions.py) and stay
 finite.
 
 Cross-attention runs both table modes. Unguarded is the engine: under the
-pre-fix sizing (``--sizing-policy mrv2-prefix``) a Nemotron-Parse-like request
+pre-fix sizing (``--policy mrv2-prefix``) a Nemotron-Parse-like request
 spills ids into its neighbour's row and the property fails showing the wrong
 output. Guarded refuses the same access before any kernel runs, and the
 property fails with the structured capacity error. Under ``mrv2`` both hold.
@@ -72,11 +72,11 @@ def check_cross_attention(
     seed = data.draw(seeds(), label="content_seed")
     pool_seed = data.draw(seeds(), label="pool_seed")
     widths = checked_widths(policy, config)
-    mode: Literal["faithful", "sharded"] = "faithful" if config.dcp_size == 1 else "sharded"
+    mode: Literal["unsharded", "sharded"] = "unsharded" if config.dcp_size == 1 else "sharded"
     event(f"cross-attention {mode}")
     g = config.cross_groups()[0]
     group = config.groups[g]
-    per_entry = group.kbs * (1 if mode == "faithful" else config.dcp_size)
+    per_entry = group.kbs * (1 if mode == "unsharded" else config.dcp_size)
     if any(-(-e // per_entry) > widths[g] for e in case.encoder_lens):
         event("some request needs more entries than the policy gives")
     try:
@@ -154,7 +154,7 @@ def check_nemotron_parse(impl: Impl, policy: Policy, guarded: bool) -> None:
     widths = checked_widths(policy, config)
     try:
         run = run_cross(impl, policy, config, widths, case, shape, seed=7, pool_seed=11,
-                        guarded=guarded, mode="faithful")
+                        guarded=guarded, mode="unsharded")
     except CapacityError as err:
         header = scenario_header(
             "Nemotron-Parse page could not run", impl, policy, config, widths, guarded, shape

@@ -1,6 +1,6 @@
 """Capacity properties: every admitted token has a column, and no row receives more ids than it holds.
 
-Run against the policy chosen with ``--sizing-policy`` (default ``mrv2``).
+Run against the policy chosen with ``--policy`` (default ``mrv2``).
 Under DCP they are judged against the sharded layout the width formula assumes
 (each rank holds its share); the engine's unsharded cross write path under DCP
 is a separate finding (see ``crossattn_sizing.findings.dcp``).

@@ -18,7 +18,11 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths
-from crossattn_sizing.findings.dcp import FindingWarning, dcp_cross_attention_finding, faithful_cross_overflow
+from crossattn_sizing.findings.dcp import (
+    FindingWarning,
+    dcp_cross_attention_finding,
+    unsharded_cross_overflow,
+)
 
 from .assertions import assert_finding_stands, assert_sharded_cross_fits
 from .finding_strategies import dcp_cross_cases
@@ -36,6 +40,6 @@ def test_sharded_cross_path_fits(data: st.DataObject, sizing_policy: Policy, siz
     """The consistent sharded layout maps every admitted encoder token within the row, on every rank."""
     config, e = data.draw(dcp_cross_cases(), label="case")
     widths = checked_widths(sizing_policy, config)
-    if faithful_cross_overflow(config, widths, e) is not None:
+    if unsharded_cross_overflow(config, widths, e) is not None:
         event("engine's unsharded path would overflow here")
     assert_sharded_cross_fits(sizing_policy, sizing_policy_spec, config, e)

@@ -5,7 +5,7 @@ mBART (the modules the real decoders build, eager attention, fp32, eval mode):
 the encoder output is projected with the module's own ``k_proj``/``v_proj``,
 written into NaN-poisoned paged caches through the implementation under test
 (``--impl``) with block tables sized by the policy under test
-(``--sizing-policy``) for the RunnerConfig the model adapters derive from the
+(``--policy``) for the RunnerConfig the model adapters derive from the
 config; paged attention then runs with the module's ``q_proj`` and its
 scaling, and ``out_proj`` is applied. The result must equal the module's own
 forward on the same hidden states.

@@ -11,10 +11,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.block_table import DeviceBlockTable
 from crossattn_sizing.impl.runner import compute_slots
-from crossattn_sizing.impl.slot_mapping import SlotLayout
 
 from .failures import assert_equal, harness_options
 from .impl_assertions import assert_slots_equal

@@ -16,9 +16,10 @@ from unittest import mock
 
 import torch
 
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID
 from crossattn_sizing.impl import TorchImpl, attention
 from crossattn_sizing.impl.attention import torch_paged_attention
-from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID, token_requests
+from crossattn_sizing.impl.slot_mapping import token_requests
 
 
 class SlotOffByOne(TorchImpl):

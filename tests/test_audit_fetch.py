@@ -15,8 +15,9 @@ import pytest
 
 from crossattn_sizing import cli
 from crossattn_sizing.audit import sources
-from crossattn_sizing.audit.sources import FetchError, ZipTree, cached_wheel, fetch_wheel
+from crossattn_sizing.audit.sources import ZipTree, cached_wheel, fetch_wheel
 from crossattn_sizing.audit.verdicts import audit_tree
+from crossattn_sizing.errors import ReleaseUnavailable
 
 RUNNER = """
 from vllm.utils.math_utils import cdiv
@@ -79,9 +80,9 @@ def test_download_goes_into_the_cache_once(tmp_path):
 
 
 def test_offline_and_bad_versions_are_user_errors(tmp_path):
-    with pytest.raises(FetchError, match="not in the wheel cache"):
+    with pytest.raises(ReleaseUnavailable, match="not in the wheel cache"):
         fetch_wheel("0.24.0", tmp_path, offline=True)
-    with pytest.raises(FetchError, match="not a release version"):
+    with pytest.raises(ReleaseUnavailable, match="not a release version"):
         fetch_wheel("latest; rm -rf /", tmp_path, downloader=refuse)
 
 
@@ -96,7 +97,7 @@ def test_pip_failure_is_one_line(tmp_path, monkeypatch):
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr=stderr)
 
     monkeypatch.setattr(sources.subprocess, "run", fake_run)
-    with pytest.raises(FetchError) as info:
+    with pytest.raises(ReleaseUnavailable) as info:
         fetch_wheel("0.0.1", tmp_path / "cache")
     assert str(info.value) == (
         "could not download vllm==0.0.1: "
@@ -133,7 +134,7 @@ def test_cli_audits_a_cached_release(tmp_path, capsys):
 
 def test_cli_download_failure_exits_2_without_traceback(tmp_path, capsys, monkeypatch):
     def failing(version: str, dest: Path) -> None:
-        raise FetchError(f"could not download vllm=={version}: ERROR: No matching distribution")
+        raise ReleaseUnavailable(f"could not download vllm=={version}: ERROR: No matching distribution")
 
     monkeypatch.setattr(sources, "pip_download", failing)
     code = cli.main(["audit", "--vllm", "0.0.1", "--cache-dir", str(tmp_path)])

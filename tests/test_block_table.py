@@ -7,11 +7,11 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.errors import CapacityError, HarnessError
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.impl.block_table import DeviceBlockTable, expand_block_ids
 from crossattn_sizing.impl.runner import compute_slots
-from crossattn_sizing.impl.slot_mapping import SlotLayout
 from reference.block_table import BlockTable as ReferenceBlockTable
 
 

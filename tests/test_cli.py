@@ -25,14 +25,14 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_check_reproduces_the_nemotron_failure(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", "--policy", "mrv2-prefix", "--config", NEMOTRON, "--encoder-lens", "3329"]) == 1
+    assert main(["check", "--policy", "mrv2-prefix", "--config", NEMOTRON, "--encoder-len", "3329"]) == 1
     out = capsys.readouterr().out
     assert "needing 209 columns but the row has 128" in out
     assert "token 2048 is the first without a column" in out
 
 
 def test_check_passes_under_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["check", "--policy", "mrv2", "--config", NEMOTRON, "--encoder-lens", "3329"]) == 0
+    assert main(["check", "--policy", "mrv2", "--config", NEMOTRON, "--encoder-len", "3329"]) == 0
     assert "OK" in capsys.readouterr().out
 
 
@@ -45,11 +45,11 @@ def test_check_passes_under_the_fix(capsys: pytest.CaptureFixture[str]) -> None:
                       '[{"kind": "cross", "block_size": 16}]}'], "max_num_batched_tokens=5"),
         (["--config", "{not json"], "is not valid JSON"),
         (["--config", "/no/such/file.json"], "must be JSON text or the path"),
-        (["--encoder-lens", "5000"], "--encoder-lens=5000: is not admitted"),
+        (["--encoder-len", "5000"], "--encoder-len=5000: is not admitted"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
-    base = {"--policy": "mrv2", "--config": NEMOTRON, "--encoder-lens": "3329"}
+    base = {"--policy": "mrv2", "--config": NEMOTRON, "--encoder-len": "3329"}
     base.update(dict(zip(args[::2], args[1::2], strict=True)))
     proc = run_cli("check", *[x for kv in base.items() for x in kv])
     assert proc.returncode == 2

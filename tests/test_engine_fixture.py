@@ -26,16 +26,17 @@ from crossattn_sizing.core import capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.engine import vllm as engine_vllm
-from crossattn_sizing.engine.client import WORKERS_ENV, EngineCrash, Inexpressible, Worker, parallel_workers
+from crossattn_sizing.engine.client import EngineCrash, EngineWorker, Inexpressible, parallel_workers
 from crossattn_sizing.engine.coverage import engine_coverage
-from crossattn_sizing.engine.install import EngineError, Release, resolve_release
+from crossattn_sizing.engine.install import Release, resolve_release
 from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.errors import HarnessError, ReleaseUnavailable
 from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.resolve import load_policy
+from crossattn_sizing.settings import ENGINE_WORKERS
 from tests.engine_tree import FIXTURES, build_tree
 
 NEMOTRON = RunnerConfig(
@@ -158,9 +159,9 @@ KILLING_BLOCK_TABLE = (FIXTURES / "0.25.0" / "block_table.py").read_text() + (
 )  # a stand-in that dies the way a kernel reading past its allocation can
 
 
-def _worker(root: Path, version: str, **kw: object) -> Worker:
+def _worker(root: Path, version: str, **kw: object) -> EngineWorker:
     tree = build_tree(root / version, version, **kw)  # type: ignore[arg-type]
-    return Worker(Release(version, [str(tree)]))
+    return EngineWorker(Release(version, [str(tree)]))
 
 
 @pytest.fixture(scope="module")
@@ -172,7 +173,7 @@ def workers(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untype
         w.close()
 
 
-def test_worker_reports_the_cpu_shims(workers: dict[str, Worker]) -> None:
+def test_worker_reports_the_cpu_shims(workers: dict[str, EngineWorker]) -> None:
     ready = workers["0.25.0"].start()
     assert ready["version"] == "0.25.0"
     assert ready["shims"] == [
@@ -181,7 +182,7 @@ def test_worker_reports_the_cpu_shims(workers: dict[str, Worker]) -> None:
     ]  # fmt: skip  (the recorded package, like a checkout, has no distribution metadata)
 
 
-def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict[str, Worker]) -> None:
+def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict[str, EngineWorker]) -> None:
     old = VllmPolicy("vllm==0.24.0", worker=workers["0.24.0"])
     new = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
     assert old(NEMOTRON) == (128, 128) and new(NEMOTRON) == (216, 216)
@@ -191,7 +192,7 @@ def test_policy_from_the_worker_fails_and_holds_as_the_releases_do(workers: dict
     assert capacity.violations(new, NEMOTRON, [3329]) == []
 
 
-def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker]) -> None:
+def test_real_block_tables_spill_into_the_next_request(workers: dict[str, EngineWorker]) -> None:
     """0.24.0: the 209 ids overrun row 0; once row 1 is written, positions from 2048 map elsewhere."""
     result = engine_coverage(VllmPolicy("vllm==0.24.0", worker=workers["0.24.0"]), NEMOTRON, [3329, 100],
                              first_row=0)  # fmt: skip
@@ -203,7 +204,7 @@ def test_real_block_tables_spill_into_the_next_request(workers: dict[str, Worker
 
 
 def test_shrinking_the_fixed_widths_by_one_alignment_multiple_is_caught(
-    workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
+    workers: dict[str, EngineWorker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Meta-test on the recorded 0.25.0 BlockTables: one alignment step (8 blocks of 16) less is caught."""
     policy = VllmPolicy("vllm==0.25.0", worker=workers["0.25.0"])
@@ -215,7 +216,7 @@ def test_shrinking_the_fixed_widths_by_one_alignment_multiple_is_caught(
     assert not result.holds and "appended to a row of 208" in result.problems[0]
 
 
-def test_the_engine_implementation_takes_the_call_keywords(workers: dict[str, Worker]) -> None:
+def test_the_engine_implementation_takes_the_call_keywords(workers: dict[str, EngineWorker]) -> None:
     """VllmImpl is composed (vLLM's slot mapping, the torch kernels for the rest) in the keyword form."""
     from crossattn_sizing.impl import keyword_call_problems
 
@@ -225,7 +226,7 @@ def test_the_engine_implementation_takes_the_call_keywords(workers: dict[str, Wo
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck), database=None)
 @given(data=st.data())
 def test_real_slot_mapping_kernel_passes_the_slot_property(
-    data: st.DataObject, workers: dict[str, Worker]
+    data: st.DataObject, workers: dict[str, EngineWorker]
 ) -> None:
     """The recorded kernel as ``--impl``: the slot-mapping property (DCP ranks included) holds."""
     from properties.test_slot_mapping import check_slot_mapping
@@ -254,8 +255,8 @@ def test_a_worker_crash_fails_the_request_and_the_next_one_restarts(tmp_path: Pa
 def _one_token_step() -> dict:
     import torch
 
+    from crossattn_sizing.core.slot_layout import SlotLayout
     from crossattn_sizing.core.step import SlotStep
-    from crossattn_sizing.impl.slot_mapping import SlotLayout
 
     i32 = torch.int32
     step = SlotStep(torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32),
@@ -272,7 +273,7 @@ def test_unknown_release_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.
         load_policy("vllm==banana")
     with pytest.raises(HarnessError, match=r"vllm==0\.99\.0 is not in the wheel cache .*--offline"):
         resolve_release("vllm==0.99.0", offline=True, cache=tmp_path / "engine")
-    with pytest.raises(EngineError, match=r"expected vllm, vllm==X\.Y\.Z or vllm@PATH"):
+    with pytest.raises(ReleaseUnavailable, match=r"expected vllm, vllm==X\.Y\.Z or vllm@PATH"):
         resolve_release("vllm>=0.24")
 
 
@@ -292,7 +293,7 @@ def test_cross_group_is_where_the_sizing_bites() -> None:
     assert NEMOTRON.cross_groups() == [1] and NEMOTRON.groups[1].kind is GroupKind.CROSS
 
 
-def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, Worker]) -> None:
+def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, EngineWorker]) -> None:
     """0.25.0 shards every attention group under DCP: a replicated group is discarded, not failed."""
     from hypothesis import find
 
@@ -316,7 +317,7 @@ def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, 
              settings=settings(max_examples=3))  # fmt: skip
 
 
-def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, Worker], tmp_path: Path) -> None:
+def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, EngineWorker], tmp_path: Path) -> None:
     """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
     from crossattn_sizing.audit.report import detail_lines
     from crossattn_sizing.audit.sources import DirTree
@@ -353,13 +354,13 @@ def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: py
     assert DISTRIBUTIONS["zmq"] == "pyzmq" and DISTRIBUTIONS["attr"] == "attrs"
     release = Release("0.25.0", [str(tmp_path / "vllm-0.25.0"), str(tmp_path / "deps")])
     for module in ("vllm", "torch", "triton", "nvidia"):
-        with pytest.raises(EngineError, match="never installs"):
+        with pytest.raises(ReleaseUnavailable, match="never installs"):
             add_dependency(release, module)
     # A release resolved offline (audit --offline) stays offline: nothing read from the environment later.
     offline_release = Release("0.25.0", release.paths, offline=True)
-    with pytest.raises(EngineError, match="--offline forbids"):
+    with pytest.raises(ReleaseUnavailable, match="--offline forbids"):
         add_dependency(offline_release, "cbor2")
-    with pytest.raises(EngineError, match="is installed but does not import"):
+    with pytest.raises(ReleaseUnavailable, match="is installed but does not import"):
         add_dependency(Release(None, installed=True), "cbor2")
 
 
@@ -379,11 +380,11 @@ def _grid_configs() -> list[RunnerConfig]:
 
 
 def test_batched_widths_are_the_single_widths(
-    workers: dict[str, Worker], monkeypatch: pytest.MonkeyPatch
+    workers: dict[str, EngineWorker], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``widths_many`` over two processes, in small batches, answers each config as ``policy(config)``."""
     monkeypatch.setattr(engine_vllm, "BATCH", 97)
-    monkeypatch.setenv(WORKERS_ENV, "2")
+    monkeypatch.setenv(ENGINE_WORKERS, "2")
     replicated = NEMOTRON.replace(
         dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
     )
@@ -409,7 +410,7 @@ def test_batched_widths_are_the_single_widths(
 
 @pytest.mark.parametrize(("version", "model"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])
 def test_prove_on_the_recorded_release_gives_the_verdict_of_its_model(
-    workers: dict[str, Worker], version: str, model: str
+    workers: dict[str, EngineWorker], version: str, model: str
 ) -> None:
     """Batched, one call per config and the vectorised model of the release find the same failures."""
     policy = VllmPolicy(f"vllm=={version}", worker=workers[version])
@@ -437,7 +438,7 @@ def test_a_worker_crash_in_a_batch_fails_the_config_that_caused_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Meta-test: the batch that dies is asked again config by config; the first killing config fails."""
-    monkeypatch.setenv(WORKERS_ENV, "1")
+    monkeypatch.setenv(ENGINE_WORKERS, "1")
     worker = _worker(tmp_path, "0.25.0", block_table_source=KILLING_LONG_ROWS)
     model = BUILTIN_POLICIES["mrv2-pow2"]
     first = next(c for c in _grid_configs() if model(c)[0] // c.groups[0].bpk > 200)
@@ -455,12 +456,12 @@ def test_a_worker_crash_in_a_batch_fails_the_config_that_caused_it(
 
 
 def test_worker_count_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(WORKERS_ENV, "3")
+    monkeypatch.setenv(ENGINE_WORKERS, "3")
     assert parallel_workers() == 3
-    monkeypatch.delenv(WORKERS_ENV)
+    monkeypatch.delenv(ENGINE_WORKERS)
     assert 1 <= parallel_workers() <= 4
-    monkeypatch.setenv(WORKERS_ENV, "two")
-    with pytest.raises(HarnessError, match=f"{WORKERS_ENV}='two': must be a positive integer"):
+    monkeypatch.setenv(ENGINE_WORKERS, "two")
+    with pytest.raises(HarnessError, match=f"{ENGINE_WORKERS}='two': must be a positive integer"):
         parallel_workers()
 
 
@@ -483,7 +484,7 @@ def test_a_module_the_release_lacks_is_installed_by_name_and_the_worker_restarts
         (tree / module / "sub.py").write_text("")
 
     monkeypatch.setattr(client, "add_dependency", install)
-    worker = Worker(Release("0.25.0", [str(tree)]))
+    worker = EngineWorker(Release("0.25.0", [str(tree)]))
     try:
         assert worker.start()["ready"] and installed == ["lacking_dep_xyz"]
     finally:

@@ -21,14 +21,14 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.core.step import AttentionStep, WriteStep
-from crossattn_sizing.engine.client import Inexpressible, Worker
+from crossattn_sizing.engine.client import EngineWorker, Inexpressible
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.kernels import BACKEND
 from crossattn_sizing.engine.vllm import BACKEND_PATH, CPU_BF16, DCP_STAND_IN, VllmImpl
 from crossattn_sizing.impl import keyword_call_problems, provenance_lines
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
-from crossattn_sizing.impl.slot_mapping import SlotLayout
 from tests.engine_tree import FIXTURES, build_tree
 
 MRV2 = BUILTIN_POLICIES["mrv2"]
@@ -64,8 +64,8 @@ def broken_source(step: str) -> dict[str, str]:
     return {name: text.replace(line, changed, 1)}
 
 
-def _impl(root: Path, **tree: object) -> tuple[VllmImpl, Worker]:
-    worker = Worker(Release("0.25.0", [str(build_tree(root, "0.25.0", **tree))]))  # type: ignore[arg-type]
+def _impl(root: Path, **tree: object) -> tuple[VllmImpl, EngineWorker]:
+    worker = EngineWorker(Release("0.25.0", [str(build_tree(root, "0.25.0", **tree))]))  # type: ignore[arg-type]
     return VllmImpl("vllm==0.25.0", worker=worker), worker
 
 
@@ -345,9 +345,11 @@ def test_reproduce_takes_a_source_tree_as_its_engine(tree: Path) -> None:
 
 
 def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
-    from crossattn_sizing.engine.install import EngineError, resolve_release
+    from crossattn_sizing.engine.install import resolve_release
+    from crossattn_sizing.errors import ReleaseUnavailable
 
-    with pytest.raises(EngineError, match=r"has no vllm package \(vllm@PATH takes a folder holding vllm/"):
+    says = r"has no vllm package \(vllm@PATH takes a folder holding vllm/"
+    with pytest.raises(ReleaseUnavailable, match=says):
         resolve_release(f"vllm@{tmp_path}")
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "properties/test_slot_mapping.py", "--impl", f"vllm@{tmp_path}",

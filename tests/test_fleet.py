@@ -19,9 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, stored_failures
+from crossattn_sizing.fleet.database import stored_failures
 from crossattn_sizing.fleet.server import RedisServer
 from crossattn_sizing.processes import alive
+from crossattn_sizing.settings import REDIS_URL
 
 pytestmark = pytest.mark.slow
 
@@ -52,7 +53,7 @@ def fuzz_cmd(tmp: Path, name: str, *extra: str, policies: tuple[str, ...] = (BRO
 
 
 def env_for(server: RedisServer) -> dict[str, str]:
-    return dict(os.environ, **{REDIS_URL_ENV: server.url})
+    return dict(os.environ, **{REDIS_URL: server.url})
 
 
 def plain_pytest(tmp: Path, server: RedisServer, policy: str = BROKEN) -> subprocess.CompletedProcess[str]:
@@ -64,7 +65,7 @@ def plain_pytest(tmp: Path, server: RedisServer, policy: str = BROKEN) -> subpro
     env = dict(env_for(server), CROSSATTN_DB=str(tmp / "db-plain"),
                CROSSATTN_REGRESSIONS_DIR=str(tmp / "regressions-plain"))
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "properties/test_capacity.py", "--sizing-policy", policy,
+        [sys.executable, "-m", "pytest", "properties/test_capacity.py", "--policy", policy,
          "--hypothesis-profile", "reuse", "-p", "no:cacheprovider", "-q"],
         capture_output=True, text=True, timeout=SAFETY_S, env=env,
     )
@@ -102,7 +103,7 @@ def test_a_failure_found_by_one_worker_is_replayed_by_another_and_by_pytest(
 
 
 def test_fuzz_workers_share_one_database_and_print_one_summary(tmp_path: Path, server: RedisServer) -> None:
-    proc = subprocess.run(fuzz_cmd(tmp_path, "fleet", "--workers", "2"), capture_output=True, text=True,
+    proc = subprocess.run(fuzz_cmd(tmp_path, "fleet", "--jobs", "2"), capture_output=True, text=True,
                           timeout=SAFETY_S, env=env_for(server))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "fuzz: 2 workers" in proc.stderr and "fuzz summary" in proc.stdout
@@ -127,7 +128,7 @@ def test_killing_workers_mid_run_loses_nothing_they_found(tmp_path: Path, server
     # After the broken policy fails, the workers go on fuzzing mrv2 for up to 10 minutes:
     # they are certainly mid-run when killed.
     proc = subprocess.Popen(
-        fuzz_cmd(tmp_path, "killed", "--workers", "2", policies=(BROKEN, "mrv2")),
+        fuzz_cmd(tmp_path, "killed", "--jobs", "2", policies=(BROKEN, "mrv2")),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_for(server),
     )
     try:

@@ -8,9 +8,10 @@ from hypothesis.extra.redis import RedisExampleDatabase
 
 from crossattn_sizing.cli import build_parser
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, ScopedDatabase
+from crossattn_sizing.fleet.database import ScopedDatabase
 from crossattn_sizing.fleet.fuzz_workers import forward_argv
 from crossattn_sizing.runs import profiles
+from crossattn_sizing.settings import DB, REDIS_URL
 
 
 def test_scoped_databases_keep_policies_apart() -> None:
@@ -25,23 +26,23 @@ def test_scoped_databases_keep_policies_apart() -> None:
 
 
 def test_the_redis_database_is_layered_under_the_local_one(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    monkeypatch.setenv(profiles.DB_ENV, str(tmp_path / "db"))
-    monkeypatch.setenv(REDIS_URL_ENV, "redis://127.0.0.1:1/0")  # never connected to here
+    monkeypatch.setenv(DB, str(tmp_path / "db"))
+    monkeypatch.setenv(REDIS_URL, "redis://127.0.0.1:1/0")  # never connected to here
     db = profiles.example_database()
     assert isinstance(db, MultiplexedDatabase)
     assert any(isinstance(layer, RedisExampleDatabase) for layer in db._wrapped)
-    monkeypatch.setenv(REDIS_URL_ENV, "http://example.invalid")
+    monkeypatch.setenv(REDIS_URL, "http://example.invalid")
     with pytest.raises(HarnessError, match=r"CROSSATTN_REDIS_URL=.*not a Redis URL"):
         profiles.example_database()
 
 
 def test_workers_get_the_parents_options_without_workers_and_json() -> None:
     parser = build_parser()
-    argv = ["fuzz", "--workers", "3", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
+    argv = ["fuzz", "--jobs", "3", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
             "--minutes", "2.5", "--json", "out.json", "--redis-url", "unix:///tmp/r.sock"]
     args = parser.parse_args(argv)
-    forwarded = forward_argv(args.parser, args, drop={"workers", "json"})
+    forwarded = forward_argv(args.parser, args, drop={"jobs", "json"})
     again = parser.parse_args(["fuzz", *forwarded])
     for name in ("policy", "select", "minutes", "redis_url", "impl", "examples_per_round", "db"):
         assert getattr(again, name) == getattr(args, name), name
-    assert again.workers == 1 and again.json is None
+    assert again.jobs == 1 and again.json is None

@@ -36,7 +36,7 @@ def fuzz(tmp_path: Path, policy: str, rounds: int) -> tuple[subprocess.Completed
 def replay(regressions: Path, policy: str) -> subprocess.CompletedProcess[str]:
     """A plain run of the capacity properties that only replays pinned examples."""
     return run(
-        [sys.executable, "-m", "pytest", "properties/test_capacity.py", "--sizing-policy", policy,
+        [sys.executable, "-m", "pytest", "properties/test_capacity.py", "--policy", policy,
          "--hypothesis-profile", "replay", "-p", "no:cacheprovider", "-q"],
         env={"CROSSATTN_REGRESSIONS_DIR": str(regressions)},
     )  # fmt: skip

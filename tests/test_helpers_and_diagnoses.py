@@ -33,7 +33,7 @@ def layouts() -> list[tuple[int, int, int, int]]:
 
 
 def test_local_length_matches_the_oracle_and_lengths_sum_to_the_sequence() -> None:
-    from crossattn_sizing.impl.slot_mapping import SlotLayout, local_length
+    from crossattn_sizing.core.slot_layout import SlotLayout, local_length
 
     for kbs, c, i, r in layouts():
         layout = SlotLayout(kbs, c, i, r)
@@ -47,7 +47,8 @@ def test_local_length_matches_the_oracle_and_lengths_sum_to_the_sequence() -> No
 def test_global_positions_invert_the_layout_like_the_oracle() -> None:
     import torch
 
-    from crossattn_sizing.impl.slot_mapping import SlotLayout, global_position, global_positions
+    from crossattn_sizing.core.slot_layout import SlotLayout, global_position
+    from crossattn_sizing.impl.slot_mapping import global_positions
 
     for kbs, c, i, r in layouts():
         layout = SlotLayout(kbs, c, i, r)
@@ -73,7 +74,7 @@ def test_global_positions_invert_the_layout_like_the_oracle() -> None:
     ],
 )
 def test_invalid_slot_layouts_are_refused_with_the_reason(fields: tuple[int, ...], message: str) -> None:
-    from crossattn_sizing.impl.slot_mapping import SlotLayout
+    from crossattn_sizing.core.slot_layout import SlotLayout
 
     with pytest.raises(ValueError, match=message):
         SlotLayout(*fields)
@@ -81,7 +82,7 @@ def test_invalid_slot_layouts_are_refused_with_the_reason(fields: tuple[int, ...
 
 def test_without_dcp_any_interleave_is_accepted() -> None:
     # The engine ignores I when C == 1, so the layout must not refuse it.
-    from crossattn_sizing.impl.slot_mapping import SlotLayout
+    from crossattn_sizing.core.slot_layout import SlotLayout
 
     assert SlotLayout(4, 1, 3).virtual_block_size == 4
     assert SlotLayout(4, 2, 2, 1).virtual_block_size == 8
@@ -96,13 +97,9 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
     """
     import torch
 
+    from crossattn_sizing.core.slot_layout import SlotLayout
     from crossattn_sizing.core.step import SlotStep
-    from crossattn_sizing.impl.slot_mapping import (
-        SlotLayout,
-        global_positions,
-        token_requests,
-        torch_slot_mapping,
-    )
+    from crossattn_sizing.impl.slot_mapping import global_positions, token_requests, torch_slot_mapping
 
     meta = torch.device("meta")
     query_start_loc = torch.tensor([0, 2, 5], dtype=torch.int32, device=meta)
@@ -249,8 +246,9 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
     """
     import torch
 
+    from crossattn_sizing.core.slot_layout import SlotLayout
     from crossattn_sizing.core.step import SlotStep
-    from crossattn_sizing.impl.slot_mapping import SlotLayout, torch_slot_mapping
+    from crossattn_sizing.impl.slot_mapping import torch_slot_mapping
 
     table = torch.tensor([2**30, 7], dtype=torch.int32)
     rows = torch.tensor([0], dtype=torch.int32)
@@ -270,26 +268,26 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
 
 
 def test_policy_load_errors_say_exactly_what_is_wrong() -> None:
-    from crossattn_sizing.core.policies import BUILTIN_POLICIES, load_policy
+    from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_from_spec
     from crossattn_sizing.errors import PolicyLoadError
 
     known = ", ".join(sorted(BUILTIN_POLICIES))
     with pytest.raises(PolicyLoadError) as info:
-        load_policy("mrv3")
+        policy_from_spec("mrv3")
     assert str(info.value) == f"unknown sizing policy 'mrv3': use one of {known} or module:attr"
     for spec in (":floor_div", "tests.broken_policies:"):
         with pytest.raises(PolicyLoadError) as info:
-            load_policy(spec)
+            policy_from_spec(spec)
         assert str(info.value) == f"sizing policy {spec!r}: expected the form module:attr"
     with pytest.raises(PolicyLoadError) as info:
-        load_policy("no_such_module_xyz:f")
+        policy_from_spec("no_such_module_xyz:f")
     assert str(info.value) == (
         "sizing policy 'no_such_module_xyz:f': module 'no_such_module_xyz' does not import "
         "(ModuleNotFoundError: No module named 'no_such_module_xyz')"
     )
     # The module is everything before the first colon; the rest names the attribute.
     with pytest.raises(PolicyLoadError, match="has no attribute 'floor_div:x'"):
-        load_policy("tests.broken_policies:floor_div:x")
+        policy_from_spec("tests.broken_policies:floor_div:x")
 
 
 def test_policy_names_in_reports() -> None:

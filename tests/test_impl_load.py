@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
-from crossattn_sizing.impl import CALL_KEYWORDS, Impl, TorchImpl, keyword_call_problems, load_impl
+from crossattn_sizing.impl import CALL_KEYWORDS, Impl, TorchImpl, impl_from_spec, keyword_call_problems
 from tests.broken_impls import SlotOffByOne
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,14 +25,14 @@ def methodless_factory(device: torch.device) -> object:
 
 
 def test_builtin_torch() -> None:
-    impl = load_impl("torch", "cpu")
+    impl = impl_from_spec("torch", "cpu")
     assert isinstance(impl, TorchImpl)
     assert impl.name == "torch" and impl.device == torch.device("cpu")
     assert isinstance(impl, Impl)
 
 
 def test_user_implementation_by_module_attr() -> None:
-    impl = load_impl("tests.broken_impls:SlotOffByOne", "cpu")
+    impl = impl_from_spec("tests.broken_impls:SlotOffByOne", "cpu")
     assert isinstance(impl, SlotOffByOne)
     assert impl.name == "broken-slot-off-by-one"
 
@@ -51,16 +51,16 @@ def test_user_implementation_by_module_attr() -> None:
 )
 def test_bad_specs_are_one_clear_error(spec: str, says: str) -> None:
     with pytest.raises(PolicyLoadError) as info:
-        load_impl(spec, "cpu")
+        impl_from_spec(spec, "cpu")
     assert says in str(info.value)
 
 
 def test_bad_device() -> None:
     with pytest.raises(DeviceError):
-        load_impl("torch", "tpu")
+        impl_from_spec("torch", "tpu")
     if not torch.cuda.is_available():
         with pytest.raises(HarnessError, match="no CUDA device"):
-            load_impl("torch", "cuda")
+            impl_from_spec("torch", "cuda")
 
 
 @pytest.mark.slow
@@ -118,12 +118,12 @@ class OldFormImpl(CurrentFormImpl):
 
 
 def test_a_current_form_implementation_loads_whatever_its_parameter_kinds() -> None:
-    assert load_impl("tests.test_impl_load:CurrentFormImpl", "cpu").name == "current-form"
+    assert impl_from_spec("tests.test_impl_load:CurrentFormImpl", "cpu").name == "current-form"
 
 
 def test_an_old_form_implementation_is_refused_naming_each_method_and_its_call() -> None:
     with pytest.raises(PolicyLoadError) as info:
-        load_impl("tests.test_impl_load:OldFormImpl", "cpu")
+        impl_from_spec("tests.test_impl_load:OldFormImpl", "cpu")
     message = str(info.value)
     assert "\n" not in message
     assert ("OldFormImpl.slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out) "

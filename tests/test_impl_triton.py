@@ -2,7 +2,7 @@
 
 The property bodies of properties/ run here against the ``triton``
 implementation whatever ``--impl`` says, so every CPU run of the suite executes
-the Triton kernels. ``load_impl`` sets ``TRITON_INTERPRET=1`` before importing
+the Triton kernels. ``impl_from_spec`` sets ``TRITON_INTERPRET=1`` before importing
 the kernels (see crossattn_sizing.impl).
 """
 
@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.core.step import AttentionStep, WriteStep
-from crossattn_sizing.impl import TorchImpl, TritonImpl, load_impl
-from crossattn_sizing.impl.slot_mapping import SlotLayout
+from crossattn_sizing.impl import TorchImpl, TritonImpl, impl_from_spec
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 
@@ -41,7 +41,7 @@ def triton_impl(device: str) -> TritonImpl:
     loaded = sys.modules.get("crossattn_sizing.impl.triton_kernels")
     if loaded is not None and not loaded.INTERPRETED:
         pytest.skip("the Triton kernels were imported compiled in this process")
-    impl = load_impl("triton", "cpu")
+    impl = impl_from_spec("triton", "cpu")
     assert isinstance(impl, TritonImpl)
     return impl
 

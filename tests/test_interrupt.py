@@ -107,9 +107,9 @@ def ctrl_c(*args: object, **kwargs: object) -> None:
 COMMANDS = "crossattn_sizing.commands"
 MOMENTS = [
     # (argv, the function the Ctrl-C lands in)
-    (["check", "--config", NEMOTRON, "--encoder-lens", "3329"], f"{COMMANDS}.check.violations"),
+    (["check", "--config", NEMOTRON, "--encoder-len", "3329"], f"{COMMANDS}.check.violations"),
     (["reproduce", "whisper"], f"{COMMANDS}.reproduce.judge"),
-    (["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
+    (["prove", "--policy", "mrv2", "--block-size", "1-4", "--no-progress"], f"{COMMANDS}.prove.prove_all"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.check_impl"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.run_suite"),
     (["fuzz", "--policy", "mrv2", "--max-rounds", "1"], f"{COMMANDS}.fuzz.run_suite"),

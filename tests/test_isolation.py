@@ -37,11 +37,11 @@ NEMOTRON = json.dumps(
     }
 )
 SMALL_DOMAIN = (
-    "--block-sizes",
+    "--block-size",
     "1-8",
     "--max-model-len",
     "1-64:7",
-    "--encoder-tokens",
+    "--encoder-budget",
     "1-64:7",
     "--source-positions",
     "absent,0",
@@ -293,7 +293,7 @@ def test_an_implementation_ignoring_sigterm_does_not_keep_verify_running(tmp_pat
 # Policies: rebinding the judge, threads, dicts, batches ---------------------------------------------
 def test_a_policy_rebinding_the_capacity_check_still_fails_check() -> None:
     done = run(
-        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "3329"),
+        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-len", "3329"),
         env={"HOSTILE_CODE_REBINDS": "1"},
     )
     assert done.returncode == 1, done.stdout + done.stderr
@@ -318,7 +318,7 @@ def test_the_rebinding_stays_in_the_policys_worker(monkeypatch: pytest.MonkeyPat
 def test_a_policy_that_leaves_a_thread_running_does_not_keep_check_alive() -> None:
     start = time.monotonic()
     done = run(
-        cli("check", "--policy", f"{HOSTILE}:starts_thread", "--config", NEMOTRON, "--encoder-lens", "3329"),
+        cli("check", "--policy", f"{HOSTILE}:starts_thread", "--config", NEMOTRON, "--encoder-len", "3329"),
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -328,7 +328,7 @@ def test_a_policy_that_leaves_a_thread_running_does_not_keep_check_alive() -> No
 
 @pytest.mark.parametrize(("name", "kind"), [("answers_dict", "dict"), ("answers_generator", "generator")])
 def test_a_width_answer_that_is_not_a_list_or_tuple_is_refused_naming_its_type(name: str, kind: str) -> None:
-    done = run(cli("check", "--policy", f"{HOSTILE}:{name}", "--config", NEMOTRON, "--encoder-lens", "3329"))
+    done = run(cli("check", "--policy", f"{HOSTILE}:{name}", "--config", NEMOTRON, "--encoder-len", "3329"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"returned a {kind} (" in done.stderr
     assert "expected a list or tuple of ints, one per group" in done.stderr
@@ -343,7 +343,7 @@ def test_checked_widths_refuses_mappings_strings_and_generators(answer: object) 
 
 
 def test_a_policy_that_exits_is_one_named_error_not_exit_0() -> None:
-    done = run(cli("check", "--policy", f"{HOSTILE}:exits", "--config", NEMOTRON, "--encoder-lens", "3329"))
+    done = run(cli("check", "--policy", f"{HOSTILE}:exits", "--config", NEMOTRON, "--encoder-len", "3329"))
     assert done.returncode == 2, done.stdout + done.stderr
     assert "worker died (exit status 0) while running widths" in done.stderr
 
@@ -392,7 +392,7 @@ def test_the_batch_cross_check_samples_each_batch() -> None:
 )
 def test_a_bad_deadline_is_one_line_exit_2(args: tuple[str, ...], env: dict[str, str], says: str) -> None:
     done = run(
-        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-lens", "1", *args),
+        cli("check", "--policy", f"{HOSTILE}:width_one", "--config", NEMOTRON, "--encoder-len", "1", *args),
         env=env,
     )
     assert done.returncode == 2, done.stdout + done.stderr

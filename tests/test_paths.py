@@ -17,7 +17,7 @@ import pytest
 
 from crossattn_sizing import pathkinds
 from crossattn_sizing.cli import main
-from crossattn_sizing.errors import ConfigError, EngineError, OptionError
+from crossattn_sizing.errors import ConfigError, OptionError, ReleaseUnavailable
 from crossattn_sizing.jsoninput import read_json_file, read_json_option
 from crossattn_sizing.runs.outputs import output_dir, output_file
 from tests.bad_input_cases import NEMOTRON, SMALL_DOMAIN
@@ -122,7 +122,7 @@ def test_engine_tree_of_the_wrong_kind_is_an_engine_error(kinds: dict[str, Path]
     from crossattn_sizing.engine.specs import tree_root
 
     for kind, said in (("loop", "symbolic link loop"), ("device", "character device"), ("fifo", "FIFO")):
-        with pytest.raises(EngineError, match=said):
+        with pytest.raises(ReleaseUnavailable, match=said):
             tree_root(f"vllm@{kinds[kind]}")
 
 
@@ -168,7 +168,7 @@ def test_a_policy_that_changes_directory_does_not_move_the_json(
 
 FETCHING = [
     ("audit", "--vllm", "0.25.0", "--read-only"),
-    ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "vllm==0.25.0"),
+    ("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", "vllm==0.25.0"),
     ("reproduce", "whisper", "--engine", "vllm==0.25.0"),
     ("verify", "--impl", "vllm==0.25.0", "--policy", "mrv2"),
 ]  # fmt: skip

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
-from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple, checked_widths, load_policy
+from crossattn_sizing.core.policies import (
+    BUILTIN_POLICIES,
+    alignment_multiple,
+    checked_widths,
+    policy_from_spec,
+)
 from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
 
 
@@ -69,15 +74,15 @@ def test_decoder_only_uses_max_model_len() -> None:
 
 
 def test_module_attr_policies_load_and_bad_paths_say_why() -> None:
-    assert load_policy("tests.broken_policies:floor_div").__name__ == "floor_div"
+    assert policy_from_spec("tests.broken_policies:floor_div").__name__ == "floor_div"
     with pytest.raises(PolicyLoadError, match="unknown sizing policy 'mrv3'"):
-        load_policy("mrv3")
+        policy_from_spec("mrv3")
     with pytest.raises(PolicyLoadError, match="does not import"):
-        load_policy("no_such_module_xyz:f")
+        policy_from_spec("no_such_module_xyz:f")
     with pytest.raises(PolicyLoadError, match="has no attribute"):
-        load_policy("tests.broken_policies:nope")
+        policy_from_spec("tests.broken_policies:nope")
     with pytest.raises(PolicyLoadError, match="not callable"):
-        load_policy("tests.broken_policies:BROKEN.keys.__doc__")
+        policy_from_spec("tests.broken_policies:BROKEN.keys.__doc__")
 
 
 def test_a_policy_returning_the_wrong_shape_is_reported() -> None:

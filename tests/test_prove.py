@@ -13,7 +13,7 @@ import pytest
 from crossattn_sizing import prove as prove_mod
 from crossattn_sizing.cli import main
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, load_policy, widths
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, policy_from_spec, widths
 from crossattn_sizing.errors import HarnessError, NotExpressible
 from crossattn_sizing.prove import (
     ABSENT,
@@ -46,7 +46,7 @@ def small_domain(**changes: str) -> Domain:
     return Domain.parse(**(SMALL | changes))
 
 
-TINY_LENGTHS = ["--encoder-tokens", "1-20:3", "--source-positions", "absent", "--no-progress"]
+TINY_LENGTHS = ["--encoder-budget", "1-20:3", "--source-positions", "absent", "--no-progress"]
 
 
 def user_policy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, module: str, source: str) -> None:
@@ -280,7 +280,7 @@ def test_cli_prove_reports_a_policy_that_raises_as_bad_input_naming_the_config(
         "    return widths(config, 'fixed', 'gcd')\n"
     ))  # fmt: skip
     out_json = tmp_path / "prove.json"
-    assert main(["prove", "--policy", "my_raising:breaks", "--block-sizes", "4", "--max-model-len", "4",
+    assert main(["prove", "--policy", "my_raising:breaks", "--block-size", "4", "--max-model-len", "4",
                  *TINY_LENGTHS, "--json", str(out_json)]) == 2  # fmt: skip
     out, err = capsys.readouterr()
     said = [line for line in err.splitlines() if "error:" in line]
@@ -388,13 +388,13 @@ def test_parse_values_ranges_steps_and_absent() -> None:
     ("argv", "fragment"),
     [
         (["--max-model-len", "5-1"], "--max-model-len '5-1': start 5 is greater than end 1"),
-        (["--encoder-tokens", "0-10"], "--encoder-tokens '0-10': values must lie in 1.."),
-        (["--block-sizes", "absent"], "--block-sizes 'absent': 'absent' is only allowed"),
+        (["--encoder-budget", "0-10"], "--encoder-budget '0-10': values must lie in 1.."),
+        (["--block-size", "absent"], "--block-size 'absent': 'absent' is only allowed"),
         (["--dcp", "1-8:0"], "--dcp '1-8:0': step must be >= 1"),
         (["--source-positions", "abc"], "item 'abc' is not N, LO-HI or LO-HI:STEP"),
         (["--max-model-len", "1-4096,"], "item '' is not N, LO-HI or LO-HI:STEP"),
-        (["--block-sizes", "4", "--kernel-block-sizes", "3"], "no listed kernel block size divides"),
-        (["--block-sizes", "1-65536", "--dcp", "1-1024"], "group shapes (bs, kbs, C, I) exceed"),
+        (["--block-size", "4", "--kernel-block-size", "3"], "no listed kernel block size divides"),
+        (["--block-size", "1-65536", "--dcp", "1-1024"], "group shapes (bs, kbs, C, I) exceed"),
         (["--max-model-len", "1-99999999999"], "--max-model-len '1-99999999999': values must lie in"),
         (["--examples", "-1"], "--examples '-1': must be an integer >= 0"),
         (["--chunk-size", "0"], "--chunk-size '0': must be an integer >= 1"),
@@ -404,8 +404,8 @@ def test_parse_values_ranges_steps_and_absent() -> None:
 def test_bad_arguments_exit_2_with_one_line_naming_the_option(
     capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str
 ) -> None:
-    base = ["prove", "--policy", "mrv2", "--block-sizes", "1-4", "--max-model-len", "1-9"]
-    base += ["--encoder-tokens", "1-9", "--source-positions", "absent"]
+    base = ["prove", "--policy", "mrv2", "--block-size", "1-4", "--max-model-len", "1-9"]
+    base += ["--encoder-budget", "1-9", "--source-positions", "absent"]
     assert main([*base, *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert fragment in err and "\n" not in err
@@ -420,8 +420,8 @@ def test_domain_errors_are_harness_errors() -> None:
 # ------------------------------------------------------------ CLI
 
 
-CLI_DOMAIN = ["--block-sizes", "1-16", "--dcp", "1-2", "--max-model-len", "1-64:9"]
-CLI_DOMAIN += ["--encoder-tokens", "1-400:17", "--source-positions", "absent,0,100", "--no-progress"]
+CLI_DOMAIN = ["--block-size", "1-16", "--dcp", "1-2", "--max-model-len", "1-64:9"]
+CLI_DOMAIN += ["--encoder-budget", "1-400:17", "--source-positions", "absent,0,100", "--no-progress"]
 
 
 def test_cli_exit_0_when_it_holds(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -461,7 +461,7 @@ def test_cli_user_policy_falls_back_and_says_so(
         "def short_by_one(config):\n"
         "    return tuple(max(w - 1, 0) for w in widths(config, 'fixed', 'none'))\n"
     ))  # fmt: skip
-    argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-sizes", "1-4", "--max-model-len", "1-9"]
+    argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-size", "1-4", "--max-model-len", "1-9"]
     assert main([*argv, *TINY_LENGTHS]) == 1
     captured = capsys.readouterr()
     assert "has no vectorised form; asking it in batches (widths_many)" in captured.err
@@ -477,14 +477,14 @@ def test_cli_default_is_the_edge_domain_and_says_what_it_covers(capsys: pytest.C
 
 
 def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["prove", "--policy", "mrv2", "--max-model-len", "1-1000000", "--encoder-tokens", "1-1000000"]
+    argv = ["prove", "--policy", "mrv2", "--max-model-len", "1-1000000", "--encoder-budget", "1-1000000"]
     assert main([*argv, "--source-positions", "absent", "--dry-run"]) == 0
     domain = Domain.parse(max_model_len="1-1000000", encoder_tokens="1-1000000", source_positions="absent")
     assert f"domain: {domain.size:,} configs" in capsys.readouterr().out
 
 
 def test_loaded_builtin_is_the_vectorised_object() -> None:
-    assert vector_form(load_policy("mrv2-prefix")) == ("prefix", "pow2")
+    assert vector_form(policy_from_spec("mrv2-prefix")) == ("prefix", "pow2")
 
 
 class Unrepresentable:
@@ -536,7 +536,7 @@ def test_a_domain_the_engine_cannot_represent_at_all_is_not_run(
         "        return widths(config, 'fixed', 'gcd')\n"
         "    raise NotExpressible('this engine has no such config')\n"
     ))  # fmt: skip
-    assert main(["prove", "--policy", "my_unrepresentable:never", "--block-sizes", "4", "--max-model-len",
+    assert main(["prove", "--policy", "my_unrepresentable:never", "--block-size", "4", "--max-model-len",
                  "5", *TINY_LENGTHS]) == 3  # fmt: skip
     out = capsys.readouterr().out
     assert "NOT RUN: no config of the domain could be judged" in out and "not judged: " in out

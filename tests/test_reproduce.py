@@ -141,7 +141,7 @@ def test_a_harness_runner_config_file(tmp_path: Path, capsys: pytest.CaptureFixt
     groups = [{"kind": "cross", "block_size": 16}]
     path.write_text(json.dumps({"max_model_len": 2048, "max_num_batched_tokens": 4096, "groups": groups}))
     status, out, _ = reproduce(
-        capsys, "--config", str(path), "--policy", "mrv2-prefix", "--encoder-tokens", "3329"
+        capsys, "--config", str(path), "--policy", "mrv2-prefix", "--encoder-len", "3329"
     )
     assert status == 1
     assert "tokens 2048..3328 (1281 tokens) have no column in cross group 0" in out
@@ -161,7 +161,7 @@ def test_a_harness_runner_config_file(tmp_path: Path, capsys: pytest.CaptureFixt
         (["nemotron-parse", "--dcp", "two"], "--dcp 'two': must be an integer"),
         (["nemotron-parse", "--image-size", "8x8"], "must be at least 16x64 pixels"),
         (["nemotron-parse", "--policy", "nope"], "unknown sizing policy 'nope'"),
-        (["bart", "--encoder-tokens", "2000"], "must be 1..1024"),
+        (["bart", "--encoder-len", "2000"], "must be 1..1024"),
         (["whisper", "--impl", "no_such_mod:impl"], "implementation 'no_such_mod:impl'"),
         (["whisper", "--seed", "-1"], "--seed -1: must be >= 0"),
         (["--config", "/no/such/file.json"], "must be JSON text or the path of a JSON file"),

@@ -52,7 +52,7 @@ def test_a_failing_implementation_replays_from_its_printed_line(where: tuple[str
 
 @pytest.mark.parametrize("spec", ["mrv2-prefix", "tests.broken_policies:floor_div"])
 def test_a_failing_policy_replays_from_its_printed_line(spec: str) -> None:
-    first = run([*PYTEST, "properties/test_capacity.py", "--sizing-policy", spec])
+    first = run([*PYTEST, "properties/test_capacity.py", "--policy", spec])
     assert first.returncode == 1, first.stdout[-3000:]
     words = reproduce_line(first.stdout)
     assert words[:2] == ["crossattn-sizing", "check"]
@@ -74,7 +74,7 @@ def test_a_failing_release_policy_replays_from_its_printed_line(tmp_path: Path) 
     ``vllm==0.24.0`` and fails the same way."""
     env = engine_env(tmp_path)
     build_tree(tmp_path / "cache" / "vllm-0.24.0", "0.24.0")
-    first = run([*PYTEST, "properties/test_capacity.py", "--sizing-policy", "vllm==0.24.0"], env)
+    first = run([*PYTEST, "properties/test_capacity.py", "--policy", "vllm==0.24.0"], env)
     assert first.returncode == 1, first.stdout[-3000:] + first.stderr[-2000:]
     words = reproduce_line(first.stdout)
     assert words[words.index("--policy") + 1] == "vllm==0.24.0"

@@ -20,7 +20,7 @@ import pytest
 from crossattn_sizing.cli import main
 from crossattn_sizing.engine import sglang_install
 from crossattn_sizing.engine.sglang import SglangReads
-from crossattn_sizing.errors import EngineError
+from crossattn_sizing.errors import ReleaseUnavailable
 from tests.sglang_tree import FA3, FIXTURE, SPEC, bounded_copy, copy_tree
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
@@ -110,7 +110,7 @@ def test_bad_trees_are_one_line(tmp_path: Path, change, says: str, capsys) -> No
         (["--engine", "sglang@/nonexistent"], "has no sglang package"),
         (["--engine", "sglang==abc"], "not a release version"),
         (["--engine", "vllm==0.25.0"], "check takes sglang==X or sglang@PATH"),
-        (["--engine", SPEC, "--requests", "5:3"], "each request is E:prompt:d"),
+        (["--engine", SPEC, "--requests", "5:3"], "each request is e:prompt:d"),
         (["--engine", SPEC, "--requests", "60:3:4"], "not admitted by SGLang"),
         (["--engine", SPEC, "--requests", "5:3:3"], "d must be prompt + 1"),
         (["--engine", SPEC, "--context-len", "x"], "--context-len='x': must be an integer"),
@@ -163,5 +163,5 @@ def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
 
 
 def test_offline_without_the_wheel_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(EngineError, match="is not in the engine cache"):
+    with pytest.raises(ReleaseUnavailable, match="is not in the engine cache"):
         sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)

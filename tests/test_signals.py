@@ -43,14 +43,14 @@ def wait_until(condition, timeout: float, what: str) -> None:  # type: ignore[no
 
 def fleet_cmd(tmp: Path) -> list[str]:
     # mrv2 holds: the workers fuzz 100000 examples per round, far longer than the test takes.
-    return cli("fuzz", "--workers", "2", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
+    return cli("fuzz", "--jobs", "2", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
                "--examples-per-round", "100000", "--db", str(tmp / "db"),
                "--regressions", str(tmp / "regressions"), "--json", str(tmp / "fleet.json"))  # fmt: skip
 
 
 @contextlib.contextmanager
 def fleet(tmp: Path) -> Iterator[tuple[Running, list[int]]]:
-    """A running ``fuzz --workers 2`` whose workers are both fuzzing; its workers are killed on exit."""
+    """A running ``fuzz --jobs 2`` whose workers are both fuzzing; its workers are killed on exit."""
     pids: list[int] = []
     try:
         with running(fleet_cmd(tmp)) as child:
@@ -125,7 +125,7 @@ def test_sigterm_to_fuzz_writes_the_partial_summary(tmp_path: Path) -> None:
 
 def test_sigterm_to_prove_writes_the_partial_result(tmp_path: Path) -> None:
     out_json = tmp_path / "prove.json"
-    command = cli("prove", "--policy", HUNG_LATER, "--block-sizes", "16",
+    command = cli("prove", "--policy", HUNG_LATER, "--block-size", "16",
                   "--no-progress", "--json", str(out_json))  # fmt: skip
     with running(command) as child:
         child.wait_for(lambda line: HANGING in line)
@@ -142,9 +142,9 @@ def test_sigterm_to_prove_writes_the_partial_result(tmp_path: Path) -> None:
 HUNG_POLICY = "tests.unusable_policies:hangs"
 HUNG_LATER = "tests.unusable_policies:hangs_after_probe"
 TWICE = [
-    ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", HUNG_POLICY),
+    ("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", HUNG_POLICY),
     ("verify", "--policy", HUNG_POLICY, "-k", "test_capacity"),
-    ("prove", "--policy", HUNG_LATER, "--block-sizes", "16", "--no-progress"),
+    ("prove", "--policy", HUNG_LATER, "--block-size", "16", "--no-progress"),
     ("verify", "--policy", HUNG_LATER, "-k", "test_capacity"),
 ]
 

@@ -27,8 +27,8 @@ def run_to(kind: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 COMMANDS = {
-    "check": ("check", "--config", NEMOTRON, "--encoder-lens", "3329"),
-    "check-fails": ("check", "--config", NEMOTRON, "--encoder-lens", "3329", "--policy", "mrv2-prefix"),
+    "check": ("check", "--config", NEMOTRON, "--encoder-len", "3329"),
+    "check-fails": ("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", "mrv2-prefix"),
     "prove": ("prove", "--policy", "mrv2", *SMALL_DOMAIN),
     "reproduce": ("reproduce", "whisper"),
 }
@@ -89,7 +89,7 @@ def test_main_turns_a_lost_stdout_into_status_2(
 ) -> None:
     """In-process: the command's own status (0 here) becomes 2, with the line naming it."""
     monkeypatch.setattr(sys, "stdout", Failing(BrokenPipeError(32, "Broken pipe")))
-    code = main(["check", "--config", NEMOTRON, "--encoder-lens", "1"])
+    code = main(["check", "--config", NEMOTRON, "--encoder-len", "1"])
     monkeypatch.undo()
     assert code == 2
     said = capsys.readouterr().err

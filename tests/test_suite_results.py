@@ -17,12 +17,13 @@ from crossattn_sizing.findings.results import (
 )
 from crossattn_sizing.runs import suite
 from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
+from crossattn_sizing.settings import PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_a_clone_runs_its_own_suite(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    monkeypatch.delenv(PROPERTIES, raising=False)
     assert suite.clone_suite() == ROOT / "properties"  # the tests run from this tree's src/
     assert suite.properties_dir() == ROOT / "properties"
 
@@ -34,14 +35,14 @@ def test_an_install_runs_the_suite_its_wheel_holds(monkeypatch: pytest.MonkeyPat
     (installed / suite.SUITE_MARK).write_text("")
     specs = {SUITE_PACKAGE: ModuleSpec(SUITE_PACKAGE, None, is_package=True)}
     specs[SUITE_PACKAGE].submodule_search_locations = [str(installed)]
-    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    monkeypatch.delenv(PROPERTIES, raising=False)
     monkeypatch.setattr(suite, "clone_suite", lambda: None)
     monkeypatch.setattr(suite.importlib.util, "find_spec", specs.get)
     assert suite.properties_dir() == installed
 
 
 def test_an_install_without_the_suite_is_one_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(suite.PROPERTIES_ENV, raising=False)
+    monkeypatch.delenv(PROPERTIES, raising=False)
     monkeypatch.setattr(suite, "clone_suite", lambda: None)
     monkeypatch.setattr(suite.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(HarnessError, match=r"lacks crossattn_sizing.properties.*CROSSATTN_PROPERTIES"):
@@ -51,7 +52,7 @@ def test_an_install_without_the_suite_is_one_clear_error(monkeypatch: pytest.Mon
 def test_the_variable_wins_and_a_folder_that_is_no_suite_is_named(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setenv(suite.PROPERTIES_ENV, str(tmp_path))
+    monkeypatch.setenv(PROPERTIES, str(tmp_path))
     with pytest.raises(HarnessError, match=f"CROSSATTN_PROPERTIES={tmp_path}: is not the property suite"):
         suite.properties_dir()
     (tmp_path / suite.SUITE_MARK).write_text("")

@@ -12,7 +12,7 @@ from crossattn_sizing import interrupts, usercode
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths
 from crossattn_sizing.errors import PolicyCallError
-from crossattn_sizing.impl import load_impl
+from crossattn_sizing.impl import impl_from_spec
 from tests import unusable_policies as u
 
 HOSTILE = {
@@ -68,10 +68,10 @@ def test_where_nothing_records_sigint_a_keyboard_interrupt_is_taken_as_the_users
 
 
 def test_an_implementation_kernel_that_exits_is_named_and_one_that_raises_keeps_its_error() -> None:
-    impl = load_impl("tests.unusable_impls:ExitsInSlotMapping")
+    impl = impl_from_spec("tests.unusable_impls:ExitsInSlotMapping")
     with pytest.raises(PolicyCallError, match=r"ExitsInSlotMapping': slot_mapping called sys.exit\(0\)"):
         impl.slot_mapping(step=None, out=None)
-    attention = load_impl("tests.unusable_impls:InterruptsInAttention")
+    attention = impl_from_spec("tests.unusable_impls:InterruptsInAttention")
     with pytest.raises(PolicyCallError, match="paged_attention raised KeyboardInterrupt though no Ctrl-C"):
         attention.paged_attention(query=None, key_cache=None, value_cache=None, step=None)
     with pytest.raises(AttributeError):  # an ordinary exception is the kernel failing: a verdict, untouched

@@ -76,10 +76,12 @@ def test_junit_never_counts_what_did_not_run_as_passed(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_replay_profile_reports_properties_without_pinned_cases_as_not_run(tmp_path: Path) -> None:
-    """``--profile replay`` runs only pinned examples: properties that have none did not run (exit 3)."""
+    """``--hypothesis-profile replay`` runs only pinned examples: properties that have none did not run
+    (exit 3)."""
     out = tmp_path / "r.json"
     proc = run(cli(
-        "verify", "--profile", "replay", "--policy", "mrv2", "-k", "test_capacity or test_slot_mapping",
+        "verify", "--hypothesis-profile", "replay", "--policy", "mrv2",
+        "-k", "test_capacity or test_slot_mapping",
         "--json", str(out),
     ))  # fmt: skip
     assert proc.returncode == 3, proc.stdout + proc.stderr

@@ -7,6 +7,11 @@ clear line and exit non-zero instead of a traceback from deep inside.
 
 from __future__ import annotations
 
+import argparse
+import functools
+from collections.abc import Callable
+from typing import Any
+
 MAX_SHOWN = 80
 """Characters of a value an error line shows: a 50 MB string a user passed is not echoed whole."""
 
@@ -93,12 +98,14 @@ class NotExpressible(HarnessError):
     """
 
 
-class EngineError(HarnessError, RuntimeError):
-    """The engine's code could not be obtained, imported or run for a reason the user must fix.
+class ReleaseUnavailable(HarnessError, RuntimeError):
+    """An engine release's code could not be obtained, imported or run, for a reason the user must fix:
+    an unknown version, a failed download, a wheel not in the cache when offline, an unusable path
+    or tree. The one error for it, whether ``audit`` reads the release or the engine adapter runs it.
 
-    Defined here, not in :mod:`crossattn_sizing.engine.install`, so that naming
-    an engine spec's mistake (:mod:`crossattn_sizing.engine.specs`) needs no
-    module that installs releases: the two would import each other.
+    Defined here, not in :mod:`crossattn_sizing.engine.install` or
+    :mod:`crossattn_sizing.audit.sources`, so that naming an engine spec's mistake
+    (:mod:`crossattn_sizing.engine.specs`) needs no module that installs releases.
     """
 
 
@@ -157,3 +164,26 @@ class CapacityError(HarnessError, IndexError):
     def __reduce__(self):  # type: ignore[no-untyped-def]
         # Rebuilt from its fields, so it crosses a process boundary (a distributed DCP rank).
         return (type(self), (self.group, self.row, self.needed, self.width, self.first_position, self.access))
+
+
+class RefusedSpelling(argparse.Action):
+    """An old spelling of an option: typing it is a usage error naming the spelling to type instead."""
+
+    def __init__(self, *args: Any, instead: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.instead = instead
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:  # fmt: skip
+        """Stop the parse with the line naming the new spelling (argparse calls this on the old one)."""
+        parser.error(f"{option_string} is no longer an option: use {self.instead}")
+
+
+def refuse_spelling(add: Callable[..., Any], old: str, new: str) -> None:
+    """Refuse ``old``, a retired spelling of ``new``, with one line naming ``new`` (no silent alias).
+
+    ``add`` is the ``add_argument`` (argparse) or ``addoption`` (pytest) of the parser that
+    took ``old``; the glossary of ``docs/spec.md`` §1 lists every refused spelling.
+    """
+    add(old, action=functools.partial(RefusedSpelling, instead=new), nargs="?", default=argparse.SUPPRESS,
+        dest=f"refused{old.replace('-', '_')}", help=argparse.SUPPRESS)  # fmt: skip

@@ -20,7 +20,7 @@ from crossattn_sizing import settings
 from crossattn_sizing.callables import check_form
 from crossattn_sizing.core import policies
 from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
-from crossattn_sizing.errors import EngineError, shown
+from crossattn_sizing.errors import ReleaseUnavailable, shown
 
 if TYPE_CHECKING:
     import torch
@@ -71,7 +71,7 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     in process (:mod:`crossattn_sizing.engine.isolated`); ``None`` reads the
     settings. Raises :class:`~crossattn_sizing.errors.PolicyLoadError` (a
     built-in or ``module:attr`` that does not load) or
-    :class:`~crossattn_sizing.errors.EngineError` (a release that cannot be
+    :class:`~crossattn_sizing.errors.ReleaseUnavailable` (a release that cannot be
     obtained or run) with the reason.
     """
     if is_engine_spec(spec):
@@ -84,7 +84,7 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
 
         check_form(spec, {}, "sizing policy")
         return isolated_policy(spec, isolation.timeout)
-    return policies.load_policy(spec)
+    return policies.policy_from_spec(spec)
 
 
 def load_checked_policy(spec: str, isolation: Isolation | None = None) -> Policy:
@@ -96,7 +96,7 @@ def load_checked_policy(spec: str, isolation: Isolation | None = None) -> Policy
 def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolation | None = None) -> Impl:
     """The implementation ``spec`` names on ``device``: built-in, ``module:attr``, or a release's kernels.
 
-    Checked as :func:`crossattn_sizing.impl.load_impl` checks any (device,
+    Checked as :func:`crossattn_sizing.impl.impl_from_spec` checks any (device,
     methods, the keywords it must take). A ``module:attr`` runs in its worker
     process unless ``isolation`` says in process. Imports torch, so only when called.
     """
@@ -105,15 +105,15 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
     if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
         from crossattn_sizing.engine.vllm import load_engine_impl
 
-        return impl.load_impl(spec, device, factory=lambda d: load_engine_impl(spec, d))
+        return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d))
     isolation = isolation or Isolation.from_settings()
     if is_user_spec(spec) and not isolation.in_process:
         from crossattn_sizing.engine.isolated import isolated_impl
 
         check_form(spec, {}, "implementation")
         timeout = isolation.timeout
-        return impl.load_impl(spec, device, factory=lambda d: isolated_impl(spec, d, timeout))
-    return impl.load_impl(spec, device)
+        return impl.impl_from_spec(spec, device, factory=lambda d: isolated_impl(spec, d, timeout))
+    return impl.impl_from_spec(spec, device)
 
 
 def check_engine_spec(option: str, spec: str) -> str:
@@ -123,9 +123,9 @@ def check_engine_spec(option: str, spec: str) -> str:
     version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``).
     ``reproduce --engine`` and the plugin's ``--impl`` both check here, so one
     spec is refused in the same words wherever it is typed. Raises
-    :class:`~crossattn_sizing.audit.sources.FetchError` naming ``option``.
+    :class:`~crossattn_sizing.audit.sources.ReleaseUnavailable` naming ``option``.
     """
-    from crossattn_sizing.audit.sources import FetchError, check_version
+    from crossattn_sizing.audit.sources import check_version
 
     spec = spec.strip()
     if spec == "vllm":
@@ -133,15 +133,17 @@ def check_engine_spec(option: str, spec: str) -> str:
     if spec.startswith(TREE_PREFIX):
         try:
             tree_root(spec)
-        except EngineError as exc:
-            raise FetchError(f"{option} {exc}") from None
+        except ReleaseUnavailable as exc:
+            raise ReleaseUnavailable(f"{option} {exc}") from None
         return spec
     if not spec.startswith("vllm=="):
-        raise FetchError(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
+        raise ReleaseUnavailable(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
     try:
         return "vllm==" + check_version(spec.removeprefix("vllm=="))
-    except FetchError:
-        raise FetchError(f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)") from None
+    except ReleaseUnavailable:
+        raise ReleaseUnavailable(
+            f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)"
+        ) from None
 
 
 @dataclass(frozen=True)

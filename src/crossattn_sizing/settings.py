@@ -24,7 +24,7 @@ from crossattn_sizing.errors import HarnessError, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS
 
 # The variables, by what they stand for. ---------------------------------------
-SIZING_POLICY = "CROSSATTN_SIZING_POLICY"  # --sizing-policy of the pytest plugin
+SIZING_POLICY = "CROSSATTN_SIZING_POLICY"  # --policy of the pytest plugin
 IMPL = "CROSSATTN_IMPL"  # --impl of the pytest plugin
 DEVICE = "CROSSATTN_DEVICE"  # --device of the pytest plugin
 DCP_BACKEND = "CROSSATTN_DCP_BACKEND"  # --dcp-backend of the pytest plugin
@@ -39,9 +39,9 @@ RECORD_REGRESSIONS = "CROSSATTN_RECORD_REGRESSIONS"  # --record-regressions: wri
 ENGINE_CACHE = "CROSSATTN_ENGINE_CACHE"  # where vLLM releases are unpacked to run
 OFFLINE = "CROSSATTN_OFFLINE"  # audit --offline: never download
 ENGINE_WORKERS = "CROSSATTN_ENGINE_WORKERS"  # processes per release for a long batch
-FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --workers: this process's worker number
+FUZZ_WORKER = "CROSSATTN_FUZZ_WORKER"  # set by fuzz --jobs: this process's worker number
 ENGINE_EXAMPLES = "CROSSATTN_ENGINE_EXAMPLES"  # examples per property with --impl vllm==X on CPU
-FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --workers: the pid a worker dies with
+FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --jobs: the pid a worker dies with
 CALL_TIMEOUT = "CROSSATTN_CALL_TIMEOUT"  # --call-timeout: seconds one call into isolated user code may take
 IN_PROCESS = "CROSSATTN_IN_PROCESS"  # --in-process: run module:attr code inside the judge (unsafe)
 
@@ -128,7 +128,7 @@ def _optional_folder(name: str) -> Path | None:
 
 # Readers, one per variable. ------------------------------------------------------
 def sizing_policy() -> str:
-    """The plugin's default ``--sizing-policy`` (checked when the policy loads)."""
+    """The plugin's default ``--policy`` (checked when the policy loads)."""
     return raw(SIZING_POLICY) or "mrv2"
 
 
@@ -264,7 +264,7 @@ def engine_workers() -> int | None:
 
 
 def fuzz_worker() -> int | None:
-    """This fuzzing worker's number under ``fuzz --workers``, if it is one."""
+    """This fuzzing worker's number under ``fuzz --jobs``, if it is one."""
     return _count(FUZZ_WORKER, 0, 1 << 16)
 
 
@@ -274,7 +274,7 @@ def engine_examples() -> int | None:
 
 
 def fleet_parent() -> int | None:
-    """The pid of the ``fuzz --workers`` parent this worker must not outlive, if it is one."""
+    """The pid of the ``fuzz --jobs`` parent this worker must not outlive, if it is one."""
     return _count(FLEET_PARENT, 1, 1 << 31)
 
 

@@ -19,15 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from crossattn_sizing.errors import HarnessError, shown
+from crossattn_sizing.errors import ReleaseUnavailable, shown
 from crossattn_sizing.pathkinds import input_folder_problem
 
 PACKAGE = "vllm"
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|post|dev)[0-9]*)*$")
-
-
-class FetchError(HarnessError, RuntimeError):
-    """A release could not be obtained: unknown version, download failure, unusable path."""
 
 
 class SourceTree(Protocol):
@@ -51,7 +47,7 @@ class ZipTree:
         try:
             self._zip = zipfile.ZipFile(self.path)
         except (OSError, zipfile.BadZipFile) as exc:
-            raise FetchError(f"{self.path}: not a readable wheel ({exc})") from None
+            raise ReleaseUnavailable(f"{self.path}: not a readable wheel ({exc})") from None
         self._names = set(self._zip.namelist())
 
     def read(self, path: str) -> str | None:
@@ -105,13 +101,13 @@ def open_dir(path: str | os.PathLike[str]) -> DirTree:
     root = Path(path).expanduser()
     problem = input_folder_problem(root)  # a link loop or a device is refused before it is listed
     if problem is not None:
-        raise FetchError(f"--vllm-path {path}: {problem}")
+        raise ReleaseUnavailable(f"--vllm-path {path}: {problem}")
     if (root / PACKAGE / "v1").is_dir():
         package = root / PACKAGE
     elif (root / "v1").is_dir():
         package = root
     else:
-        raise FetchError(
+        raise ReleaseUnavailable(
             f"--vllm-path {path}: neither a vllm package directory (no v1/) "
             f"nor a source checkout (no {PACKAGE}/v1/)"
         )
@@ -148,7 +144,7 @@ def check_version(version: str, option: str | None = "--vllm") -> str:
         version = version[1:]
     if not _VERSION_RE.match(version):
         what = f"{option} {shown(version)}" if option else shown(f"vllm=={version}")
-        raise FetchError(f"{what}: not a release version (expected e.g. 0.24.0)")
+        raise ReleaseUnavailable(f"{what}: not a release version (expected e.g. 0.24.0)")
     return version
 
 
@@ -184,13 +180,13 @@ def pip_download(version: str, dest: Path) -> None:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise FetchError(f"could not run pip to download {PACKAGE}=={version}: {exc}") from None
+        raise ReleaseUnavailable(f"could not run pip to download {PACKAGE}=={version}: {exc}") from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("ERROR")]
         why = (errors or lines or [f"pip exited {proc.returncode}"])[0]
         why = re.sub(r"\s*\(from versions:.*\)$", "", why)  # pip lists every release here
-        raise FetchError(f"could not download {PACKAGE}=={version}: {why}")
+        raise ReleaseUnavailable(f"could not download {PACKAGE}=={version}: {why}")
 
 
 def fetch_wheel(
@@ -212,15 +208,15 @@ def fetch_wheel(
     if wheel is not None:
         return wheel
     if offline:
-        raise FetchError(f"{PACKAGE}=={version} is not in the wheel cache {cache} ({offline_by})")
+        raise ReleaseUnavailable(f"{PACKAGE}=={version} is not in the wheel cache {cache} ({offline_by})")
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise FetchError(f"cannot create the wheel cache {cache}: {exc}") from None
+        raise ReleaseUnavailable(f"cannot create the wheel cache {cache}: {exc}") from None
     (downloader or pip_download)(version, cache)
     wheel = cached_wheel(version, cache)
     if wheel is None:
-        raise FetchError(f"pip reported success but no {PACKAGE} {version} wheel is in {cache}")
+        raise ReleaseUnavailable(f"pip reported success but no {PACKAGE} {version} wheel is in {cache}")
     return wheel
 
 

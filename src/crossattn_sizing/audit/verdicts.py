@@ -207,16 +207,6 @@ def sweep_configs() -> list[RunnerConfig]:
     return configs
 
 
-def check_policy(policy: ExtractedPolicy, configs: list[RunnerConfig]) -> tuple[Shortfall | None, int]:
-    """The first shortfall over ``configs`` and how many configs were checked."""
-    checked = [evaluate(policy, c) for c in configs]
-    for n, item in enumerate(checked, 1):
-        found = shortfall_of(item.widths, item.config)
-        if found is not None:
-            return found, n
-    return None, len(configs)
-
-
 def row_entries(checked: list[Checked]) -> tuple[str | None, str | None]:
     """Which ids the rows store over a sweep, and how that was read; mixed answers are unreadable."""
     kinds = {c.entries for c in checked} - {None}

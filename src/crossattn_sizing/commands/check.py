@@ -13,7 +13,7 @@ from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import violations
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import checked_widths
-from crossattn_sizing.errors import ConfigError, HarnessError, OptionError
+from crossattn_sizing.errors import ConfigError, HarnessError, OptionError, refuse_spelling
 from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outcome import Outcome, exit_status
@@ -27,13 +27,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.CONFIG.add(p)  # required unless --engine names SGLang (checked in run)
     options.add_isolation(p)
     p.add_argument(
-        "--encoder-lens",
-        help="comma-separated encoder token counts of the requests, e.g. 3329,1500",
+        "--encoder-len",
+        dest="encoder_lens",
+        help="comma-separated encoder token counts e of the requests, e.g. 3329,1500",
     )
+    refuse_spelling(p.add_argument, "--encoder-lens", "--encoder-len")
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
-    p.add_argument("--requests", help="with --engine sglang: E:prompt:d per request, comma-separated")
+    p.add_argument("--requests", help="with --engine sglang: e:prompt:d per request, comma-separated")
     p.set_defaults(func=run)
 
 
@@ -58,19 +60,19 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
     """
     if not config.cross_groups():
         kinds = ", ".join(g.kind.value for g in config.groups)
-        raise ConfigError("--encoder-lens", text, f"the config has no cross-attention group "
+        raise ConfigError("--encoder-len", text, f"the config has no cross-attention group "
                           f"(groups: {kinds}): there are no encoder tokens to judge")
     out = []
     for part in text.split(","):
         if too_long(part):
-            raise ConfigError("--encoder-lens", part, f"integers may have at most {MAX_INT_DIGITS} digits")
+            raise ConfigError("--encoder-len", part, f"integers may have at most {MAX_INT_DIGITS} digits")
         try:
             value = int(part)
         except ValueError:
-            raise ConfigError("--encoder-lens", part, "must be comma-separated integers") from None
+            raise ConfigError("--encoder-len", part, "must be comma-separated integers") from None
         if not admission.admits(config, value):
             raise ConfigError(
-                "--encoder-lens",
+                "--encoder-len",
                 value,
                 f"is not admitted by this config (1 <= e <= min(E, B) = {admission.encoder_bound(config)})",
             )
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
     if args.engine is not None:
         return run_engine(args)
-    missing = [o for o, v in (("--config", args.config), ("--encoder-lens", args.encoder_lens)) if v is None]
+    missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError("the following arguments are required: " + ", ".join(missing))
     isolation = options.isolation(args)

@@ -30,9 +30,9 @@ from rich.table import Table
 
 from crossattn_sizing import interrupts
 from crossattn_sizing.commands import options
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.fleet.database import REDIS_URL_ENV, check_reachable, redis_url
+from crossattn_sizing.fleet.database import check_reachable, redis_url
 from crossattn_sizing.limits import float_arg, int_arg
 from crossattn_sizing.outcome import Outcome, exit_status
 from crossattn_sizing.processes import describe_exit
@@ -41,6 +41,7 @@ from crossattn_sizing.runs import profiles
 from crossattn_sizing.runs.outputs import ReportFiles, output_dir
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
+from crossattn_sizing.settings import DB, REDIS_URL
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -67,15 +68,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
     )
-    p.add_argument("--db", type=Path, help=f"example database directory (default ${profiles.DB_ENV})")
+    p.add_argument("--db", type=Path, help=f"example database directory (default ${DB})")
     p.add_argument(
         "--regressions", type=Path, help="new regression files go here (default properties/regressions)"
     )
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     options.JSON.add(p)
-    p.add_argument("--workers", type=int_arg, default=1,
-                   help="fuzzing processes sharing the example database (default 1; see --redis-url)")
-    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL_ENV})")
+    options.JOBS.add(p, default=1)
+    refuse_spelling(p.add_argument, "--workers", "--jobs")
+    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL})")
     p.set_defaults(func=run, parser=p)
 
 
@@ -129,12 +130,10 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--max-rounds", args.max_rounds, "must be >= 1")
     if args.examples_per_round < 1:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
-    if args.workers < 1:
-        raise OptionError("--workers", args.workers, "must be >= 1")
     from crossattn_sizing.fleet.fuzz_workers import WORKERS_PER_CORE, max_workers
 
-    if args.workers > max_workers():
-        raise OptionError("--workers", args.workers, f"must be <= {max_workers()} on this machine "
+    if args.jobs > max_workers():
+        raise OptionError("--jobs", args.jobs, f"must be <= {max_workers()} on this machine "
                           f"({WORKERS_PER_CORE} per CPU core it may use)")  # fmt: skip
 
 
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
     url = args.redis_url or redis_url()
     if url:
         check_reachable(url)
-    if args.workers > 1:
+    if args.jobs > 1:
         check_impl(args)  # found here, not as N workers that died
         return run_fleet(args)
     before = set(regressions.glob("*.json")) if regressions.is_dir() else set()
@@ -319,7 +318,7 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """``--workers N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
+    """``--jobs N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
     and judge the workers' summaries as one run's."""
     from crossattn_sizing.fleet.fuzz_workers import run_workers
 

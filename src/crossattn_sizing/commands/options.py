@@ -139,6 +139,11 @@ ENGINE = Option(
     "its attention metadata builder under the read-side property)",
     metavar="ENGINE",
 )
+JOBS = Option(
+    "--jobs", "processes running side by side (verify: for the shared run of several policies, the verdicts "
+    "do not depend on it; fuzz: fuzzing processes sharing the example database, see --redis-url)",
+    metavar="N", parse=integer(1),
+)  # fmt: skip
 CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")

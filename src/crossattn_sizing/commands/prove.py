@@ -28,7 +28,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
-from crossattn_sizing.errors import OptionError, PolicyCallError, shown
+from crossattn_sizing.errors import OptionError, PolicyCallError, refuse_spelling, shown
 from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.prove import (
@@ -57,6 +57,15 @@ DEFAULTS = {  # the grid's, used where some domain option is given
     "max_model_len": "1-4096:63",
     "encoder_tokens": "1-8192:63",
     "source_positions": "absent,0,448,1500,2048",
+}
+
+AXIS_OPTIONS = {  # the option of each axis: one spelling per quantity (docs/spec.md §1), a LIST here
+    "block_sizes": "--block-size",
+    "kernel_block_sizes": "--kernel-block-size",
+    "dcp": "--dcp",
+    "max_model_len": "--max-model-len",
+    "encoder_tokens": "--encoder-budget",
+    "source_positions": "--source-positions",
 }
 
 MAX_DOMAIN_SIZE = 10**10
@@ -91,10 +100,14 @@ def register(subparsers: Any) -> None:
     }
     for key, what in axes.items():
         p.add_argument(
-            "--" + key.replace("_", "-"),
+            AXIS_OPTIONS[key],
+            dest=key,
             metavar="LIST",
             help=f"{what} (grid default {DEFAULTS[key]}; any of these options replaces the edge domain)",
         )
+    for old, key in (("--block-sizes", "block_sizes"), ("--kernel-block-sizes", "kernel_block_sizes"),
+                     ("--encoder-tokens", "encoder_tokens")):  # fmt: skip
+        refuse_spelling(p.add_argument, old, AXIS_OPTIONS[key])
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
         "--chunk-size",
@@ -220,7 +233,7 @@ def run(args: argparse.Namespace) -> int:
     if size > MAX_DOMAIN_SIZE and not args.force:
         raise OptionError(
             "domain", f"of {size:.3g} configs",
-            f"is larger than {MAX_DOMAIN_SIZE:.0e}: narrow --block-sizes/--max-model-len/--encoder-tokens "
+            f"is larger than {MAX_DOMAIN_SIZE:.0e}: narrow --block-size/--max-model-len/--encoder-budget "
             "(LO-HI:STEP) or pass --force",
         )
     err = Console(stderr=True)

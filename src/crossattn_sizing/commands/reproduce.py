@@ -23,7 +23,7 @@ from typing import Any
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.errors import ConfigError, OptionError
+from crossattn_sizing.errors import ConfigError, OptionError, refuse_spelling
 from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
@@ -52,13 +52,15 @@ MAX_SIMULATED_TOKENS = 1 << 16  # the drift run allocates e tokens of K/V per re
 # reproduce's own counts, parsed as every integer option is (``prove`` takes the same names as LISTs).
 MAX_MODEL_LEN = options.Option("--max-model-len", "decoder length M", metavar="N", parse=options.integer(1))
 DCP = options.Option("--dcp", "decode-context-parallel size C", metavar="N", parse=options.integer(1))
-ENCODER_TOKENS = options.Option(
-    "--encoder-tokens",
-    "encoder tokens of the request (BART source length; required for a model with no rule)",
+ENCODER_LEN = options.Option(
+    "--encoder-len",
+    "encoder tokens e of the request (BART source length; required for a model with no rule)",
     metavar="N", parse=options.integer(1),
 )  # fmt: skip
 BATCHED_TOKENS = options.Option("--max-num-batched-tokens", "B", metavar="N", parse=options.integer(1))
-ENCODER_BUDGET = options.Option("--max-num-encoder-input-tokens", "E", metavar="N", parse=options.integer(1))
+ENCODER_BUDGET = options.Option(
+    "--encoder-budget", "E, max_num_encoder_input_tokens", metavar="N", parse=options.integer(1),
+)  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -76,9 +78,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     MAX_MODEL_LEN.add(p, shown_default="derived from the config; 2048 for nemotron-parse")
     options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE))
     DCP.add(p, shown_default="1")
-    ENCODER_TOKENS.add(p)
+    ENCODER_LEN.add(p)
+    refuse_spelling(p.add_argument, "--encoder-tokens", ENCODER_LEN.flag)
     BATCHED_TOKENS.add(p, shown_default="smallest power of two >= max(M, e)")
     ENCODER_BUDGET.add(p, shown_default="B, as the scheduler")
+    refuse_spelling(p.add_argument, "--max-num-encoder-input-tokens", ENCODER_BUDGET.flag)
     options.IMPL.add(p, shown_default="torch")
     options.SEED.add(p, default=0)
     options.ENGINE.add(p)
@@ -90,15 +94,15 @@ def build(args: argparse.Namespace) -> ModelScenario:
     if (args.model is None) == (args.config is None):
         raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
     max_model_len, block_size, dcp = args.max_model_len, args.block_size, args.dcp
-    tokens, batched = args.encoder_tokens, args.max_num_batched_tokens
-    encoder_budget = args.max_num_encoder_input_tokens
+    tokens, batched = args.encoder_len, args.max_num_batched_tokens
+    encoder_budget = args.encoder_budget
     image_size = nemotron_parse_config.parse_image_size(args.image_size) if args.image_size else None
     if args.config is not None:
         data = loading.read_json(args.config)
         if loading.is_runner_config(data):
             for option, value in (("--block-size", block_size), ("--image-size", image_size),
                                   ("--max-num-batched-tokens", batched),
-                                  ("--max-num-encoder-input-tokens", encoder_budget)):
+                                  ("--encoder-budget", encoder_budget)):
                 if value is not None:
                     raise ConfigError(option, value, "applies to model configs; edit the RunnerConfig JSON")
             return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp,

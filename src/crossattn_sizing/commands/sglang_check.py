@@ -1,7 +1,7 @@
 """``check --engine sglang==X`` and ``reproduce mllama-mixed-batch --engine sglang==X``: one decode batch
 through an SGLang tree's own metadata builder, judged on the read side.
 
-A batch is ``E:prompt:d`` per request (encoder tokens, prompt tokens, decoder
+A batch is ``e:prompt:d`` per request (encoder tokens, prompt tokens, decoder
 tokens at this decode step). Each request must be admitted alone by SGLang's
 rule for the server (``--context-len``, ``--kv-capacity``) and have generated
 no more than the scheduler lets it (else it is bad input, exit 2: the engine
@@ -39,13 +39,13 @@ def int_option(option: str, text: str, minimum: int) -> int:
 
 
 def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
-    """``E:prompt:d,...``, each admitted alone and within what the scheduler lets it generate."""
+    """``e:prompt:d,...``, each admitted alone and within what the scheduler lets it generate."""
     out = []
     for part in text.split(","):
         fields = part.split(":")
         if len(fields) != 3:
             raise ConfigError(
-                "--requests", part, "each request is E:prompt:d (encoder, prompt, decoder tokens)"
+                "--requests", part, "each request is e:prompt:d (encoder, prompt, decoder tokens)"
             )
         e, p, d = (int_option("--requests", f, 0) for f in fields)
         request = EngineRequest(e, p, d - p)

@@ -23,13 +23,13 @@ from rich.console import Console
 from crossattn_sizing import standard_output
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.limits import int_arg
 from crossattn_sizing.resolve import Subject, resolve_policy
 from crossattn_sizing.runs.outputs import ReportFiles
-from crossattn_sizing.runs.profiles import PROFILES
 from crossattn_sizing.runs.verify_run import VerifyPlan, verify
+from crossattn_sizing.settings import PROFILES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,15 +45,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.POLICY.add(p, shown_default="every built-in", repeatable=True)
     options.IMPL.add(p, default="torch")
     options.DEVICE.add(p, default="cpu")
-    p.add_argument(
-        "--profile", default="ci", choices=PROFILES, help="Hypothesis settings profile (default ci)"
-    )
+    p.add_argument("--hypothesis-profile", dest="profile", default="ci", choices=PROFILES,
+                   help="Hypothesis settings profile (default ci)")  # fmt: skip
+    refuse_spelling(p.add_argument, "--profile", "--hypothesis-profile")
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
     options.SEED.add(p, shown_default="random, or fixed by the profile")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
-    p.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                   help="processes for the shared run of several policies (default: 2 where there are "
-                   "2 or more CPUs); the verdicts do not depend on it")  # fmt: skip
+    options.JOBS.add(p, default=min(2, os.cpu_count() or 1), shown_default="2 where there are 2 or more CPUs")
     options.add_isolation(p)
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")

@@ -21,5 +21,5 @@ def check_line(policy_spec: str, config: RunnerConfig, encoder_lens: Iterable[in
     lens = ",".join(str(e) for e in encoder_lens)
     return (
         f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(text)} "
-        f"--encoder-lens {lens}"
+        f"--encoder-len {lens}"
     )

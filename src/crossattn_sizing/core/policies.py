@@ -107,7 +107,7 @@ BUILTIN_POLICIES: dict[str, SizingPolicy] = {
 }
 
 
-def load_policy(spec: str) -> Policy:
+def policy_from_spec(spec: str) -> Policy:
     """A built-in policy by name, or any callable given as ``module:attr``.
 
     Raises :class:`PolicyLoadError` with the reason when the name is unknown,

@@ -114,7 +114,7 @@ class Rank:
     def attend(self, g: int, reads: Reads) -> torch.Tensor:
         """This rank's attention: its partial over its shard, gathered and merged with the others'."""
         runner = self.held()
-        if not runner.sharded(g):  # replicated or faithful: every rank attends over all keys itself
+        if not runner.sharded(g):  # replicated or unsharded: every rank attends over all keys itself
             outs, _ = runner.partials(g, reads)
             return outs[0].to(runner.dtype).cpu()
         failure: BaseException | None = None

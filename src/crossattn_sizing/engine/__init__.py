@@ -8,7 +8,3 @@
 
 Nothing here is imported by the harness unless a ``vllm`` spec is used.
 """
-
-from crossattn_sizing.engine.install import EngineError
-
-__all__ = ["EngineError"]

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
-from crossattn_sizing.audit.sources import FetchError
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.engine.install import EngineError
 from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
+from crossattn_sizing.errors import ReleaseUnavailable
 
 
 class ExecutedPolicy:
@@ -46,7 +45,7 @@ class ExecutedPolicy:
                 # The release's table takes no kernel block size: its rows hold ids of whole
                 # blocks, which the audit recognises (widths equal to the manager twin's).
                 return self.policy(manager_twin(config))
-        except EngineError as exc:  # the release's code failed on this config: say so, exactly
+        except ReleaseUnavailable as exc:  # the release's code failed on this config: say so, exactly
             raise ReadError(f"{self.where}: {exc}") from None
 
 
@@ -85,5 +84,5 @@ def executed_v2(
         policy = VllmPolicy(spec, worker=worker, runner=runner)
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
-    except (EngineError, FetchError) as exc:  # e.g. the wheel is only in --cache-dir: read it instead
+    except ReleaseUnavailable as exc:  # e.g. the wheel is only in --cache-dir: read it instead
         return None, str(exc)

@@ -16,13 +16,13 @@ from hypothesis import Phase, settings
 
 from crossattn_sizing import settings as env
 
-EXAMPLES_ENV = env.ENGINE_EXAMPLES
 DEFAULT_EXAMPLES = 10
 PROFILE = "engine-budget"
 
 
 def engine_examples() -> int:
-    """:data:`EXAMPLES_ENV` when set (a positive integer), else :data:`DEFAULT_EXAMPLES`."""
+    """:data:`~crossattn_sizing.settings.ENGINE_EXAMPLES` when set (a positive integer), else
+    :data:`DEFAULT_EXAMPLES`."""
     examples = env.engine_examples()
     return DEFAULT_EXAMPLES if examples is None else examples
 
@@ -37,5 +37,5 @@ def load_engine_budget() -> str:
     settings.load_profile(PROFILE)
     return (
         f"engine budget: {examples} examples per property, no shrinking (interpreted kernels take seconds "
-        f"per example; {EXAMPLES_ENV} sets it)"
+        f"per example; {env.ENGINE_EXAMPLES} sets it)"
     )

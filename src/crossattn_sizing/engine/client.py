@@ -28,8 +28,8 @@ from typing import Any
 from crossattn_sizing import settings
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
-    EngineError,
     Release,
+    ReleaseUnavailable,
     add_dependency,
     record_shims,
     resolve_release,
@@ -43,7 +43,7 @@ def top_level(module: object) -> str | None:
     return module.split(".")[0] if isinstance(module, str) and module else None
 
 
-class Inexpressible(EngineError, NotExpressible):
+class Inexpressible(ReleaseUnavailable, NotExpressible):
     """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
 
 
@@ -69,7 +69,6 @@ def _signal_name(returncode: int | None) -> str:
     return f"exit status {returncode}"
 
 
-WORKERS_ENV = settings.ENGINE_WORKERS
 MAX_PARALLEL = 4
 """Default ceiling on processes per release for one long batch (each holds about 0.5 GB)."""
 
@@ -77,7 +76,7 @@ MAX_PARALLEL = 4
 def parallel_workers() -> int:
     """How many processes of one release a long batch (``prove``) is spread over.
 
-    :data:`WORKERS_ENV` when set, else the CPUs this process may use, at most
+    :data:`~crossattn_sizing.settings.ENGINE_WORKERS` when set, else the CPUs this process may use, at most
     :data:`MAX_PARALLEL`. A value that is not a positive integer is refused.
     """
     count = settings.engine_workers()
@@ -100,7 +99,7 @@ def _echo_lines(source: Any, kept: collections.deque[str]) -> None:
                 out.flush()
 
 
-class Worker:
+class EngineWorker:
     """One running worker process for one release on one device.
 
     ``deadline`` (seconds, None: none) bounds each request: past it the
@@ -143,9 +142,9 @@ class Worker:
             cmd += ["--path", path]
         return cmd
 
-    def sibling(self) -> Worker:
+    def sibling(self) -> EngineWorker:
         """Another process of the same release and device, for batches run in parallel; closed at exit."""
-        twin = Worker(self.release, self.device, records=False)
+        twin = EngineWorker(self.release, self.device, records=False)
         _SIBLINGS.append(twin)
         return twin
 
@@ -170,7 +169,7 @@ class Worker:
             if self.deadline is not None:  # a hung import: killed with what it started
                 end_group(self.proc, signal.SIGKILL, 0.0)
             self.proc.wait()
-            raise EngineError(
+            raise ReleaseUnavailable(
                 f"{self.label}: the worker died while importing "
                 f"({_signal_name(self.proc.returncode)}): {self.stderr_tail()}"
             )
@@ -215,13 +214,13 @@ class Worker:
             error = str(ready.get("error"))
             module = top_level(ready.get("missing_module"))
             if module == "vllm":
-                raise EngineError(f"{self.release.label} lacks a module the adapter imports: {error}")
+                raise ReleaseUnavailable(f"{self.release.label} lacks a module the adapter imports: {error}")
             if ready.get("kind") == "SizingExecError":
-                raise EngineError(f"{self.release.label}: its sizing cannot be executed: {error}")
+                raise ReleaseUnavailable(f"{self.release.label}: its sizing cannot be executed: {error}")
             if module is None:
-                raise EngineError(f"{self.release.label} does not import on this machine: {error}")
+                raise ReleaseUnavailable(f"{self.release.label} does not import on this machine: {error}")
             add_dependency(self.release, module)
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"{self.release.label}: still missing modules after {MAX_DEPENDENCY_ROUNDS} installs"
         )
 
@@ -265,7 +264,8 @@ class Worker:
 
     # Requests --------------------------------------------------------------
     def request(self, op: str, **payload: Any) -> dict[str, Any]:
-        """Send one request; the worker's answer, :class:`EngineCrash` if it died, EngineError if refused.
+        """Send one request; the worker's answer, :class:`EngineCrash` if it died, ReleaseUnavailable if
+        refused.
 
         A module the release imports lazily (first needed by this request) is
         installed like the ones its import needs, and the request retried.
@@ -273,13 +273,13 @@ class Worker:
         for _ in range(MAX_DEPENDENCY_ROUNDS):
             try:
                 return self._request(op, payload)
-            except EngineError as exc:
+            except ReleaseUnavailable as exc:
                 module = top_level(getattr(exc, "missing_module", None))
                 if module is None or module == "vllm":
                     raise
                 add_dependency(self.release, module)
                 self.close()
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"{self.release.label}: {op} still misses modules after {MAX_DEPENDENCY_ROUNDS} installs"
         )
 
@@ -313,21 +313,21 @@ class Worker:
             raise self.refusal(op, reply)
         return reply["result"]
 
-    def refusal(self, op: str, reply: dict[str, Any]) -> EngineError:
+    def refusal(self, op: str, reply: dict[str, Any]) -> ReleaseUnavailable:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
-        error = Inexpressible if reply.get("kind") == "Unrepresentable" else EngineError
+        error = Inexpressible if reply.get("kind") == "Unrepresentable" else ReleaseUnavailable
         refused = error(f"{self.label}: {op} failed: {reply.get('error')}")
         refused.missing_module = reply.get("missing_module")  # type: ignore[attr-defined]
         return refused
 
 
-_WORKERS: dict[tuple[str, ...], Worker] = {}
-_SIBLINGS: list[Worker] = []
+_WORKERS: dict[tuple[str, ...], EngineWorker] = {}
+_SIBLINGS: list[EngineWorker] = []
 
 
 def worker_for(
     spec: str, device: str = "cpu", wheel_cache: Path | None = None, offline: bool | None = None
-) -> Worker:
+) -> EngineWorker:
     """The (shared, started) worker of the release ``spec`` names; ``wheel_cache`` is where its wheel
     is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default.
 
@@ -337,7 +337,7 @@ def worker_for(
     key = (spec, device, str(settings.engine_cache(wheel_cache)), repr(offline))
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = Worker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)
+        worker = EngineWorker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)
         worker.start()
         _WORKERS[key] = worker
     return worker

@@ -5,7 +5,7 @@ For a config and a batch of admitted requests, the release's ``BlockTables``
 cross-attention block ids in its row, apply the staged writes, gather the
 step's rows and map every encoder position to a slot with the release's
 kernel. Coverage holds when every position's slot is the cell its own block
-names (``id * kbs + offset`` on the faithful cross path, spec invariant 1 and 3)
+names (``id * kbs + offset`` on the unsharded cross path, spec invariant 1 and 3)
 and no row counts more entries than it holds. Requests are placed in the last
 rows of the table, so a row that is too short spills past the tensor: on the
 real code that is a read and a write past the allocation, which may kill the

@@ -26,7 +26,7 @@ from pathlib import Path
 from crossattn_sizing import settings
 from crossattn_sizing.audit.sources import check_version, fetch_wheel
 from crossattn_sizing.engine.specs import tree_root
-from crossattn_sizing.errors import EngineError
+from crossattn_sizing.errors import ReleaseUnavailable
 
 MANIFEST = "crossattn-engine.json"
 MAX_DEPENDENCY_ROUNDS = 40
@@ -92,13 +92,13 @@ def _locked(cache: Path) -> Iterator[None]:
     """One installer at a time per cache (parallel test workers share it).
 
     A cache that cannot be created or written (``HOME=/proc``, a read-only mount)
-    is the user's to fix: an :class:`EngineError` naming it, exit 2, not a traceback.
+    is the user's to fix: an :class:`ReleaseUnavailable` naming it, exit 2, not a traceback.
     """
     try:
         cache.mkdir(parents=True, exist_ok=True)
         lock = open(cache / ".lock", "w")  # noqa: SIM115  # closed below, after the block
     except OSError as exc:
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"the engine cache {cache} cannot be written ({exc.strerror or exc}); "
             f"set {settings.ENGINE_CACHE} or HOME to a writable folder"
         ) from None
@@ -130,7 +130,7 @@ def _pip_target(target: Path, what: str, cache: Path) -> None:
     if proc.returncode != 0:
         lines = [ln for ln in (proc.stderr or proc.stdout).splitlines() if ln.startswith("ERROR")]
         why = lines[0] if lines else f"pip exited {proc.returncode}"
-        raise EngineError(f"could not install {what} into {target}: {why}")
+        raise ReleaseUnavailable(f"could not install {what} into {target}: {why}")
 
 
 def resolve_release(
@@ -153,10 +153,10 @@ def resolve_release(
         return Release(None, [str(root), str(cache / "deps")], tree=str(root), offline=offline)
     if spec == "vllm":
         if installed_version() is None:
-            raise EngineError("vllm: no vllm is installed here; name a release, e.g. vllm==0.25.0")
+            raise ReleaseUnavailable("vllm: no vllm is installed here; name a release, e.g. vllm==0.25.0")
         return Release(None, installed=True)
     if not spec.startswith("vllm=="):
-        raise EngineError(f"{spec!r}: expected vllm, vllm==X.Y.Z or vllm@PATH")
+        raise ReleaseUnavailable(f"{spec!r}: expected vllm, vllm==X.Y.Z or vllm@PATH")
     version = check_version(spec.removeprefix("vllm=="), option=None)
     if installed_version() == version:
         return Release(version, installed=True)
@@ -188,16 +188,16 @@ def add_dependency(release: Release, module: str) -> str:
     without touching the environment.
     """
     if release.installed:
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"{release.label} is installed but does not import: module {module!r} is missing from "
             "this environment"
         )
     if module.startswith(REFUSED) or module in REFUSED:
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"{release.label}: the import chain needs {module!r}, which the adapter never installs"
         )
     if release.offline:
-        raise EngineError(
+        raise ReleaseUnavailable(
             f"{release.label}: module {module!r} is missing and --offline forbids installing it"
         )
     target = Path(release.paths[0])
@@ -230,4 +230,4 @@ def record_shims(release: Release, ready: dict) -> None:
         (target / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
 
-__all__ = ["MAX_DEPENDENCY_ROUNDS", "EngineError", "Release", "resolve_release"]
+__all__ = ["MAX_DEPENDENCY_ROUNDS", "Release", "resolve_release"]

@@ -1,6 +1,6 @@
 """A user's ``module:attr`` policy or implementation, run in a worker process and judged here.
 
-The worker is the release workers' own (:class:`~crossattn_sizing.engine.client.Worker`,
+The worker is the release workers' own (:class:`~crossattn_sizing.engine.client.EngineWorker`,
 the loop of :mod:`crossattn_sizing.engine.worker` with ``--load``, tensors as
 :mod:`crossattn_sizing.engine.tensors` sends them); what runs inside it is
 :mod:`crossattn_sizing.engine.subject`. The proxies here stand where the user's
@@ -37,7 +37,7 @@ import torch
 
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.engine.client import CallTimeout, EngineCrash, Worker
+from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
@@ -60,12 +60,12 @@ IMPORT_DEADLINE = 120.0
 """Seconds a worker may take to import the user's module (torch alone takes seconds on a loaded machine)."""
 
 
-class CodeWorker(Worker):
+class CodeWorker(EngineWorker):
     """A worker that loads a user's ``module:attr`` (``--load KIND=SPEC``) instead of a release.
 
     Nothing is installed for it: a module its import misses is the user's to
     install, said once when it loads. It leads its own process group and has
-    a deadline per request (:class:`~crossattn_sizing.engine.client.Worker`).
+    a deadline per request (:class:`~crossattn_sizing.engine.client.EngineWorker`).
     What it prints to stderr reaches the user's stderr, as it would in process.
     """
 

@@ -82,10 +82,10 @@ NUM_KV_SPLITS = 4
 stage combines them with their log-sum-exp, so a split count changes the order of sums, not the result."""
 
 
-def correctable(num_ranks: int, head_dim: int) -> bool:
+def correctable(dcp_size: int, head_dim: int) -> bool:
     """Whether the release's correction kernel takes this shape: it spans the ranks and the head
     dimension with ``tl.arange``, which needs powers of two (on a GPU too: other shapes do not compile)."""
-    return all(n >= 1 and n & (n - 1) == 0 for n in (num_ranks, head_dim))
+    return all(n >= 1 and n & (n - 1) == 0 for n in (dcp_size, head_dim))
 
 
 class RankGroup:

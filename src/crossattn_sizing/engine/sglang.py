@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from crossattn_sizing.engine.client import _SIBLINGS, Worker
+from crossattn_sizing.engine.client import _SIBLINGS, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang_install import resolve_sglang
-from crossattn_sizing.errors import EngineError
+from crossattn_sizing.errors import ReleaseUnavailable
 
 PATHS = ("eager", "replay")
 """FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""
@@ -42,7 +42,7 @@ class SglangTree(Release):
         return self.spec
 
 
-class SglangWorker(Worker):
+class SglangWorker(EngineWorker):
     """A worker running ``crossattn_sizing.engine.sglang_worker`` on one tree."""
 
     def _spawn(self) -> dict[str, Any]:
@@ -56,13 +56,14 @@ class SglangWorker(Worker):
         line = self.proc.stdout.readline() if self.proc.stdout else ""
         if not line:
             self.proc.wait()
-            raise EngineError(f"{self.release.label}: the worker died while loading: {self.stderr_tail()}")
+            tail = self.stderr_tail()
+            raise ReleaseUnavailable(f"{self.release.label}: the worker died while loading: {tail}")
         import json
 
         ready = json.loads(line)
         if not ready.get("ready"):  # not a missing module to install: the tree itself is unusable
             self.close()
-            raise EngineError(f"{self.release.label}: {ready.get('error')}")
+            raise ReleaseUnavailable(f"{self.release.label}: {ready.get('error')}")
         return ready
 
 

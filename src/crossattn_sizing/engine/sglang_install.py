@@ -21,7 +21,7 @@ from pathlib import Path
 
 from crossattn_sizing import settings
 from crossattn_sizing.engine.sglang_source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
-from crossattn_sizing.errors import EngineError
+from crossattn_sizing.errors import ReleaseUnavailable
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.post\d+)?$")
 CPYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
@@ -32,7 +32,7 @@ def sglang_version(spec: str) -> str:
     """The ``X`` of ``sglang==X``, refused in one line when it cannot be a release number."""
     version = spec.strip().removeprefix(RELEASE_PREFIX).strip()
     if not _VERSION.match(version):
-        raise EngineError(f"{spec.strip()}: not a release version (expected e.g. sglang==0.5.23)")
+        raise ReleaseUnavailable(f"{spec.strip()}: not a release version (expected e.g. sglang==0.5.23)")
     return version
 
 
@@ -68,7 +68,7 @@ def fetch_sglang_wheel(version: str, cache: Path, *, offline: bool) -> tuple[Pat
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
     if wheel is None:
         if offline:
-            raise EngineError(
+            raise ReleaseUnavailable(
                 f"sglang=={version} is not in the engine cache {dest} ({settings.OFFLINE}=1 "
                 "forbids downloading it)"
             )
@@ -76,13 +76,13 @@ def fetch_sglang_wheel(version: str, cache: Path, *, offline: bool) -> tuple[Pat
         if not _pip_download(version, dest, None):
             ships = [py for py in CPYTHONS if py != running and _pip_download(version, dest, py)]
             if not ships:
-                raise EngineError(
+                raise ReleaseUnavailable(
                     f"sglang=={version}: pip found no wheel of this release for any of "
                     f"Python {', '.join(CPYTHONS)}"
                 )
         wheel = _wheel_in(dest, version)
         if wheel is None:
-            raise EngineError(f"sglang=={version}: pip reported success but no wheel is in {dest}")
+            raise ReleaseUnavailable(f"sglang=={version}: pip reported success but no wheel is in {dest}")
     tags = wheel.name.split("-")[2]  # name-version-python-abi-platform.whl
     running_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if running_tag in tags.split(".") or tags.startswith("py3"):
@@ -100,7 +100,7 @@ def resolve_sglang(spec: str, *, offline: bool | None = None, cache: Path | None
     if spec.startswith(TREE_PREFIX):
         return sglang_tree_root(spec), ""
     if not spec.startswith(RELEASE_PREFIX):
-        raise EngineError(f"{spec!r}: expected sglang==X.Y.Z or sglang@PATH")
+        raise ReleaseUnavailable(f"{spec!r}: expected sglang==X.Y.Z or sglang@PATH")
     version = sglang_version(spec)
     offline = settings.offline() if offline is None else offline
     cache = cache or settings.engine_cache(None)
@@ -113,5 +113,5 @@ def resolve_sglang(spec: str, *, offline: bool | None = None, cache: Path | None
             members = [m for m in archive.namelist() if m.startswith("sglang/") and m.endswith(".py")]
             archive.extractall(target, members)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise EngineError(f"sglang=={version}: cannot unpack {wheel}: {exc}") from None
+        raise ReleaseUnavailable(f"sglang=={version}: cannot unpack {wheel}: {exc}") from None
     return target, note or ""

@@ -217,9 +217,9 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
             exec(code, ns)  # the release's own method body
             return ns.pop(name)
-    from crossattn_sizing.errors import EngineError
+    from crossattn_sizing.errors import ReleaseUnavailable
 
-    raise EngineError(f"{module.path}: {cls} lacks {name} (the harness calls it)")
+    raise ReleaseUnavailable(f"{module.path}: {cls} lacks {name} (the harness calls it)")
 
 
 @dataclass

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.engine.specs import tree_root
-from crossattn_sizing.errors import EngineError
+from crossattn_sizing.errors import ReleaseUnavailable
 
 TREE_PREFIX = "sglang@"
 RELEASE_PREFIX = "sglang=="
@@ -75,7 +75,7 @@ def is_sglang_spec(spec: str) -> bool:
 
 
 def sglang_tree_root(spec: str) -> Path:
-    """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`EngineError` if none."""
+    """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`ReleaseUnavailable` if none."""
     return tree_root(spec, "sglang", "srt")
 
 
@@ -130,14 +130,15 @@ class SourceModule:
 
 
 def parse_release_file(root: Path, key: str) -> SourceModule:
-    """Parse ``FILES[key]`` under ``root``; a missing file or a syntax error is one :class:`EngineError`."""
+    """Parse ``FILES[key]`` under ``root``; a missing file or a syntax error is one
+    :class:`ReleaseUnavailable`."""
     path = root / FILES[key]
     if not path.is_file():
-        raise EngineError(f"{root}: the release has no {FILES[key]} (the harness runs code from it)")
+        raise ReleaseUnavailable(f"{root}: the release has no {FILES[key]} (the harness runs code from it)")
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
-        raise EngineError(f"{path}:{exc.lineno}: the tree has a syntax error: {exc.msg}") from None
+        raise ReleaseUnavailable(f"{path}:{exc.lineno}: the tree has a syntax error: {exc.msg}") from None
     imports: dict[str, tuple[str, str | None]] = {}
     body = []
     for node in tree.body:
@@ -159,11 +160,11 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def find_class(module: SourceModule, name: str) -> ast.ClassDef:
-    """The top-level class ``name`` of ``module``; :class:`EngineError` if the release lacks it."""
+    """The top-level class ``name`` of ``module``; :class:`ReleaseUnavailable` if the release lacks it."""
     for node in module.body.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return node
-    raise EngineError(f"{module.path}: the release lacks class {name} (the harness runs it)")
+    raise ReleaseUnavailable(f"{module.path}: the release lacks class {name} (the harness runs it)")
 
 
 def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) -> None:
@@ -171,7 +172,7 @@ def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) ->
     have = {n.name for n in find_class(module, cls).body if isinstance(n, ast.FunctionDef)}
     for method in methods:
         if method not in have:
-            raise EngineError(f"{module.path}: {cls} lacks {method} (the harness calls it)")
+            raise ReleaseUnavailable(f"{module.path}: {cls} lacks {method} (the harness calls it)")
 
 
 def execute(

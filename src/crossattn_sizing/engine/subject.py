@@ -23,7 +23,7 @@ from typing import Any
 
 from crossattn_sizing import usercode
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.core.policies import checked_widths, load_policy, refuse_non_sequence
+from crossattn_sizing.core.policies import checked_widths, policy_from_spec, refuse_non_sequence
 from crossattn_sizing.engine.protocol import failure
 
 POLICY, IMPL = "policy", "impl"
@@ -46,7 +46,7 @@ class PolicySubject:
 
     def __init__(self, spec: str) -> None:
         self.spec = spec
-        self.policy = load_policy(spec)
+        self.policy = policy_from_spec(spec)
         self.named = NamedPolicy(spec, self.policy)
         many = getattr(self.policy, "widths_many", None)
         self.many = many if callable(many) else None
@@ -122,10 +122,10 @@ class ImplSubject:
     def __init__(self, spec: str, device: str) -> None:
         import torch
 
-        from crossattn_sizing.impl import load_impl
+        from crossattn_sizing.impl import impl_from_spec
 
         self.spec = spec
-        self.impl = load_impl(spec, device)
+        self.impl = impl_from_spec(spec, device)
         self.device = torch.device(device)  # where the kernels get their copies of the judge's tensors
 
     def ready(self) -> dict[str, Any]:

@@ -29,11 +29,17 @@ from hypothesis.errors import UnsatisfiedAssumption
 from crossattn_sizing import interrupts
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.engine.client import EngineCrash, Inexpressible, Worker, parallel_workers, worker_for
-from crossattn_sizing.engine.install import EngineError
+from crossattn_sizing.engine.client import (
+    EngineCrash,
+    EngineWorker,
+    Inexpressible,
+    parallel_workers,
+    worker_for,
+)
 from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
+from crossattn_sizing.errors import ReleaseUnavailable
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
 from crossattn_sizing.prove import Answer
@@ -65,7 +71,7 @@ class VllmPolicy:
     """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
 
     def __init__(
-        self, spec: str, device: str = "cpu", worker: Worker | None = None, runner: str = "v2"
+        self, spec: str, device: str = "cpu", worker: EngineWorker | None = None, runner: str = "v2"
     ) -> None:
         """``runner``: whose copy of the sizing runs, a key of :data:`.sizing_exec.EXECUTED_RUNNERS`."""
         self.spec = normalise(spec)
@@ -75,7 +81,7 @@ class VllmPolicy:
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
         self._cache: dict[str, dict[str, Any]] = {}
-        self._siblings: list[Worker] = []
+        self._siblings: list[EngineWorker] = []
 
     def __repr__(self) -> str:  # short: Hypothesis prints it in every falsifying example
         return f"VllmPolicy({self.spec!r})"
@@ -103,7 +109,7 @@ class VllmPolicy:
             try:
                 self._cache[key] = self.worker.request("widths", config=config.to_dict(), runner=self.runner)
             except Inexpressible as exc:
-                not_applicable(f"{self.spec}: {exc}")
+                discard_inexpressible(f"{self.spec}: {exc}")
                 raise
         return self._cache[key]
 
@@ -127,7 +133,7 @@ class VllmPolicy:
         workers = self._workers(len(batches))
         if len(workers) == 1:
             return _until_crash(_ask(workers[0], b, self.runner) for b in batches)
-        free: queue.SimpleQueue[Worker] = queue.SimpleQueue()
+        free: queue.SimpleQueue[EngineWorker] = queue.SimpleQueue()
         for worker in workers:
             free.put(worker)
 
@@ -145,7 +151,7 @@ class VllmPolicy:
             pool.shutdown(wait=True, cancel_futures=True)
 
     @property
-    def workers(self) -> list[Worker]:
+    def workers(self) -> list[EngineWorker]:
         """This policy's worker processes: its own, then the siblings parallel batches started."""
         return [self.worker, *self._siblings]
 
@@ -157,7 +163,7 @@ class VllmPolicy:
         while self._siblings:
             self._siblings.pop().close()
 
-    def _workers(self, batches: int) -> list[Worker]:
+    def _workers(self, batches: int) -> list[EngineWorker]:
         """This policy's worker, and as many siblings as ``batches`` can keep busy (up to the limit)."""
         want = min(batches, parallel_workers())
         while len(self._siblings) < want - 1:
@@ -175,7 +181,7 @@ def _until_crash(answered: Iterable[list[Answer]]) -> list[Answer]:
     return out
 
 
-def _ask(worker: Worker, batch: Sequence[RunnerConfig], runner: str = "v2") -> list[Answer]:
+def _ask(worker: EngineWorker, batch: Sequence[RunnerConfig], runner: str = "v2") -> list[Answer]:
     """One ``widths_many`` request; after a crash, one ``widths`` request per config until one dies."""
     try:
         configs = [c.to_dict() for c in batch]
@@ -190,7 +196,7 @@ def _ask(worker: Worker, batch: Sequence[RunnerConfig], runner: str = "v2") -> l
             except EngineCrash as exc:
                 out.append(exc)
                 break
-            except EngineError as exc:
+            except ReleaseUnavailable as exc:
                 out.append(exc)
         return out
     return [_widths(a["result"]) if a["ok"] else worker.refusal("widths", a) for a in answers]
@@ -215,7 +221,7 @@ class Discarded(Inexpressible, UnsatisfiedAssumption):
         self.location = None
 
 
-class NotRun(Inexpressible):
+class KernelsCannotRun(Inexpressible):
     """A case the release's kernels cannot run on this machine (``reason`` says why): no verdict.
 
     Raised where no Hypothesis example is running (``check``, ``reproduce``, a
@@ -227,7 +233,7 @@ class NotRun(Inexpressible):
         self.spec, self.reason = spec, reason
 
     def __reduce__(self) -> tuple[Any, ...]:  # crosses the DCP ranks' pipes with its fields
-        return (NotRun, (self.spec, self.reason))
+        return (KernelsCannotRun, (self.spec, self.reason))
 
 
 def _discard(event_text: str, why: str) -> None:
@@ -240,22 +246,13 @@ def _discard(event_text: str, why: str) -> None:
         raise Discarded(why)
 
 
-def not_applicable(why: str) -> None:
+def discard_inexpressible(why: str) -> None:
     """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
 
     Outside one (``check``, ``reproduce``) the caller re-raises the error: a
     config the release cannot represent has no verdict.
     """
     _discard(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}", why)
-
-
-def executed_widths(version: str, config: RunnerConfig) -> tuple[int, ...]:
-    """Row widths (entries) that release ``version``'s own sizing code gives ``config``.
-
-    Raises :class:`~crossattn_sizing.engine.install.EngineError` with the reason
-    when the release cannot be obtained, imported or run on this machine.
-    """
-    return VllmPolicy(version)(config)
 
 
 CPU_BF16 = (
@@ -311,7 +308,9 @@ class VllmImpl:
     kernel runs by the function's dotted name as well as by step.
     """
 
-    def __init__(self, spec: str, device: torch.device | str = "cpu", worker: Worker | None = None) -> None:
+    def __init__(
+        self, spec: str, device: torch.device | str = "cpu", worker: EngineWorker | None = None
+    ) -> None:
         self.device = torch.device(device)
         self.spec = normalise(spec)
         self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
@@ -362,24 +361,24 @@ class VllmImpl:
             answer = self.worker.request(op, **payload)
             self.calls[op] += 1
             return answer
-        except EngineError as exc:
+        except ReleaseUnavailable as exc:
             if self.device.type == "cpu" and "InterpreterError" in str(exc):
                 for text, why in INTERPRETER_REFUSALS.items():
                     if text in str(exc):
                         not_run(why)
-                        raise NotRun(self.spec, why) from None
+                        raise KernelsCannotRun(self.spec, why) from None
             raise
 
     def _interpreted_bf16(self, *tensors: torch.Tensor) -> None:
         """Refuse a bf16 case on CPU: no verdict (discarded in Hypothesis, an error elsewhere)."""
         if self.device.type == "cpu" and any(t.dtype == torch.bfloat16 for t in tensors):
             not_run(CPU_BF16)
-            raise NotRun(self.spec, CPU_BF16)
+            raise KernelsCannotRun(self.spec, CPU_BF16)
 
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         """Slot mapping by the release's kernel, in its worker."""
         if step.row_stride < 1:
-            raise EngineError(
+            raise ReleaseUnavailable(
                 f"{self.spec}: a block table of width {step.row_stride} has no rows to map through"
             )
         layout = step.layout
@@ -531,7 +530,7 @@ def not_run(why: str) -> None:
 
 
 def run_block_tables(
-    worker: Worker,
+    worker: EngineWorker,
     *,
     block_sizes: Sequence[int],
     kernel_block_sizes: Sequence[int],

@@ -12,7 +12,7 @@ encoder input needs more columns than the row has, under the fixed sizing
 :func:`dcp_cross_attention_finding` finds the smallest such case on a fixed
 grid of configs (a pure function: the same answer every run, no random
 search inside the package) and proves it on the implementation's own path:
-the guarded block table refuses the engine-faithful slot lookup, while the
+the guarded block table refuses the engine's unsharded slot lookup, while the
 sharded lookup passes. ``verify`` lists it through :func:`all_findings`. The
 property suite draws wider cases of the same shape
 (``properties/test_dcp_finding.py``).
@@ -106,7 +106,7 @@ def _run_cross_lookup(
         runner.slot_mapping(g, rank, [0], [range(encoder_len)])
 
 
-def faithful_cross_overflow(
+def unsharded_cross_overflow(
     config: RunnerConfig, widths: tuple[int, ...], encoder_len: int
 ) -> CapacityError | None:
     """The guarded table's refusal of the engine's unsharded lookup, or None if it fits.
@@ -115,7 +115,7 @@ def faithful_cross_overflow(
     own sharded allocation: a capacity failure of the policy), so it returns None.
     """
     try:
-        _run_cross_lookup(config, widths, encoder_len, "faithful")
+        _run_cross_lookup(config, widths, encoder_len, "unsharded")
     except CapacityError as err:
         return err if err.access == "lookup" else None
     return None
@@ -198,7 +198,7 @@ def dcp_cross_attention_finding(policy: Policy) -> DcpCrossAttentionFinding | No
             candidates.append((_size(config, e), config, widths, e))
     candidates.sort(key=lambda c: c[0])
     for _, config, widths, e in candidates:
-        err = faithful_cross_overflow(config, widths, e)
+        err = unsharded_cross_overflow(config, widths, e)
         if err is None:  # the row is too short for its own sharded allocation: a capacity failure instead
             continue
         need = capacity.demand(config, config.groups[0], e)

@@ -1,6 +1,6 @@
 """The shared example database of a fuzzing fleet: Hypothesis's ``RedisExampleDatabase``.
 
-Every fuzzing process (on one machine with ``fuzz --workers N``, or on many)
+Every fuzzing process (on one machine with ``fuzz --jobs N``, or on many)
 points ``CROSSATTN_REDIS_URL`` at one server. Hypothesis saves each failing
 example (and each smaller one while shrinking) to the database as soon as it
 is found, so a worker killed mid-run loses nothing it had found, and every
@@ -16,7 +16,6 @@ from hypothesis.database import ExampleDatabase
 from crossattn_sizing import settings
 from crossattn_sizing.errors import HarnessError
 
-REDIS_URL_ENV = settings.REDIS_URL
 KEY_PREFIX = b"crossattn-sizing:"
 """Keys of this harness in a shared server, apart from other projects' Hypothesis databases."""
 
@@ -32,14 +31,14 @@ def _client(url: str):
         import redis
     except ImportError:
         raise HarnessError(
-            f"{REDIS_URL_ENV}={url!r}: the redis package is not installed "
+            f"{settings.REDIS_URL}={url!r}: the redis package is not installed "
             "(pip install 'crossattn-sizing[fleet]')"
         ) from None
     try:
         return redis.Redis.from_url(url, socket_connect_timeout=10, socket_timeout=60)
     except ValueError as exc:
         raise HarnessError(
-            f"{REDIS_URL_ENV}={url!r}: not a Redis URL ({exc}); use redis://HOST:PORT/DB or unix:///PATH"
+            f"{settings.REDIS_URL}={url!r}: not a Redis URL ({exc}); use redis://HOST:PORT/DB or unix:///PATH"
         ) from None
 
 
@@ -62,7 +61,7 @@ def check_reachable(url: str) -> None:
     try:
         client.ping()
     except redis.RedisError as exc:
-        raise HarnessError(f"{REDIS_URL_ENV}={url!r}: cannot reach the Redis server ({exc})") from None
+        raise HarnessError(f"{settings.REDIS_URL}={url!r}: cannot reach the Redis server ({exc})") from None
     finally:
         client.close()
 
@@ -91,7 +90,7 @@ class ScopedDatabase(ExampleDatabase):
     scope a fleet fuzzing ``mrv2`` would delete, on its next round, every case
     another worker had found failing under ``mrv2-prefix``: a finding lost.
     Scoped, each (policy, implementation) keeps its own examples, and a plain
-    ``pytest --sizing-policy P`` replays what the fleet found for ``P``.
+    ``pytest --policy P`` replays what the fleet found for ``P``.
     """
 
     def __init__(self, inner: ExampleDatabase, scope: str) -> None:

@@ -1,4 +1,4 @@
-"""``crossattn-sizing fuzz --workers N``: N fuzzing processes against one example database.
+"""``crossattn-sizing fuzz --jobs N``: N fuzzing processes against one example database.
 
 Each worker is the ordinary single-process ``fuzz`` command, started with the
 same options (rebuilt from the parsed ones, so options added to ``fuzz`` later
@@ -40,11 +40,10 @@ from rich.status import Status
 from crossattn_sizing import settings as env
 from crossattn_sizing.processes import end_group, forget_child, register_child, signal_group
 
-PARENT_ENV = env.FLEET_PARENT
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
 WORKERS_PER_CORE = 2
-"""``--workers`` is at most this many per CPU core this process may run on: each worker is a
+"""``--jobs`` is at most this many per CPU core this process may run on: each worker is a
 whole fuzzing process (Python, torch, Hypothesis), and more than that only shares the cores."""
 
 PARENT_POLL_S = 0.5
@@ -54,7 +53,7 @@ _PR_SET_PDEATHSIG = 1
 
 
 def max_workers() -> int:
-    """The largest ``--workers`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
+    """The largest ``--jobs`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -72,7 +71,7 @@ def die_with_parent() -> None:
     On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
     everywhere a daemon thread also watches the parent pid. A parent that died
     before this ran is caught by the first check. Nothing without
-    :data:`PARENT_ENV` (a plain ``fuzz``) is touched.
+    :data:`~crossattn_sizing.settings.FLEET_PARENT` (a plain ``fuzz``) is touched.
     """
     parent = env.fleet_parent()
     if parent is None:
@@ -93,7 +92,7 @@ def die_with_parent() -> None:
 
 
 @dataclass
-class Worker:
+class FuzzWorker:
     """One fuzz worker of the fleet: its process, where its summary and log go."""
     index: int
     proc: subprocess.Popen[bytes]
@@ -137,7 +136,7 @@ def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop
     return out
 
 
-def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
+def start_workers(argv: list[str], count: int, folder: Path) -> list[FuzzWorker]:
     """Start ``count`` fuzz processes with ``argv`` (each with its own ``--json`` and log in ``folder``)."""
     workers = []
     for i in range(count):
@@ -146,29 +145,29 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[Worker]:
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), PARENT_ENV: str(os.getpid())}),
+            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), env.FLEET_PARENT: str(os.getpid())}),
             start_new_session=True,
         )
-        worker = Worker(i, proc, summary, log, log_file)
+        worker = FuzzWorker(i, proc, summary, log, log_file)
         workers.append(worker)
         register_child(worker.end)
     return workers
 
 
-def signal_all(workers: list[Worker], sig: int) -> None:
+def signal_all(workers: list[FuzzWorker], sig: int) -> None:
     """Send ``sig`` to every worker still running (its whole process group)."""
     for w in workers:
         if w.proc.poll() is None:
             signal_group(w.proc, sig)
 
 
-def reap(workers: list[Worker]) -> None:
+def reap(workers: list[FuzzWorker]) -> None:
     """Kill whatever is left of each worker's process group and close its log."""
     for w in workers:
         w.end()
 
 
-def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -> bool:
+def wait_all(workers: list[FuzzWorker], on_tick: Callable[[], None] | None = None) -> bool:
     """Wait for every worker; Ctrl-C is forwarded to them as SIGINT. True if interrupted."""
     interrupted = False
     while any(w.proc.poll() is None for w in workers):
@@ -187,25 +186,25 @@ def wait_all(workers: list[Worker], on_tick: Callable[[], None] | None = None) -
 
 @dataclass
 class FleetRun:
-    """What a ``--workers N`` run left: each worker, whether Ctrl-C stopped it, and their summaries.
+    """What a ``--jobs N`` run left: each worker, whether Ctrl-C stopped it, and their summaries.
 
     The summaries are merged and printed by ``fuzz`` (:mod:`crossattn_sizing.commands.fuzz`),
     which owns their format; this module only runs the processes.
     """
 
-    workers: list[Worker]
+    workers: list[FuzzWorker]
     interrupted: bool
     summaries: list[dict]  # each finished worker's ``fuzz --json``, in order
-    dead: list[Worker]  # workers that ended without writing a summary
+    dead: list[FuzzWorker]  # workers that ended without writing a summary
 
 
 def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> FleetRun:
-    """The ``--workers N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
+    """The ``--jobs N`` run: start the workers, wait for them (forwarding Ctrl-C), read their summaries."""
     from crossattn_sizing.runs.verify_report import PLAIN
 
-    argv = forward_argv(parser, args, drop={"workers", "json"})
+    argv = forward_argv(parser, args, drop={"jobs", "json"})
     folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))
-    workers = start_workers(argv, args.workers, folder)
+    workers = start_workers(argv, args.jobs, folder)
     err = Console(stderr=True)
     err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "
               f"logs in {folder}", **PLAIN)

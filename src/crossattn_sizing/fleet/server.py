@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.fleet.database import REDIS_URL_ENV
 from crossattn_sizing.outcome import EXIT_INTERRUPTED
 from crossattn_sizing.processes import end_group, forget_child, register_child
+from crossattn_sizing.settings import REDIS_URL
 
 START_TIMEOUT_S = 60.0
 """A safety net only: the server answers within milliseconds on an idle machine."""
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with RedisServer(unix_socket=not tcp) as server:
             print(f"redis-server {server.url} (pid {server.pid})", file=sys.stderr)
-            env = dict(os.environ, **{REDIS_URL_ENV: server.url})
+            env = dict(os.environ, **{REDIS_URL: server.url})
             return subprocess.call(command, env=env)
     except HarnessError as exc:
         print(f"crossattn-sizing: error: {exc}", file=sys.stderr)

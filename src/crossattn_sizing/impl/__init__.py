@@ -10,7 +10,7 @@ are built in:
   :mod:`crossattn_sizing.impl.attention`);
 - ``triton``: Triton kernels (:mod:`crossattn_sizing.impl.triton_kernels`) for slot
   mapping, KV write and paged attention, compiled on CUDA and interpreted on
-  CPU (``TRITON_INTERPRET=1`` is set by :func:`load_impl` before the kernels are
+  CPU (``TRITON_INTERPRET=1`` is set by :func:`impl_from_spec` before the kernels are
   imported); the DCP merge is the torch one.
 
 A user's own is named ``module:attr``, where ``attr`` is a callable taking the
@@ -232,7 +232,7 @@ def provenance_lines(impl: object) -> list[str]:
     return list(lines()) if callable(lines) else []
 
 
-def load_impl(
+def impl_from_spec(
     spec: str, device: str | torch.device = "cpu", factory: Callable[[torch.device], object] | None = None
 ) -> Impl:
     """The implementation named by ``spec`` (``torch``, ``triton`` or ``module:attr``) on ``device``.

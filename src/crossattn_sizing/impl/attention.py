@@ -7,7 +7,7 @@ so a read of a cell the request does not own poisons the output.
 
 Paged attention reads a request's keys through its row of the (gathered) block
 table: local key ``j`` on a rank sits in column ``j // kbs`` at offset ``j % kbs``
-and has sequence position :func:`~crossattn_sizing.impl.slot_mapping.global_position`.
+and has sequence position :func:`~crossattn_sizing.core.slot_layout.global_position`.
 Scores, softmax and the weighted sum are computed in fp32 whatever the cache
 dtype, as the engine's kernels accumulate; each rank returns its output and
 log-sum-exp (lse) so that DCP partials can be merged exactly.
@@ -19,8 +19,9 @@ from collections.abc import Sequence
 
 import torch
 
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID
 from crossattn_sizing.core.step import AttentionStep, WriteStep
-from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID, global_positions
+from crossattn_sizing.impl.slot_mapping import global_positions
 
 
 def torch_write_kv(

@@ -23,7 +23,7 @@ test (:mod:`crossattn_sizing.impl`).
 
 Cross-attention groups run in one of two modes:
 
-- ``faithful`` (default): as the engine, ignoring DCP. Every rank writes and
+- ``unsharded`` (default): as the engine, ignoring DCP. Every rank writes and
   reads all ``e`` encoder tokens with ``slot = row[p // kbs]*kbs + p % kbs``;
   since every rank does the same, rank 0 is modelled. With ``C > 1`` the row,
   whose width was divided by ``C``, is too short: the finding of
@@ -44,14 +44,14 @@ import torch
 
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, RunnerConfig
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout, global_position, local_length
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.attention import resolve_duplicate_slots
 from crossattn_sizing.impl.block_table import DeviceBlockTable
-from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID, SlotLayout, global_position, local_length
 from crossattn_sizing.intmath import cdiv
 
-CrossMode = Literal["faithful", "sharded"]
+CrossMode = Literal["unsharded", "sharded"]
 
 
 class InvalidSlots(AssertionError):
@@ -97,7 +97,7 @@ class Reads:
 def default_tail(config: RunnerConfig, widths: Sequence[int]) -> int:
     """A tail past the last row long enough for any admitted sequence's spill.
 
-    The longest read a row can see is the faithful cross path's
+    The longest read a row can see is the unsharded cross path's
     ``cdiv(e, kbs)`` entries for the largest admitted ``e`` (or ``M`` for a
     decoder group); a tail that long keeps the unguarded mode inside the
     modelled allocation, so it shows wrong outputs rather than a refusal.
@@ -200,14 +200,14 @@ class PagedRunner:
         head_dim: int = 4,
         dtype: torch.dtype = torch.float32,
         guarded: bool = True,
-        cross_mode: CrossMode = "faithful",
+        cross_mode: CrossMode = "unsharded",
         tail: int | None = None,
         rank: int | None = None,
     ) -> None:
         if len(widths) != len(config.groups):
             raise ValueError(f"{len(widths)} widths for {len(config.groups)} groups")
-        if cross_mode not in ("faithful", "sharded"):
-            raise ValueError(f"cross_mode must be faithful or sharded, got {cross_mode!r}")
+        if cross_mode not in ("unsharded", "sharded"):
+            raise ValueError(f"cross_mode must be unsharded or sharded, got {cross_mode!r}")
         self.config = config
         self.widths = tuple(widths)
         self.impl = impl
@@ -256,10 +256,10 @@ class PagedRunner:
         group = self.config.groups[g]
         if self.config.dcp_factor(group) == 1:
             return False
-        return not (group.kind is GroupKind.CROSS and self.cross_mode == "faithful")
+        return not (group.kind is GroupKind.CROSS and self.cross_mode == "unsharded")
 
     def ranks(self, g: int) -> range:
-        """The DCP ranks of group ``g`` this runner holds (one when replicated, faithful or ``rank`` set)."""
+        """The DCP ranks of group ``g`` this runner holds (one when replicated, unsharded or ``rank`` set)."""
         if not self.sharded(g):
             return range(1)
         return range(self.config.dcp_size) if self.rank is None else range(self.rank, self.rank + 1)

@@ -18,13 +18,10 @@ from __future__ import annotations
 
 import torch
 
-from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout, global_position, local_length
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout
 from crossattn_sizing.core.step import SlotStep
 
-__all__ = [  # the layout's names stay importable from here, where they were defined before slot_layout
-    "PAD_SLOT_ID", "SlotLayout", "global_position", "global_positions", "local_length", "token_requests",
-    "torch_slot_mapping",
-]
+__all__ = ["global_positions", "token_requests", "torch_slot_mapping"]
 
 
 def global_positions(local_len: int, layout: SlotLayout, device: torch.device | str) -> torch.Tensor:

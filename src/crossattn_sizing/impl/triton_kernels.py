@@ -3,7 +3,7 @@
 On CUDA they are compiled. On CPU they run in Triton's interpreter, which must
 be chosen *before this module is imported*: ``@triton.jit`` decides at
 decoration time whether it builds a compiled or an interpreted function, from
-``TRITON_INTERPRET``. :func:`crossattn_sizing.impl.load_impl` sets
+``TRITON_INTERPRET``. :func:`crossattn_sizing.impl.impl_from_spec` sets
 ``TRITON_INTERPRET=1`` for ``--impl triton --device cpu`` before importing this
 module; :data:`INTERPRETED` records which kind was built so a mismatch (e.g. the
 module imported earlier without the variable) is one clear error instead of a
@@ -21,8 +21,8 @@ import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
+from crossattn_sizing.core.slot_layout import PAD_SLOT_ID
 from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.impl.slot_mapping import PAD_SLOT_ID
 
 _SLOT_BLOCK = 256
 _WRITE_TOKENS = 64

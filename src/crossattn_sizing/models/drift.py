@@ -9,7 +9,7 @@ neighbour's row: request 0's tail columns then name request 1's blocks, and its
 attention reads request 1's keys and values. The guarded run of the same
 widths shows what the harness refuses, and where, before any kernel runs.
 
-Only the faithful single-rank cross path is simulated (``dcp_size == 1``);
+Only the unsharded single-rank cross path is simulated (``dcp_size == 1``);
 with DCP the engine's cross path ignores the sharding and is reported as a
 finding elsewhere.
 """

@@ -56,7 +56,7 @@ def runner_scenario(
         e = Derived(bound, "the admitted bound min(E, B), the longest request the scheduler lets through")
     elif not admission.admits(config, encoder_tokens):
         reason = f"is not admitted (1 <= e <= min(E, B) = {bound})"
-        raise ConfigError("--encoder-tokens", encoder_tokens, reason)
+        raise ConfigError("--encoder-len", encoder_tokens, reason)
     else:
         e = Derived(encoder_tokens, "given")
     return ModelScenario(

@@ -156,8 +156,8 @@ def group_table(
     rows = bs.size * (dcp_sizes.size - sharded) + sharded * int((offsets[kbs + 1] - offsets[kbs]).sum())
     if rows > limit:
         raise DomainError(
-            f"--block-sizes/--dcp: {rows} group shapes (bs, kbs, C, I) exceed {limit}; "
-            "narrow --block-sizes, --kernel-block-sizes or --dcp"
+            f"--block-size/--dcp: {rows} group shapes (bs, kbs, C, I) exceed {limit}; "
+            "narrow --block-size, --kernel-block-size or --dcp"
         )
     cols: list[tuple[np.ndarray, ...]] = []
     for c in dcp_sizes.tolist():
@@ -204,13 +204,13 @@ class Domain:
         kbs = (
             None
             if kernel_block_sizes.strip().lower() == "all"
-            else parse_values(kernel_block_sizes, "--kernel-block-sizes", minimum=1, maximum=MAX_BLOCK_SIZE)
+            else parse_values(kernel_block_sizes, "--kernel-block-size", minimum=1, maximum=MAX_BLOCK_SIZE)
         )
         domain = cls(
-            block_sizes=parse_values(block_sizes, "--block-sizes", minimum=1, maximum=MAX_BLOCK_SIZE),
+            block_sizes=parse_values(block_sizes, "--block-size", minimum=1, maximum=MAX_BLOCK_SIZE),
             dcp_sizes=parse_values(dcp, "--dcp", minimum=1, maximum=MAX_DCP),
             max_model_lens=parse_values(max_model_len, "--max-model-len", minimum=1, maximum=MAX_LENGTH),
-            encoder_tokens=parse_values(encoder_tokens, "--encoder-tokens", minimum=1, maximum=MAX_LENGTH),
+            encoder_tokens=parse_values(encoder_tokens, "--encoder-budget", minimum=1, maximum=MAX_LENGTH),
             source_positions=parse_values(
                 source_positions, "--source-positions", minimum=0, maximum=MAX_LENGTH, allow_absent=True
             ),
@@ -226,8 +226,8 @@ class Domain:
         )
         if domain.groups.block_size.size == 0:
             raise DomainError(
-                f"--kernel-block-sizes {kernel_block_sizes!r}: no listed kernel block size divides "
-                f"any of --block-sizes {block_sizes!r}"
+                f"--kernel-block-size {kernel_block_sizes!r}: no listed kernel block size divides "
+                f"any of --block-size {block_sizes!r}"
             )
         return domain
 

@@ -98,7 +98,7 @@ def _tiles(n_groups: int, n_lengths: int, chunk_size: int) -> Iterator[tuple[int
                 yield g0, g1, j0, min(j0 + TILE, c1)
 
 
-class _Collector:
+class _FailureCollector:
     """Keeps the first ``limit`` failing ``(g, j)`` in canonical order and counts all of them."""
 
     def __init__(self, limit: int) -> None:
@@ -173,16 +173,16 @@ def prove(
         bs_c=t.block_size * t.dcp,
         bpk=bpk,
     )
-    collector = _Collector(examples)
+    collector = _FailureCollector(examples)
     not_judged = 0
     cached: tuple[int, _Lengths] | None = None  # (chunk start, its rows)
     chunk = min(domain.num_lengths, max(1, chunk_size))
     for g0, g1, j0, j1 in _tiles(t.block_size.size, domain.num_lengths, chunk_size):
         c0 = j0 - j0 % chunk
         if cached is None or cached[0] != c0:
-            m, e_budget, s = domain.lengths(c0, min(c0 + chunk, domain.num_lengths))
-            e = np.minimum(e_budget, np.maximum(m, e_budget))  # min(E, B) with B = max(M, E)
-            big_l = vector_length(form[0] if form is not None else "fixed", m, e_budget, s)
+            m, encoder_budget, s = domain.lengths(c0, min(c0 + chunk, domain.num_lengths))
+            e = np.minimum(encoder_budget, np.maximum(m, encoder_budget))  # min(E, B) with B = max(M, E)
+            big_l = vector_length(form[0] if form is not None else "fixed", m, encoder_budget, s)
             cached = (c0, _Lengths(-big_l[None, :], -e[None, :]))
         ln = cached[1]
         tile = _Lengths(ln.neg_l[:, j0 - c0 : j1 - c0], ln.neg_e[:, j0 - c0 : j1 - c0])

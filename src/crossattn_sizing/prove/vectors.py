@@ -16,15 +16,15 @@ import numpy as np
 from crossattn_sizing.core.policies import Alignment, Length, Policy, SizingPolicy
 
 
-def vector_length(length: Length, m: np.ndarray, e_budget: np.ndarray, s: np.ndarray) -> np.ndarray:
+def vector_length(length: Length, m: np.ndarray, encoder_budget: np.ndarray, s: np.ndarray) -> np.ndarray:
     """``L`` of :func:`policies.sizing_length` for encoder-decoder configs; ``s`` may be ABSENT (-1)."""
     s0 = np.maximum(s, 0)
     if length == "fixed":
-        return np.maximum(np.maximum(m, e_budget), s0)
+        return np.maximum(np.maximum(m, encoder_budget), s0)
     if length == "prefix":
         return np.maximum(m, s0)
     if length == "v1":
-        return np.maximum(m, e_budget)
+        return np.maximum(m, encoder_budget)
     raise ValueError(f"unknown length rule {length!r}")
 
 
@@ -63,11 +63,11 @@ def vector_widths(
     kbs: np.ndarray,
     dcp: np.ndarray,
     m: np.ndarray,
-    e_budget: np.ndarray,
+    encoder_budget: np.ndarray,
     s: np.ndarray,
 ) -> np.ndarray:
     """:func:`policies.widths` of one DCP-sharded cross group, over broadcast arrays."""
-    return row_entries(vector_length(length, m, e_budget, s), bs, kbs, dcp, alignment)
+    return row_entries(vector_length(length, m, encoder_budget, s), bs, kbs, dcp, alignment)
 
 
 def vector_form(policy: Policy) -> tuple[Length, Alignment] | None:

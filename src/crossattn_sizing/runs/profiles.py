@@ -29,10 +29,6 @@ from hypothesis.database import (
 
 from crossattn_sizing import settings as env
 
-PROFILE_ENV = env.PROFILE
-DB_ENV = env.DB
-SHARED_DB_ENV = env.SHARED_DB
-PROFILES = env.PROFILES
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
 
@@ -119,8 +115,9 @@ def selected_profile(explicit: str | None = None) -> str:
     """The profile to load: an explicit choice, else the environment, else ``dev``."""
     if explicit is None:
         return env.profile()
-    if explicit not in PROFILES:
+    if explicit not in env.PROFILES:
         from crossattn_sizing.errors import HarnessError, shown
 
-        raise HarnessError(f"unknown Hypothesis profile {shown(explicit)}: use one of {', '.join(PROFILES)}")
+        known = ", ".join(env.PROFILES)
+        raise HarnessError(f"unknown Hypothesis profile {shown(explicit)}: use one of {known}")
     return explicit

@@ -1,6 +1,6 @@
 """The harness's pytest plugin: options that choose what is under test, and their fixtures.
 
-``--sizing-policy`` picks the sizing policy (a built-in name or
+``--policy`` picks the sizing policy (a built-in name or
 ``module:attr``), ``--impl`` the accelerator implementation, ``--device`` where
 it runs. ``--regressions`` and ``--record-regressions`` say where the regression
 files are read and whether new ones are written (``fuzz`` passes them: options
@@ -31,12 +31,17 @@ from crossattn_sizing import settings as env
 from crossattn_sizing.callables import check_findable, load_callable
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
-from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError, bounded, shown
+from crossattn_sizing.errors import (
+    HarnessError,
+    OptionError,
+    PolicyCallError,
+    bounded,
+    refuse_spelling,
+    shown,
+)
 from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 from crossattn_sizing.runs import profiles
 
-DEVICES = env.DEVICES
-DCP_BACKENDS = env.DCP_BACKENDS
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
 
@@ -123,10 +128,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     """The options naming what is under test (policy, implementation, device, DCP backend) and how."""
     group = parser.getgroup("crossattn-sizing")
     group.addoption(
-        "--sizing-policy",
+        "--policy",
+        dest="sizing_policy",
         default=None,  # CROSSATTN_SIZING_POLICY, else mrv2: read (and checked) in pytest_configure
         help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
     )
+    refuse_spelling(group.addoption, "--sizing-policy", "--policy")
     group.addoption(
         "--impl",
         default=None,  # CROSSATTN_IMPL, else torch
@@ -228,7 +235,7 @@ def _check_profile(config: pytest.Config, name: str | None) -> None:
     try:
         settings.get_profile(name)
     except InvalidArgument:
-        known = ", ".join(profiles.PROFILES)
+        known = ", ".join(env.PROFILES)
         rule = f"unknown Hypothesis profile; use one of {known}"
         raise usage_error(config, f"--hypothesis-profile {shown(name)}: {rule}") from None
 
@@ -275,15 +282,15 @@ def configure_run(config: pytest.Config) -> None:
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")), run.isolation)
         device = config.getoption("device")
-        if device not in DEVICES:
-            raise OptionError("--device", repr(device), f"use one of {', '.join(DEVICES)}")
+        if device not in env.DEVICES:
+            raise OptionError("--device", repr(device), f"use one of {', '.join(env.DEVICES)}")
         if device == "cuda":
             from crossattn_sizing.devices import require_device
 
             require_device("cuda")
         backend = config.getoption("dcp_backend")
-        if backend not in DCP_BACKENDS:
-            raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(DCP_BACKENDS)}")
+        if backend not in env.DCP_BACKENDS:
+            raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(env.DCP_BACKENDS)}")
         if backend == "nccl" and device != "cuda":
             raise OptionError("--dcp-backend", "'nccl'", "needs --device cuda (gloo is the CPU backend)")
         timeout = config.getoption("dcp_timeout")
@@ -404,7 +411,7 @@ def check_impl_spec(spec: str, isolation: Isolation) -> None:
 
 @pytest.fixture(scope="session")
 def sizing_policy(request: pytest.FixtureRequest) -> Policy:
-    """The sizing policy chosen with ``--sizing-policy``."""
+    """The sizing policy chosen with ``--policy``."""
     policy = request.config.stash[RUN].policy
     assert policy is not None  # configure_run loaded it, or stopped the run
     return policy
@@ -418,7 +425,7 @@ def sizing_regressions(request: pytest.FixtureRequest) -> RegressionFiles:
 
 @pytest.fixture(scope="session")
 def sizing_policy_spec(request: pytest.FixtureRequest) -> str:
-    """The ``--sizing-policy`` value as typed, for reproduce commands."""
+    """The ``--policy`` value as typed, for reproduce commands."""
     return str(request.config.getoption("sizing_policy"))
 
 

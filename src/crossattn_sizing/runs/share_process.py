@@ -112,7 +112,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-class Worker:
+class ShareWorker:
     """A running worker process, its progress read on a thread, its answer read when it ends."""
 
     def __init__(self, request: dict[str, Any], folder: Path, on_progress: Callable[[int, int, str], None]):

@@ -29,9 +29,6 @@ from crossattn_sizing.findings.results import (
 )
 from crossattn_sizing.outcome import Outcome
 
-PROPERTIES_ENV = settings.PROPERTIES
-
-
 SUITE_MARK = "test_capacity.py"
 """A file every copy of the suite has: a folder without it is not the suite."""
 
@@ -73,7 +70,7 @@ def properties_dir() -> Path:
     if explicit:
         if not is_suite(Path(explicit)):
             raise HarnessError(
-                f"{PROPERTIES_ENV}={explicit}: is not the property suite (it has no {SUITE_MARK}); "
+                f"{settings.PROPERTIES}={explicit}: is not the property suite (it has no {SUITE_MARK}); "
                 "name a properties/ folder, or unset it to run the installed suite"
             )
         return Path(explicit)
@@ -81,7 +78,7 @@ def properties_dir() -> Path:
     if found is None:
         raise HarnessError(
             "property suite not found: this install of crossattn-sizing lacks crossattn_sizing.properties; "
-            f"reinstall it (its wheel holds the suite) or set {PROPERTIES_ENV} to a properties/ folder"
+            f"reinstall it (its wheel holds the suite) or set {settings.PROPERTIES} to a properties/ folder"
         )
     return found
 
@@ -110,7 +107,7 @@ def observing(callback: Callable[[Any], None]) -> Iterator[None]:
         observability.OBSERVABILITY_COLLECT_COVERAGE = collect
 
 
-class _Collector:
+class _ResultCollector:
     """A pytest plugin: reports, exceptions and observations become :class:`PropertyResult` records."""
 
     def __init__(self, on_progress: Callable[[int, int, str], None] | None, stop_at: float | None) -> None:
@@ -259,7 +256,7 @@ class _WithoutUsageError:
     its own one-line form; everything else (the progress bar) passes through.
     """
 
-    def __init__(self, stream: Any, collector: _Collector) -> None:
+    def __init__(self, stream: Any, collector: _ResultCollector) -> None:
         self._stream = stream
         self._collector = collector
 
@@ -317,7 +314,7 @@ def run_suite(
         # Capture by swapping sys.stdout/err only (restored below whatever happens), never by
         # redirecting file descriptors the caller's report is then written to.
         "--capture=sys",
-        "--sizing-policy",
+        "--policy",
         policy_spec,
         "--impl",
         impl,
@@ -333,7 +330,7 @@ def run_suite(
         args += ["-k", expr]
     for nodeid in deselect:
         args += ["--deselect", nodeid]
-    collector = _Collector(on_progress, stop_at)
+    collector = _ResultCollector(on_progress, stop_at)
     streams = sys.stdout, sys.stderr
     try:
         with contextlib.redirect_stderr(_WithoutUsageError(sys.stderr, collector)):
@@ -357,7 +354,7 @@ def run_suite(
     # Nothing to check is never "holds"; a -k that selects nothing in one share of the files is the
     # caller's to judge over the whole (it raises the -k error above when no share ran anything).
     if code == pytest.ExitCode.NO_TESTS_COLLECTED and not deselect and not (select and allow_empty):
-        raise HarnessError(f"the property suite at {root} has no test: set {PROPERTIES_ENV} to the "
+        raise HarnessError(f"the property suite at {root} has no test: set {settings.PROPERTIES} to the "
                            "repository's properties/ folder (or unset it)")  # fmt: skip
     if code in (pytest.ExitCode.USAGE_ERROR, pytest.ExitCode.INTERNAL_ERROR):
         raise HarnessError(

@@ -40,7 +40,7 @@ from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.resolve import Isolation, Subject
 from crossattn_sizing.runs.profiles import with_max_examples
-from crossattn_sizing.runs.share_process import Worker, split
+from crossattn_sizing.runs.share_process import ShareWorker, split
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
@@ -357,7 +357,7 @@ def shared_suite(plan: VerifyPlan, profile: str, sharing: SharedPolicies, bar: O
                "max_examples": plan.max_examples, "seed": plan.seed, "select": plan.select,
                "isolation": [plan.isolation.in_process, plan.isolation.timeout]}  # fmt: skip
     workers = [
-        Worker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
+        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
         for i, share in enumerate(nodeids[1:])
     ]
     try:
