@@ -124,8 +124,8 @@ def gpu(session: nox.Session) -> None:
     session.run(
         "python",
         "-c",
-        "from crossattn_sizing.devices import require_device as r; "
-        "from crossattn_sizing.errors import HarnessError as E\n"
+        "from crossattn_sizing.base.devices import require_device as r; "
+        "from crossattn_sizing.base.errors import HarnessError as E\n"
         "try: r('cuda')\nexcept E as e: raise SystemExit(f'nox -s gpu: {e}')",
     )
     env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -71,8 +71,8 @@ def group_start_seconds(world: int) -> float:
 
 def fuzz_rate(workers: int, minutes: float, per_round: int) -> tuple[int, float]:
     """(examples of all workers, wall seconds) of one ``fuzz --jobs`` run against a private server."""
+    from crossattn_sizing.base.settings import REDIS_URL
     from crossattn_sizing.fleet.server import RedisServer
-    from crossattn_sizing.settings import REDIS_URL
 
     with tempfile.TemporaryDirectory() as tmp, RedisServer() as server:
         summary = Path(tmp) / "summary.json"

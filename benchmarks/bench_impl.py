@@ -43,14 +43,14 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the reference oracle and properties/ live at the repository root
 
+from crossattn_sizing.base.intmath import cdiv  # noqa: E402
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup  # noqa: E402
 from crossattn_sizing.core.policies import BUILTIN_POLICIES  # noqa: E402
 from crossattn_sizing.core.slot_layout import SlotLayout  # noqa: E402
-from crossattn_sizing.core.step import AttentionStep  # noqa: E402
 from crossattn_sizing.impl import Impl  # noqa: E402
 from crossattn_sizing.impl.runner import PagedRunner, slot_step  # noqa: E402
-from crossattn_sizing.intmath import cdiv  # noqa: E402
-from crossattn_sizing.resolve import load_impl  # noqa: E402
+from crossattn_sizing.impl.step import AttentionStep  # noqa: E402
+from crossattn_sizing.specs.resolve import load_impl  # noqa: E402
 from properties.config_strategies import encoder_decoder_config  # noqa: E402
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

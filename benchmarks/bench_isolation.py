@@ -36,11 +36,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tests.hostile_code: the user's code measured here
 
+from crossattn_sizing.base.processes import end_children  # noqa: E402
 from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths  # noqa: E402
 from crossattn_sizing.core.slot_layout import SlotLayout  # noqa: E402
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep  # noqa: E402
-from crossattn_sizing.processes import end_children  # noqa: E402
-from crossattn_sizing.resolve import Isolation, load_checked_policy, load_impl  # noqa: E402
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep  # noqa: E402
+from crossattn_sizing.specs.resolve import Isolation, load_checked_policy, load_impl  # noqa: E402
 
 POLICY = "tests.hostile_code:fixed_sizing"
 IMPL = "tests.hostile_code:Honest"

@@ -24,9 +24,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple
-from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.prove import ABSENT, Domain, prove
 
 # At least 10**7 configs, C = 1: every block size 1..512 with every kernel block size.

@@ -33,11 +33,11 @@ import time
 from datetime import date
 from pathlib import Path
 
+from crossattn_sizing.base.settings import ENGINE_WORKERS
 from crossattn_sizing.engine.client import close_all, parallel_workers
 from crossattn_sizing.engine.vllm import BATCH, VllmPolicy
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import prove_property
-from crossattn_sizing.settings import ENGINE_WORKERS
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "reports" / "bench_prove_engine.md"

@@ -23,12 +23,12 @@ from pathlib import Path
 
 import torch
 
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import Inexpressible, close_all
 from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
-from crossattn_sizing.errors import ReleaseUnavailable
 from crossattn_sizing.impl.slot_mapping import global_positions
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 REPORT = Path(__file__).resolve().parent.parent / "reports" / "engine_kernels.md"
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)

@@ -67,7 +67,7 @@ MAX_LEN = 1 << LOG2_MAX_LEN
 """The largest length drawn: 2,097,152 tokens, past the 1M-token contexts engines serve."""
 MAX_DRAWN_BLOCK_SIZE = 512
 """The largest block size a capacity case draws (see :data:`LARGE_BLOCK_SIZES`); a config may have up
-to :data:`crossattn_sizing.limits.MAX_BLOCK_SIZE`."""
+to :data:`crossattn_sizing.base.limits.MAX_BLOCK_SIZE`."""
 MAX_DCP = 8
 MAX_REQS = 8
 

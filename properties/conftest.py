@@ -15,7 +15,7 @@ import importlib.util
 
 import pytest
 
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.runs import pytest_plugin
 
 from .regressions import pinned_cases, use_regression_files

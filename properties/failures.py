@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.findings.results import PropertyFailure
-from crossattn_sizing.resolve import typed_spec
+from crossattn_sizing.specs.resolve import typed_spec
 
 if TYPE_CHECKING:  # the capacity properties fail here too, and need no torch
     from crossattn_sizing.impl import Impl

@@ -25,8 +25,8 @@ import torch
 from hypothesis import event
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.core.config import KVCacheGroup
-from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.models import families
 from crossattn_sizing.models.adapters import ModelScenario, build_scenario
 from crossattn_sizing.models.family import Family

@@ -16,7 +16,7 @@ from typing import NoReturn
 
 import torch
 
-from crossattn_sizing.errors import CapacityError
+from crossattn_sizing.base.errors import CapacityError
 
 from .failures import fail_rerun
 

@@ -131,7 +131,7 @@ def run_cross(
 ) -> ScenarioRun:
     """One prefill step (encoder K/V written once) and one decode step of cross-attention.
 
-    Raises :class:`~crossattn_sizing.errors.CapacityError` when the guarded table refuses.
+    Raises :class:`~crossattn_sizing.base.errors.CapacityError` when the guarded table refuses.
     """
     g = config.cross_groups()[0]
     group = config.groups[g]

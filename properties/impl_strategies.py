@@ -17,10 +17,10 @@ import torch
 from hypothesis import event
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.intmath import cdiv
 
 from .capacity_strategies import encoder_lengths
 from .config_strategies import HypothesisDraws, batched_tokens, draw_group, encoder_decoder_config

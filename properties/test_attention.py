@@ -25,11 +25,11 @@ import torch
 from hypothesis import event, given
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.errors import CapacityError
 from crossattn_sizing.core import admission, known_configs
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths
 from crossattn_sizing.distributed.backend import RunnerFactory
-from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner
 

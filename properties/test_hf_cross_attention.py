@@ -33,10 +33,10 @@ pytest.importorskip("transformers", reason="the 'hf' extra (transformers) is not
 import torch
 from hypothesis import example, given
 
+from crossattn_sizing.base.errors import CapacityError
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
-from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner, Reads
 

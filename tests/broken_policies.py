@@ -6,9 +6,9 @@ any of these, a property has gone blind (see meta/test_meta_capacity.py).
 
 from __future__ import annotations
 
+from crossattn_sizing.base.intmath import align_up, cdiv
 from crossattn_sizing.core.config import GroupKind, RunnerConfig
 from crossattn_sizing.core.policies import alignment_multiple, sizing_length
-from crossattn_sizing.intmath import align_up, cdiv
 
 
 def _attention_widths(config: RunnerConfig, blocks_of) -> tuple[int, ...]:  # type: ignore[no-untyped-def]

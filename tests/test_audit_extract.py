@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import cli
 from crossattn_sizing.audit.extract import ReadError, read_runner
-from crossattn_sizing.audit.sources import DirTree, open_dir
 from crossattn_sizing.audit.verdicts import NEMOTRON, audit_tree, sweep_configs
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands import cli
 from crossattn_sizing.core.policies import widths
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.releases.sources import DirTree, open_dir
 
 LENGTHS = {
     "prefix": (

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import cli
-from crossattn_sizing.audit import sources
-from crossattn_sizing.audit.sources import ZipTree, cached_wheel, fetch_wheel
 from crossattn_sizing.audit.verdicts import audit_tree
-from crossattn_sizing.errors import ReleaseUnavailable
+from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.commands import cli
+from crossattn_sizing.releases import sources
+from crossattn_sizing.releases.sources import ZipTree, cached_wheel, fetch_wheel
 
 RUNNER = """
 from vllm.utils.math_utils import cdiv

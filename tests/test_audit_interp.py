@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from crossattn_sizing.audit.extract import ReadError, read_runner
-from crossattn_sizing.audit.sources import DirTree
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.releases.sources import DirTree
 from tests.test_audit_extract import fixture
 
 PRELUDE = """

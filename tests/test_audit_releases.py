@@ -24,9 +24,9 @@ import pytest
 
 from crossattn_sizing.audit.extract import read_runner
 from crossattn_sizing.audit.verdicts import KERNEL_IDS, MANAGER_IDS, audit_tree, manager_twin, sweep_configs
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import widths
-from crossattn_sizing.outcome import Outcome
 from tests.test_audit_extract import (
     LENGTHS,
     V1_BLOCK_TABLE,

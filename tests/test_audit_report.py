@@ -12,10 +12,10 @@ import shlex
 import pytest
 
 from crossattn_sizing.audit.modules import ModuleIndex
-from crossattn_sizing.audit.report import exit_status
 from crossattn_sizing.audit.scope import DISPATCH_PATH, v2_encoder_decoder_scope
 from crossattn_sizing.audit.verdicts import RunnerVerdict, audit_tree
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands.audit_report import exit_status
 from tests.test_audit_extract import fixture, run_cli, tree_of, v1_files, v2_files, write_tree
 
 

@@ -12,9 +12,9 @@ import os
 
 import pytest
 
-from crossattn_sizing.audit.sources import open_release
 from crossattn_sizing.audit.verdicts import NEMOTRON, audit_tree, sweep_configs
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.releases.sources import open_release
 
 pytestmark = [
     pytest.mark.audit_wheels,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
-from crossattn_sizing.errors import MAX_LINE
+from crossattn_sizing.base.errors import MAX_LINE
+from crossattn_sizing.commands.cli import main
 from tests.bad_input_cases import CASES, Case, answer_lines, first_line, make_fixtures, run_isolated
 
 

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.errors import CapacityError, HarnessError
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.errors import CapacityError, HarnessError
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.impl.block_table import DeviceBlockTable, expand_block_ids
 from crossattn_sizing.impl.runner import compute_slots

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.commands.cli import main
 
 NEMOTRON = json.dumps(
     {"max_model_len": 2048, "max_num_batched_tokens": 4096, "groups": [{"kind": "cross", "block_size": 16}]}

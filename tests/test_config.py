@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from crossattn_sizing.base.errors import ConfigError
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import ConfigError
 
 CROSS16 = KVCacheGroup(GroupKind.CROSS, 16)
 

@@ -23,13 +23,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.processes import alive
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.distributed.backend import DistributedDcp, runner_factory
 from crossattn_sizing.distributed.pool import RankFailure
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.impl.runner import PagedRunner
-from crossattn_sizing.processes import alive
 from properties.impl_scenarios import run_cross, run_self
 from properties.impl_strategies import (
     AttentionShape,
@@ -189,7 +189,7 @@ def test_ranks_exit_when_their_driver_dies_without_teardown() -> None:
 
 def test_inprocess_is_the_simulation_and_nccl_needs_cuda() -> None:
     assert runner_factory("inprocess", "torch") is PagedRunner
-    from crossattn_sizing.errors import HarnessError
+    from crossattn_sizing.base.errors import HarnessError
 
     with pytest.raises(HarnessError, match="nccl needs --device cuda"):
         DistributedDcp("nccl", "torch", "cpu")

@@ -19,18 +19,18 @@ from types import SimpleNamespace
 
 import pytest
 
+from crossattn_sizing.audit.executed import ExecutedPolicy
 from crossattn_sizing.audit.modules import ModuleIndex
-from crossattn_sizing.audit.sources import open_dir
 from crossattn_sizing.audit.verdicts import Outcome, audit_runner, sweep_configs
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.engine.audit_exec import ExecutedPolicy
 from crossattn_sizing.engine.sizing_exec import (
     EXECUTED_RUNNERS,
     SizingExecError,
     load_sizing_source,
     run_sizing,
 )
-from crossattn_sizing.intmath import cdiv
+from crossattn_sizing.releases.sources import open_dir
 from tests.engine_tree import FIXTURES
 from tests.test_engine_fixture import NEMOTRON
 

@@ -22,6 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from crossattn_sizing.base.errors import HarnessError, ReleaseUnavailable
+from crossattn_sizing.base.intmath import cdiv
+from crossattn_sizing.base.settings import ENGINE_WORKERS
 from crossattn_sizing.core import capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
@@ -31,12 +34,9 @@ from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import Release, resolve_release
 from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
 from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
-from crossattn_sizing.errors import HarnessError, ReleaseUnavailable
-from crossattn_sizing.intmath import cdiv
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from crossattn_sizing.prove.verify_row import prove_property
-from crossattn_sizing.resolve import load_policy
-from crossattn_sizing.settings import ENGINE_WORKERS
+from crossattn_sizing.specs.resolve import load_policy
 from tests.engine_tree import FIXTURES, build_tree
 
 NEMOTRON = RunnerConfig(
@@ -256,7 +256,7 @@ def _one_token_step() -> dict:
     import torch
 
     from crossattn_sizing.core.slot_layout import SlotLayout
-    from crossattn_sizing.core.step import SlotStep
+    from crossattn_sizing.impl.step import SlotStep
 
     i32 = torch.int32
     step = SlotStep(torch.tensor([5, 6], dtype=i32), 2, torch.tensor([0], dtype=i32),
@@ -319,11 +319,11 @@ def test_a_config_the_release_cannot_represent_is_not_judged(workers: dict[str, 
 
 def test_audit_takes_the_executed_path_and_says_so(workers: dict[str, EngineWorker], tmp_path: Path) -> None:
     """``audit`` checks V2 on the release's executed sizing where it runs, else reads with the reason."""
-    from crossattn_sizing.audit.report import detail_lines
-    from crossattn_sizing.audit.sources import DirTree
+    from crossattn_sizing.audit.executed import ExecutedPolicy
     from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
-    from crossattn_sizing.engine.audit_exec import ExecutedPolicy
-    from crossattn_sizing.outcome import Outcome
+    from crossattn_sizing.base.outcome import Outcome
+    from crossattn_sizing.commands.audit_report import detail_lines
+    from crossattn_sizing.releases.sources import DirTree
 
     configs = sweep_configs()[:25]
     tree = DirTree(build_tree(tmp_path, "0.24.0") / "vllm", label="0.24.0")

@@ -22,13 +22,13 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.engine.client import EngineWorker, Inexpressible
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.kernels import BACKEND
 from crossattn_sizing.engine.vllm import BACKEND_PATH, CPU_BF16, DCP_STAND_IN, VllmImpl
 from crossattn_sizing.impl import keyword_call_problems, provenance_lines
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
+from crossattn_sizing.impl.step import AttentionStep, WriteStep
 from tests.engine_tree import FIXTURES, build_tree
 
 MRV2 = BUILTIN_POLICIES["mrv2"]
@@ -322,7 +322,7 @@ def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_a_source_tree_is_a_policy_and_an_implementation(tree: Path) -> None:
     from crossattn_sizing.engine.client import close_all
-    from crossattn_sizing.resolve import load_impl, load_policy
+    from crossattn_sizing.specs.resolve import load_impl, load_policy
     from tests.test_engine_fixture import NEMOTRON
 
     try:
@@ -339,14 +339,14 @@ def test_a_source_tree_is_a_policy_and_an_implementation(tree: Path) -> None:
 def test_reproduce_takes_a_source_tree_as_its_engine(tree: Path) -> None:
     """``reproduce --engine vllm@PATH`` (the README's contributor workflow) names the tree, not a refusal;
     the full run on an unpacked wheel is in tests/test_engine_real.py."""
-    from crossattn_sizing.resolve import check_engine_spec
+    from crossattn_sizing.specs.resolve import check_engine_spec
 
     assert check_engine_spec("--engine", f" vllm@{tree} ") == f"vllm@{tree}"
 
 
 def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
+    from crossattn_sizing.base.errors import ReleaseUnavailable
     from crossattn_sizing.engine.install import resolve_release
-    from crossattn_sizing.errors import ReleaseUnavailable
 
     says = r"has no vllm package \(vllm@PATH takes a folder holding vllm/"
     with pytest.raises(ReleaseUnavailable, match=says):

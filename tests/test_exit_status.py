@@ -1,11 +1,12 @@
-"""The one exit-status ladder of every command's verdicts (:func:`crossattn_sizing.outcome.exit_status`)."""
+"""The one exit-status ladder of every command's verdicts
+(:func:`crossattn_sizing.base.outcome.exit_status`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from crossattn_sizing import interrupts, standard_output
-from crossattn_sizing.outcome import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Outcome, exit_status
+from crossattn_sizing.base import interrupts, standard_output
+from crossattn_sizing.base.outcome import EXIT_BAD_INPUT, EXIT_INTERRUPTED, Outcome, exit_status
 
 V = Outcome
 

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from crossattn_sizing.base.processes import alive
+from crossattn_sizing.base.settings import REDIS_URL
 from crossattn_sizing.fleet.database import stored_failures
 from crossattn_sizing.fleet.server import RedisServer
-from crossattn_sizing.processes import alive
-from crossattn_sizing.settings import REDIS_URL
 
 pytestmark = pytest.mark.slow
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis.database import InMemoryExampleDatabase, MultiplexedDatabase
 from hypothesis.extra.redis import RedisExampleDatabase
 
-from crossattn_sizing.cli import build_parser
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.settings import DB, REDIS_URL
+from crossattn_sizing.commands.cli import build_parser
 from crossattn_sizing.fleet.database import ScopedDatabase
-from crossattn_sizing.fleet.fuzz_workers import forward_argv
 from crossattn_sizing.runs import profiles
-from crossattn_sizing.settings import DB, REDIS_URL
+from crossattn_sizing.runs.fuzz_workers import forward_argv
 
 
 def test_scoped_databases_keep_policies_apart() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.commands.cli import main
 from tests.processes import cli, run
 
 pytestmark = pytest.mark.slow
@@ -113,7 +113,7 @@ def test_an_in_process_run_leaves_the_environment_as_it_was(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """fuzz hands its folders to the suite as the plugin's options, so the process's environment
-    (what the user set, read only by ``crossattn_sizing.settings``) is the same after the run."""
+    (what the user set, read only by ``crossattn_sizing.base.settings``) is the same after the run."""
     for name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):  # the suite's hub guard sets them when unset
         monkeypatch.setenv(name, os.environ.get(name, "1"))
     before = environment()

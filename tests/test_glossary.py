@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from _pytest.config.argparsing import Parser
 
-from crossattn_sizing.cli import build_parser, main
-from crossattn_sizing.errors import RefusedSpelling
+from crossattn_sizing.base.errors import RefusedSpelling
+from crossattn_sizing.commands.cli import build_parser, main
 from crossattn_sizing.runs import pytest_plugin
 
 pytestmark = pytest.mark.filterwarnings("ignore:A private pytest class:pytest.PytestDeprecationWarning")

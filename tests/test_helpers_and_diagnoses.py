@@ -98,8 +98,8 @@ def test_slot_mapping_runs_on_the_meta_device_without_data_dependent_sizes() -> 
     import torch
 
     from crossattn_sizing.core.slot_layout import SlotLayout
-    from crossattn_sizing.core.step import SlotStep
     from crossattn_sizing.impl.slot_mapping import global_positions, token_requests, torch_slot_mapping
+    from crossattn_sizing.impl.step import SlotStep
 
     meta = torch.device("meta")
     query_start_loc = torch.tensor([0, 2, 5], dtype=torch.int32, device=meta)
@@ -247,8 +247,8 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
     import torch
 
     from crossattn_sizing.core.slot_layout import SlotLayout
-    from crossattn_sizing.core.step import SlotStep
     from crossattn_sizing.impl.slot_mapping import torch_slot_mapping
+    from crossattn_sizing.impl.step import SlotStep
 
     table = torch.tensor([2**30, 7], dtype=torch.int32)
     rows = torch.tensor([0], dtype=torch.int32)
@@ -268,8 +268,8 @@ def test_slots_of_block_ids_past_int32_range_are_exact() -> None:
 
 
 def test_policy_load_errors_say_exactly_what_is_wrong() -> None:
+    from crossattn_sizing.base.errors import PolicyLoadError
     from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_from_spec
-    from crossattn_sizing.errors import PolicyLoadError
 
     known = ", ".join(sorted(BUILTIN_POLICIES))
     with pytest.raises(PolicyLoadError) as info:
@@ -305,8 +305,8 @@ def test_policy_names_in_reports() -> None:
 
 
 def test_checked_widths_accepts_only_non_negative_ints_and_names_the_policy() -> None:
+    from crossattn_sizing.base.errors import PolicyLoadError
     from crossattn_sizing.core.policies import checked_widths
-    from crossattn_sizing.errors import PolicyLoadError
     from tests.broken_policies import floor_div
 
     config = RunnerConfig(max_model_len=8, max_num_batched_tokens=8, groups=(KVCacheGroup("cross", 4),))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
+from crossattn_sizing.base.errors import DeviceError, HarnessError, PolicyLoadError
 from crossattn_sizing.impl import CALL_KEYWORDS, Impl, TorchImpl, impl_from_spec, keyword_call_problems
 from tests.broken_impls import SlotOffByOne
 
@@ -128,7 +128,7 @@ def test_an_old_form_implementation_is_refused_naming_each_method_and_its_call()
     assert "\n" not in message
     assert ("OldFormImpl.slot_mapping(table, row_stride, req_rows, query_start_loc, positions, layout, out) "
             "does not take step: the harness calls slot_mapping(step=, out=) with step: SlotStep "
-            "(crossattn_sizing.core.step) holding table, row_stride, req_rows, query_start_loc, positions, "
+            "(crossattn_sizing.impl.step) holding table, row_stride, req_rows, query_start_loc, positions, "
             "layout"
             ) in message
     assert "write_kv(key=, value=, key_cache=, value_cache=, step=) with step: WriteStep" in message

@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.slot_layout import SlotLayout, global_position, local_length
-from crossattn_sizing.core.step import AttentionStep
 from crossattn_sizing.impl.attention import lse_merge, resolve_duplicate_slots, torch_paged_attention
 from crossattn_sizing.impl.slot_mapping import global_positions
+from crossattn_sizing.impl.step import AttentionStep
 from reference import attention as ref_attention
 from reference import slots as ref_slots
 

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.impl import TorchImpl, TritonImpl, impl_from_spec
+from crossattn_sizing.impl.step import AttentionStep, WriteStep
 from properties.test_attention import check_cross_attention, check_nemotron_parse, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import interrupts
-from crossattn_sizing.cli import main
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.commands.cli import main
 from tests.bad_input_cases import NEMOTRON
 from tests.processes import cli, running
 

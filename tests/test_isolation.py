@@ -18,14 +18,14 @@ import pytest
 import torch
 
 import crossattn_sizing.core.capacity as capacity
+from crossattn_sizing.base.errors import PolicyCallError
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import CallTimeout
 from crossattn_sizing.engine.isolated import InputChanged, IsolatedImpl
-from crossattn_sizing.errors import PolicyCallError
-from crossattn_sizing.resolve import Isolation, load_checked_policy, load_impl
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.specs.resolve import Isolation, load_checked_policy, load_impl
 from tests.processes import cli, run, running
 
 HOSTILE = "tests.hostile_code"
@@ -418,7 +418,7 @@ def test_in_process_is_said_in_the_report(tmp_path: Path) -> None:
 def _no_worker_left() -> None:
     """Every worker these tests start ends with its test (or with the process that owns it)."""
     yield
-    from crossattn_sizing.processes import end_children
+    from crossattn_sizing.base.processes import end_children
 
     end_children("code")
     assert gone(HOSTILE)

@@ -1,11 +1,13 @@
-"""The package's import plan: no cycles, and every module imports only from its own layer or lower ones.
+"""The package's import plan: its folders are its layers, in one order, and no import goes up it.
 
-A cycle makes two modules one (neither can be read, tested or moved alone), and
-an upward import makes the core depend on the edge: a sizing policy that
-imports the engine adapter, say, cannot be checked without it. Both are found
-by reading every module with :mod:`ast`, imports at any depth included (inside
-functions, ``if TYPE_CHECKING``), since a lazy import is a dependency all the
-same; nothing is imported to check them.
+A cycle makes two modules (or two folders) one: neither can be read, tested or moved alone. An
+upward import makes a lower layer depend on a higher one: a sizing policy that imports the engine
+adapter, say, cannot be checked without it. Both are found by reading every module with
+:mod:`ast`, imports at any depth included (inside functions, ``if TYPE_CHECKING``), since a lazy
+import is a dependency all the same; nothing is imported to check them.
+
+The map names folders only: a module's layer is its folder's, so a new module needs no entry, and
+the package's top level holds no module but ``__init__`` and ``__main__``.
 """
 
 from __future__ import annotations
@@ -20,38 +22,38 @@ import pytest
 PACKAGE = "crossattn_sizing"
 SOURCE = Path(__file__).resolve().parents[1] / "src" / PACKAGE
 
-Layers = tuple[tuple[str, tuple[str, ...]], ...]
-
-LAYERS: Layers = (
-    # Utilities every layer may use: errors, integer maths, limits and environment settings,
-    # loading and calling the user's code, Ctrl-C and child processes, the --device check (it must
-    # work without torch installed, so it sits outside impl/, whose package imports torch).
-    ("base", ("__init__", "errors", "intmath", "limits", "settings", "jsoninput", "callables", "usercode",
-              "interrupts", "processes", "outcome", "devices", "pathkinds",
-              "standard_output")),
-    # The model of the engine's sizing: configs, policies, admission, block-table capacity, the
-    # step records and slot layout kernels read. Pure Python: no torch kernels, no Hypothesis.
-    ("core", ("core",)),
-    # The implementation under test and the harness's runner of it (torch, Triton, devices).
-    ("implementation", ("impl",)),
-    # What is proved or found about a policy, and the result records a property's outcome fills.
-    ("proving", ("prove", "findings")),
-    # Adapters to code and data outside the harness: an engine release's own code, the audit of
-    # its sources, Hugging Face models, multi-process runners, the fleet's example database; and
-    # the one place a spec string is resolved to any of them (resolve).
-    ("adapters", ("engine", "audit", "models", "distributed", "fleet", "fleet.database", "fleet.server",
-                  "resolve")),
-    # Running the property suite and reporting it: the pytest plugin (which wires the adapters
-    # in), profiles, verify's shared run and worker, the fuzzing fleet's processes, outputs.
-    ("runs", ("runs", "fleet.fuzz_workers")),
-    # The CLI: commands and the reports only a command writes.
-    ("commands", ("commands", "cli", "__main__", "audit.report", "audit.markdown")),
+FOLDERS: tuple[str, ...] = (
+    "__init__",     # the package itself: empty
+    "base",         # utilities every layer may use: errors, integer maths, limits, settings, the user's code,
+                    # Ctrl-C and child processes, the --device check (it works without torch)
+    "core",         # the model of the engine's sizing: configs, policies, admission, capacity. Pure Python
+    "releases",     # an engine release as files: fetching a wheel, opening a tree, checking a version
+    "impl",         # the implementation interface (Impl, the torch step records) and the harness's kernels
+    "findings",     # what a run finds beside the proofs, and the result records
+    "prove",        # exhaustive checking over a bounded domain
+    "models",       # Hugging Face models: adapters, families, reproduce's scenario
+    "engine",       # an engine release's own code, run in a worker
+    "audit",        # reading (and executing) a release's sizing code, judging it
+    "specs",        # a --policy / --impl spec resolved to a policy, an implementation or a release
+    "distributed",  # DCP over torch.distributed
+    "fleet",        # the fuzzing fleet's shared example database and its redis-server
+    "runs",         # running the property suite: the pytest plugin, verify's shared run, fuzz workers
+    "commands",     # the CLI, its subcommands and the reports only a command writes
+    "__main__",     # ``python -m crossattn_sizing``
 )  # fmt: skip
-"""Module (relative to the package) or subpackage prefix -> layer, lowest first; the longest entry
-that names a module or one of its parent packages decides ("audit.report" before "audit")."""
+"""Folders (and the two top-level modules), lowest first: a module imports only from its own folder or
+an earlier one. The order is the one the imports give (a topological order of the folder graph)."""
 
-NO_HYPOTHESIS = ("base", "core")
-"""Layers that never import Hypothesis: discarding an example (``reject()``) is the property layer's."""
+FORBIDDEN: tuple[tuple[str, str], ...] = (("engine", "audit"),)
+"""Folder pairs named on their own (the order forbids them too): running a release never needs its audit;
+both take the release's files from ``releases/``."""
+
+BANNED: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("torch", ("core",)),  # the core is pure Python: the torch records of the interface live in impl/
+    ("triton", ("base", "core")),
+    ("hypothesis", ("base", "core")),  # discarding an example (``reject()``) is the property layer's
+)
+"""Top-level package -> folders whose modules never import it, at any depth."""
 
 
 def module_name(path: Path, root: Path, package: str) -> str:
@@ -94,6 +96,24 @@ def import_graph(root: Path, package: str) -> dict[str, dict[str, str]]:
     return graph
 
 
+def folder_of(module: str, package: str) -> str:
+    """The folder right under the package holding ``module`` (a top-level module is its own name)."""
+    return (module.removeprefix(package).lstrip(".") or "__init__").split(".")[0]
+
+
+def folder_graph(graph: Mapping[str, Mapping[str, str]], package: str) -> dict[str, dict[str, str]]:
+    """Folder -> {folder it imports: the first module-level import that says so (``a -> b at where``)}."""
+    out: dict[str, dict[str, str]] = {}
+    for module, edges in sorted(graph.items()):
+        mine = folder_of(module, package)
+        out.setdefault(mine, {})
+        for target, where in sorted(edges.items()):
+            theirs = folder_of(target, package)
+            if theirs != mine:
+                out[mine].setdefault(theirs, f"{module} -> {target} at {where}")
+    return out
+
+
 def import_cycle(graph: Mapping[str, Mapping[str, str]]) -> list[str] | None:
     """One import cycle as ``[a, b, ..., a]``, or None when the graph has none (depth-first search)."""
     state: dict[str, int] = {}  # 1: on the current path, 2: finished
@@ -122,51 +142,50 @@ def chain(cycle: list[str], graph: Mapping[str, Mapping[str, str]]) -> str:
     return "\n".join(f"  {a} -> {b}  ({graph[a][b]})" for a, b in itertools.pairwise(cycle))
 
 
-def layer_of(module: str, package: str, layers: Layers) -> int | None:
-    """Index of ``module``'s layer: the longest entry naming it or a package above it; None if none does."""
-    relative = module.removeprefix(package).lstrip(".") or "__init__"
-    best: tuple[int, int] | None = None  # (length of the entry, layer)
-    for index, (_, entries) in enumerate(layers):
-        for entry in entries:
-            names_it = relative == entry or relative.startswith(entry + ".")
-            if names_it and (best is None or len(entry) > best[0]):
-                best = (len(entry), index)
-    return None if best is None else best[1]
+def upward_imports(folders: Mapping[str, Mapping[str, str]], order: tuple[str, ...]) -> list[str]:
+    """Each folder import that goes up ``order``, said with both folders and where."""
+    rank = {name: index for index, name in enumerate(order)}
+    return [
+        f"{a} imports {b}, a later folder ({where})"
+        for a, edges in sorted(folders.items())
+        for b, where in sorted(edges.items())
+        if a in rank and b in rank and rank[b] > rank[a]
+    ]
 
 
-def upward_imports(
-    graph: Mapping[str, Mapping[str, str]], package: str, layers: Layers
+def forbidden_imports(
+    folders: Mapping[str, Mapping[str, str]], pairs: tuple[tuple[str, str], ...]
 ) -> list[str]:
-    """Each import from a higher layer than the importer's, said with both layers and where."""
-    out = []
-    for module, edges in sorted(graph.items()):
-        mine = layer_of(module, package, layers)
-        for target, where in sorted(edges.items()):
-            theirs = layer_of(target, package, layers)
-            if mine is not None and theirs is not None and theirs > mine:
-                out.append(f"{module} ({layers[mine][0]}) imports {target} ({layers[theirs][0]}) at {where}")
-    return out
+    return [f"{a} imports {b} ({folders[a][b]})" for a, b in pairs if b in folders.get(a, {})]
 
 
-def unassigned(graph: Mapping[str, object], package: str, layers: Layers) -> list[str]:
-    return sorted(m for m in graph if layer_of(m, package, layers) is None)
+def unassigned(folders: Mapping[str, object], order: tuple[str, ...]) -> list[str]:
+    return sorted(set(folders) - set(order))
 
 
-def hypothesis_imports(root: Path, package: str, layers: Layers,
-                       banned: tuple[str, ...]) -> list[str]:  # fmt: skip
-    """``module imports hypothesis at file:line`` for each import of Hypothesis in the ``banned`` layers."""
-    names = [name for name, _ in layers]
+def stale(folders: Mapping[str, object], order: tuple[str, ...]) -> list[str]:
+    """Entries of ``order`` that name no folder (a folder removed or renamed would assign nothing)."""
+    return [name for name in order if name not in folders]
+
+
+def loose_modules(root: Path) -> list[str]:
+    """Modules at the package's top level but ``__init__`` and ``__main__``: each belongs in a folder."""
+    return sorted(p.name for p in root.glob("*.py") if p.stem not in ("__init__", "__main__"))
+
+
+def banned_imports(root: Path, package: str, banned: tuple[tuple[str, tuple[str, ...]], ...]) -> list[str]:
+    """``module (folder) imports name at file:line`` for each import of a package banned in its folder."""
     out = []
     for path in sorted(root.rglob("*.py")):
         module = module_name(path, root, package)
-        index = layer_of(module, package, layers)
-        if index is None or names[index] not in banned:
+        folder = folder_of(module, package)
+        tops = {top for top, folders in banned if folder in folders}
+        if not tops:
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         for name, line in imported_names(tree, module, path.name == "__init__.py"):
-            if name.split(".")[0] == "hypothesis":
-                out.append(f"{module} ({names[index]}) imports {name} at {path.name}:{line}")
-                break
+            if name.split(".")[0] in tops:
+                out.append(f"{module} ({folder}) imports {name} at {path.relative_to(root.parent)}:{line}")
     return out
 
 
@@ -175,9 +194,21 @@ def graph() -> dict[str, dict[str, str]]:
     return import_graph(SOURCE, PACKAGE)
 
 
-def test_every_module_has_a_layer(graph: dict[str, dict[str, str]]) -> None:
-    missing = unassigned(graph, PACKAGE, LAYERS)
-    assert not missing, f"modules with no layer in tests/test_layers.py LAYERS: {', '.join(missing)}"
+@pytest.fixture(scope="module")
+def folders(graph: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    return folder_graph(graph, PACKAGE)
+
+
+def test_the_top_level_holds_folders_only() -> None:
+    loose = loose_modules(SOURCE)
+    assert not loose, f"modules at the top of {PACKAGE}/ (put each in its layer's folder): {', '.join(loose)}"
+
+
+def test_every_folder_has_a_place_in_the_order(folders: dict[str, dict[str, str]]) -> None:
+    missing = unassigned(folders, FOLDERS)
+    assert not missing, f"folders missing from tests/test_layers.py FOLDERS: {', '.join(missing)}"
+    gone = stale(folders, FOLDERS)
+    assert not gone, f"FOLDERS entries that name no folder: {', '.join(gone)}"
 
 
 def test_the_package_has_no_import_cycle(graph: dict[str, dict[str, str]]) -> None:
@@ -185,22 +216,25 @@ def test_the_package_has_no_import_cycle(graph: dict[str, dict[str, str]]) -> No
     assert cycle is None, "import cycle (imports inside functions count too):\n" + chain(cycle or [], graph)
 
 
-def test_no_module_imports_from_a_higher_layer(graph: dict[str, dict[str, str]]) -> None:
-    upward = upward_imports(graph, PACKAGE, LAYERS)
-    assert not upward, "imports from a higher layer:\n  " + "\n  ".join(upward)
+def test_the_folders_have_no_import_cycle(folders: dict[str, dict[str, str]]) -> None:
+    cycle = import_cycle(folders)
+    assert cycle is None, "folder-level import cycle:\n" + chain(cycle or [], folders)
 
 
-def test_the_core_never_imports_hypothesis() -> None:
-    found = hypothesis_imports(SOURCE, PACKAGE, LAYERS, NO_HYPOTHESIS)
-    assert not found, "Hypothesis below the property layer:\n  " + "\n  ".join(found)
+def test_no_folder_imports_a_later_one(folders: dict[str, dict[str, str]]) -> None:
+    upward = upward_imports(folders, FOLDERS)
+    assert not upward, "imports up the layer order:\n  " + "\n  ".join(upward)
 
 
-def test_every_layer_entry_names_a_module(graph: dict[str, dict[str, str]]) -> None:
-    """A stale entry (a module removed or renamed) would silently assign nothing."""
-    relative = {m.removeprefix(PACKAGE).lstrip(".") or "__init__" for m in graph}
-    stale = [e for _, entries in LAYERS for e in entries
-             if e not in relative and not any(r.startswith(e + ".") for r in relative)]  # fmt: skip
-    assert not stale, f"LAYERS entries that name no module: {', '.join(stale)}"
+def test_the_engine_never_imports_the_audit(folders: dict[str, dict[str, str]]) -> None:
+    found = forbidden_imports(folders, FORBIDDEN)
+    assert not found, "forbidden folder imports:\n  " + "\n  ".join(found)
+
+
+def test_banned_packages_stay_out_of_their_folders() -> None:
+    """No torch in core/, no Triton or Hypothesis in base/ or core/ (imports inside functions included)."""
+    found = banned_imports(SOURCE, PACKAGE, BANNED)
+    assert not found, "banned imports:\n  " + "\n  ".join(found)
 
 
 # Meta: the checker catches what it is for, on a planted package ----------------------------------------
@@ -214,38 +248,94 @@ def plant(tmp_path: Path, files: dict[str, str]) -> Path:
     return root
 
 
-PLANTED_LAYERS: Layers = (("low", ("__init__", "low")), ("mid", ("mid", "sub")), ("high", ("high",)))
+PLANTED_ORDER = ("__init__", "low", "mid", "engine", "audit", "high")
+CLEAN = {
+    "low/__init__.py": "",
+    "low/a.py": "import os\n",
+    "mid/__init__.py": "",
+    "mid/b.py": "from pkg.low import a\n",
+    "engine/__init__.py": "",
+    "engine/run.py": "from ..mid import b\n",
+    "audit/__init__.py": "",
+    "audit/read.py": "from pkg.engine import run\n",
+    "high/__init__.py": "",
+    "high/c.py": "from pkg import low\nfrom pkg.audit import read\n",
+}
 
 
-def test_meta_a_planted_cycle_is_reported_as_a_chain(tmp_path: Path) -> None:
+def test_meta_a_clean_planted_package_passes(tmp_path: Path) -> None:
+    root = plant(tmp_path, CLEAN)
+    graph = import_graph(root, "pkg")
+    folders = folder_graph(graph, "pkg")
+    assert folders["high"] == {"__init__": "pkg.high.c -> pkg at pkg/high/c.py:1",
+                               "audit": "pkg.high.c -> pkg.audit at pkg/high/c.py:2",
+                               "low": "pkg.high.c -> pkg.low at pkg/high/c.py:1"}  # fmt: skip
+    assert import_cycle(graph) is None and import_cycle(folders) is None
+    assert upward_imports(folders, PLANTED_ORDER) == []
+    assert forbidden_imports(folders, (("engine", "audit"),)) == []
+    assert unassigned(folders, PLANTED_ORDER) == [] and stale(folders, PLANTED_ORDER) == []
+    assert loose_modules(root) == []
+    assert banned_imports(root, "pkg", (("torch", ("low",)),)) == []
+
+
+def test_meta_a_planted_module_cycle_is_reported_as_a_chain(tmp_path: Path) -> None:
     root = plant(tmp_path, {
-        "low.py": "import os\n",
-        "mid.py": "from pkg import low\n\ndef later():\n    from pkg.sub import deep  # lazy: counted\n",
-        "sub/__init__.py": "",
-        "sub/deep.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .. import mid\n",
+        **CLEAN,
+        "mid/b.py": "from pkg.low import a\n\ndef later():\n    from pkg.mid import deep  # lazy: counted\n",
+        "mid/deep.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import b\n",
     })  # fmt: skip
     graph = import_graph(root, "pkg")
     cycle = import_cycle(graph)
-    assert cycle == ["pkg.mid", "pkg.sub.deep", "pkg.mid"]
+    assert cycle == ["pkg.mid.b", "pkg.mid.deep", "pkg.mid.b"]
     assert chain(cycle, graph) == (
-        "  pkg.mid -> pkg.sub.deep  (pkg/mid.py:4)\n  pkg.sub.deep -> pkg.mid  (pkg/sub/deep.py:3)"
+        "  pkg.mid.b -> pkg.mid.deep  (pkg/mid/b.py:4)\n  pkg.mid.deep -> pkg.mid.b  (pkg/mid/deep.py:3)"
     )
-    (root / "sub" / "deep.py").write_text("from pkg import low\n")
-    assert import_cycle(import_graph(root, "pkg")) is None
+    assert import_cycle(folder_graph(graph, "pkg")) is None  # inside one folder: a module cycle only
 
 
-def test_meta_a_planted_upward_import_and_hypothesis_are_caught(tmp_path: Path) -> None:
-    root = plant(tmp_path, {
-        "low.py": "def f():\n    from pkg.high import g\n    import hypothesis.errors\n",
-        "mid.py": "from . import low\n",
-        "high.py": "from pkg import mid\n",
-        "stray.py": "",
-    })  # fmt: skip
+def test_meta_a_planted_folder_cycle_is_caught_without_a_module_cycle(tmp_path: Path) -> None:
+    """low.x -> mid.b -> low.a: no module imports itself back, yet the folders low and mid are one."""
+    root = plant(tmp_path, {**CLEAN, "low/x.py": "def f():\n    from pkg.mid import b\n"})
     graph = import_graph(root, "pkg")
-    upward = upward_imports(graph, "pkg", PLANTED_LAYERS)
-    assert upward == ["pkg.low (low) imports pkg.high (high) at pkg/low.py:2"]
-    assert unassigned(graph, "pkg", PLANTED_LAYERS) == ["pkg.stray"]
-    assert hypothesis_imports(root, "pkg", PLANTED_LAYERS, ("low",)) == [
-        "pkg.low (low) imports hypothesis.errors at low.py:3"
+    assert import_cycle(graph) is None
+    folders = folder_graph(graph, "pkg")
+    cycle = import_cycle(folders)
+    assert cycle == ["mid", "low", "mid"]
+    assert chain(cycle, folders) == (
+        "  mid -> low  (pkg.mid.b -> pkg.low at pkg/mid/b.py:1)\n"
+        "  low -> mid  (pkg.low.x -> pkg.mid at pkg/low/x.py:2)"
+    )
+    assert upward_imports(folders, PLANTED_ORDER) == [
+        "low imports mid, a later folder (pkg.low.x -> pkg.mid at pkg/low/x.py:2)"
     ]
-    assert layer_of("pkg.sub.anything", "pkg", PLANTED_LAYERS) == 1  # a subpackage prefix
+
+
+def test_meta_a_planted_engine_to_audit_import_is_caught(tmp_path: Path) -> None:
+    root = plant(tmp_path, {**CLEAN, "engine/run.py": "from ..mid import b\nfrom pkg.audit.read import x\n"})
+    folders = folder_graph(import_graph(root, "pkg"), "pkg")
+    assert forbidden_imports(folders, (("engine", "audit"),)) == [
+        "engine imports audit (pkg.engine.run -> pkg.audit.read at pkg/engine/run.py:2)"
+    ]
+    assert import_cycle(folders) == ["audit", "engine", "audit"]
+
+
+def test_meta_planted_torch_in_the_core_is_caught_at_any_depth(tmp_path: Path) -> None:
+    root = plant(tmp_path, {
+        **CLEAN,
+        "low/a.py": "import os\n\ndef f():\n    if True:\n        import torch.nn as nn\n",
+        "low/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from torch import Tensor\n",
+        "mid/t.py": "import torch\n",  # allowed there
+    })  # fmt: skip
+    assert banned_imports(root, "pkg", (("torch", ("low",)),)) == [
+        "pkg.low.a (low) imports torch.nn at pkg/low/a.py:5",
+        "pkg.low.b (low) imports torch at pkg/low/b.py:3",
+        "pkg.low.b (low) imports torch.Tensor at pkg/low/b.py:3",
+    ]
+
+
+def test_meta_a_loose_module_an_unknown_folder_and_a_stale_entry_are_caught(tmp_path: Path) -> None:
+    root = plant(tmp_path, {**CLEAN, "stray.py": "", "extra/__init__.py": ""})
+    folders = folder_graph(import_graph(root, "pkg"), "pkg")
+    assert loose_modules(root) == ["stray.py"]
+    assert unassigned(folders, PLANTED_ORDER) == ["extra", "stray"]
+    assert stale(folders, (*PLANTED_ORDER, "gone")) == ["gone"]

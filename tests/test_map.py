@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.core import known_configs
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.findings.capacity_map import MARKERS, axis, covers, plane

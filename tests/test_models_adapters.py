@@ -8,8 +8,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
+from crossattn_sizing.base.errors import ConfigError, HarnessError
 from crossattn_sizing.core.config import GroupKind
-from crossattn_sizing.errors import ConfigError, HarnessError
 from crossattn_sizing.models import _hf, adapters, nemotron_parse_config
 
 transformers = pytest.importorskip("transformers", reason="the 'hf' extra is not installed")

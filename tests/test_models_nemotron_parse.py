@@ -9,7 +9,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest
 
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError
 from crossattn_sizing.models import nemotron_parse_config as stand_in
 
 

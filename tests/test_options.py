@@ -11,9 +11,9 @@ from collections import defaultdict
 
 import pytest
 
-from crossattn_sizing.cli import build_parser, main
+from crossattn_sizing.base.errors import RefusedSpelling
+from crossattn_sizing.commands.cli import build_parser, main
 from crossattn_sizing.commands.options import Option
-from crossattn_sizing.errors import RefusedSpelling
 
 LISTS = {("prove", flag) for flag in ("--dcp", "--max-model-len", "--encoder-budget", "--block-size")}
 LISTS |= {("check", "--encoder-len")}

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import pathkinds
-from crossattn_sizing.cli import main
-from crossattn_sizing.errors import ConfigError, OptionError, ReleaseUnavailable
-from crossattn_sizing.jsoninput import read_json_file, read_json_option
+from crossattn_sizing.base import pathkinds
+from crossattn_sizing.base.errors import ConfigError, OptionError, ReleaseUnavailable
+from crossattn_sizing.base.jsoninput import read_json_file, read_json_option
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.runs.outputs import output_dir, output_file
 from tests.bad_input_cases import NEMOTRON, SMALL_DOMAIN
 
@@ -179,7 +179,7 @@ def test_offline_never_downloads(
     argv: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """CROSSATTN_OFFLINE=1 with an empty cache: refused naming the variable; a download fails the test."""
-    from crossattn_sizing.audit import sources
+    from crossattn_sizing.releases import sources
 
     def download(version: str, cache: Path) -> None:
         raise AssertionError(f"downloaded vllm {version} though offline")

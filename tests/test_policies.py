@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from crossattn_sizing.base.errors import PolicyCallError, PolicyLoadError
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import (
     BUILTIN_POLICIES,
@@ -11,7 +12,6 @@ from crossattn_sizing.core.policies import (
     checked_widths,
     policy_from_spec,
 )
-from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
 
 
 def nemotron(m: int, bs: int = 16) -> RunnerConfig:
@@ -111,7 +111,7 @@ def test_engine_specs_go_to_the_engine_adapter(spec: str, monkeypatch: pytest.Mo
     """``vllm`` and ``vllm==X`` name a release's own sizing, never a ``module:attr`` to import."""
     pytest.importorskip("torch", reason="the engine adapter needs torch (the test extra installs it)")
     from crossattn_sizing.engine import vllm
-    from crossattn_sizing.resolve import load_policy
+    from crossattn_sizing.specs.resolve import load_policy
 
     asked: list[str] = []
     monkeypatch.setattr(vllm, "load_engine_policy", lambda s: asked.append(s) or "engine policy")

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from crossattn_sizing import processes
+from crossattn_sizing.base import processes
 
 
 @pytest.fixture
@@ -67,7 +67,7 @@ def test_the_exit_handler_ends_what_is_left() -> None:
     """A real interpreter exit: the registered child's process group is gone afterwards."""
     code = (
         "import subprocess, sys\n"
-        "from crossattn_sizing.processes import end_group, register_child\n"
+        "from crossattn_sizing.base.processes import end_group, register_child\n"
         "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'],\n"
         "                     start_new_session=True)\n"
         "register_child(lambda: end_group(p, grace_s=5))\n"

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from crossattn_sizing import prove as prove_mod
-from crossattn_sizing.cli import main
+from crossattn_sizing.base.errors import HarnessError, NotExpressible
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, SizingPolicy, policy_from_spec, widths
-from crossattn_sizing.errors import HarnessError, NotExpressible
 from crossattn_sizing.prove import (
     ABSENT,
     Domain,
@@ -530,7 +530,7 @@ def test_a_domain_the_engine_cannot_represent_at_all_is_not_run(
         block_sizes="4", dcp="1", max_model_len="1,40")])  # fmt: skip
     assert row.outcome == "holds" and "not judged" in row.reason and row.examples < domain.size
     user_policy(tmp_path, monkeypatch, "my_unrepresentable", (
-        "from crossattn_sizing.errors import NotExpressible\n"
+        "from crossattn_sizing.base.errors import NotExpressible\n"
         "def never(config):\n"
         "    if len(config.groups) == 2:  # the two-group probe config answers; the domain's do not\n"
         "        return widths(config, 'fixed', 'gcd')\n"

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crossattn_sizing.audit.report import to_json as audit_json
 from crossattn_sizing.audit.verdicts import RunnerVerdict
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands.audit_report import to_json as audit_json
 from crossattn_sizing.commands.fuzz import Totals, summary_json
 from crossattn_sizing.findings.results import Finding, PropertyResult
-from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.runs.outputs import write_json
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 

@@ -17,7 +17,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.commands.cli import main
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import cli, settings
-from crossattn_sizing.errors import MAX_LINE, ConfigError, HarnessError, OptionError, bounded, shown
-from crossattn_sizing.jsoninput import parse_json_object
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import MAX_LINE, ConfigError, HarnessError, OptionError, bounded, shown
+from crossattn_sizing.base.jsoninput import parse_json_object
+from crossattn_sizing.commands import cli
 from crossattn_sizing.runs.outputs import check_outputs
 
-SRC = Path(settings.__file__).parent
+SRC = Path(settings.__file__).parents[1]  # the package: settings sits in base/
 
 
 def test_every_crossattn_variable_is_read_in_the_settings_module_only() -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.engine import sglang_install
 from crossattn_sizing.engine.sglang import SglangReads
-from crossattn_sizing.errors import ReleaseUnavailable
 from tests.sglang_tree import FA3, FIXTURE, SPEC, bounded_copy, copy_tree
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")

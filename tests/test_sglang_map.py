@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.findings.sglang_map import FITS, INADMISSIBLE, OVERFLOW, cell, plane
 from tests.sglang_tree import SPEC
 

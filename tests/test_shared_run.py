@@ -141,7 +141,7 @@ def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
 
 
 def test_jobs_below_one_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
-    from crossattn_sizing.cli import main
+    from crossattn_sizing.commands.cli import main
 
     assert main(["verify", "--policy", "mrv2", "--jobs", "0"]) == 2
     err = capsys.readouterr().err

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.processes import alive
+from crossattn_sizing.base.processes import alive
 from tests.bad_input_cases import NEMOTRON
 from tests.processes import Running, cli, running
 from tests.test_interrupt import uncaught

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import standard_output
-from crossattn_sizing.cli import main
+from crossattn_sizing.base import standard_output
+from crossattn_sizing.commands.cli import main
 from tests.bad_input_cases import NEMOTRON, SMALL_DOMAIN
 from tests.processes import cli, run_to_broken_stdout
 

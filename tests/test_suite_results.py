@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.settings import PROPERTIES
 from crossattn_sizing.findings.results import (
     PropertyFailure,
     PropertyResult,
@@ -17,7 +18,6 @@ from crossattn_sizing.findings.results import (
 )
 from crossattn_sizing.runs import suite
 from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
-from crossattn_sizing.settings import PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[1]
 

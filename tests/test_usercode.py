@@ -8,10 +8,10 @@ import signal
 
 import pytest
 
-from crossattn_sizing import interrupts, usercode
+from crossattn_sizing.base import interrupts, usercode
+from crossattn_sizing.base.errors import PolicyCallError
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import PROBE_CONFIG, checked_widths
-from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.impl import impl_from_spec
 from tests import unusable_policies as u
 

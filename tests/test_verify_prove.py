@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing.cli import main
+from crossattn_sizing.base.errors import PolicyCallError
+from crossattn_sizing.commands.cli import main
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, RunnerConfig
-from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME, prove_property
 from crossattn_sizing.runs.verify_run import wants_prove

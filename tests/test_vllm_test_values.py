@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from crossattn_sizing.core.slot_layout import SlotLayout
-from crossattn_sizing.core.step import SlotStep
 from crossattn_sizing.impl import Impl, TorchImpl
 from crossattn_sizing.impl.block_table import DeviceBlockTable
+from crossattn_sizing.impl.step import SlotStep
 from reference.block_table import BlockTable, expand
 from reference.slots import PAD_SLOT_ID, self_attention_slots
 from tests.broken_impls import BROKEN_SLOT_MAPPINGS

@@ -13,11 +13,11 @@ import json
 import os
 from pathlib import Path
 
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.jsoninput import read_json_file
+from crossattn_sizing.base.pathkinds import input_folder_problem
 from crossattn_sizing.core import admission, known_configs
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.jsoninput import read_json_file
-from crossattn_sizing.pathkinds import input_folder_problem
 from crossattn_sizing.runs.pytest_plugin import RegressionFiles
 
 from ..capacity_strategies import CapacityCase

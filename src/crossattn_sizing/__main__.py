@@ -1,5 +1,5 @@
 """``python -m crossattn_sizing`` runs the console script."""
 
-from crossattn_sizing.cli import console_main
+from crossattn_sizing.commands.cli import console_main
 
 console_main()

@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core import admission
 from crossattn_sizing.findings.results import PropertyFailure
-from crossattn_sizing.intmath import cdiv
 from properties import test_admission
 
 BROKEN: dict[str, tuple[str, Callable[..., int], Callable[[], None]]] = {

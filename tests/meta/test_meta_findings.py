@@ -14,12 +14,12 @@ import dataclasses
 import pytest
 from hypothesis import settings
 
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.known_configs import nemotron_parse
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.findings.dcp import dcp_cross_attention_finding
 from crossattn_sizing.findings.results import PropertyFailure
-from crossattn_sizing.intmath import cdiv
 from properties.test_dcp_finding import test_sharded_cross_path_fits
 from tests.broken_policies import BROKEN
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 
 from crossattn_sizing.audit.interp import Allocation, Interpreter, RaiseSignal, ReadError
 from crossattn_sizing.audit.modules import ModuleIndex
-from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, FuncRef, Instance, Sym, Unknown
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.releases.sources import SourceTree
 
 METHOD = "initialize_kv_cache"
 

@@ -12,8 +12,8 @@ import ast
 import builtins
 from dataclasses import dataclass, field
 
-from crossattn_sizing.audit.sources import SourceTree
 from crossattn_sizing.audit.values import ClassRef, ExternalName, FuncRef
+from crossattn_sizing.releases.sources import SourceTree
 
 _BUILTIN_NAMES = frozenset(dir(builtins))
 

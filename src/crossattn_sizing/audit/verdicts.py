@@ -39,14 +39,14 @@ from crossattn_sizing.audit.extract import (
 )
 from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import Scope, v2_encoder_decoder_scope
-from crossattn_sizing.audit.sources import SourceTree
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core import admission, capacity, known_configs
 from crossattn_sizing.core.capacity import Shortfall
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.known_configs import encoder_decoder_groups
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, widths
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.releases.sources import SourceTree
 
 # The shapes the audit replays (docs/spec.md), from the one module that writes them out.
 NEMOTRON_TOKENS = known_configs.NEMOTRON_PAGE_TOKENS

@@ -5,6 +5,9 @@ sets ``func`` to a ``run(args) -> int`` callable. The CLI discovers them, so a
 new command is one new module and no edit elsewhere. The modules in
 :data:`SHARED` are not commands: they hold what the commands share (each
 option declared once, :mod:`crossattn_sizing.commands.options`).
+
+The CLI itself (:mod:`.cli`) and the audit's report writers (:mod:`.audit_report`,
+:mod:`.audit_markdown`) live here too: only a command writes them.
 """
 
-SHARED = frozenset({"options", "sglang_check", "sglang_verify"})
+SHARED = frozenset({"audit_markdown", "audit_report", "cli", "options", "sglang_check", "sglang_verify"})

@@ -15,11 +15,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from crossattn_sizing import settings
 from crossattn_sizing.audit.extract import RUNNERS
-from crossattn_sizing.audit.markdown import render_markdown
-from crossattn_sizing.audit.report import exit_status, render, to_json
-from crossattn_sizing.audit.sources import (
+from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.commands import options
+from crossattn_sizing.commands.audit_markdown import render_markdown
+from crossattn_sizing.commands.audit_report import exit_status, render, to_json
+from crossattn_sizing.releases.sources import (
     SourceTree,
     cached_wheel,
     check_version,
@@ -28,9 +31,6 @@ from crossattn_sizing.audit.sources import (
     open_release,
     provenance,
 )
-from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
-from crossattn_sizing.commands import options
-from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.runs.outputs import ReportFiles
 
 EPILOG = """\
@@ -120,7 +120,7 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
     spec = getattr(args, "executable", {}).get(tree.label)
     if args.read_only or not {"v2", "cpu"} & set(runners) or spec is None:
         return {}
-    from crossattn_sizing.engine.audit_exec import executed_runners
+    from crossattn_sizing.audit.executed import executed_runners
 
     if "v2" in runners:
         print(f"crossattn-sizing: running {spec}'s own V2 sizing (a worker process per release)",

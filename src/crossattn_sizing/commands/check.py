@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import argparse
 
+from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError, refuse_spelling
+from crossattn_sizing.base.jsoninput import read_json_option
+from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.commands import options
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import violations
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import checked_widths
-from crossattn_sizing.errors import ConfigError, HarnessError, OptionError, refuse_spelling
-from crossattn_sizing.jsoninput import read_json_option
-from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outcome import Outcome, exit_status
-from crossattn_sizing.resolve import load_checked_policy
+from crossattn_sizing.specs.resolve import load_checked_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

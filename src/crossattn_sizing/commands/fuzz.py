@@ -28,20 +28,20 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crossattn_sizing import interrupts
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.base.errors import OptionError, refuse_spelling
+from crossattn_sizing.base.limits import float_arg, int_arg
+from crossattn_sizing.base.outcome import Outcome, exit_status
+from crossattn_sizing.base.processes import describe_exit
+from crossattn_sizing.base.settings import DB, REDIS_URL
 from crossattn_sizing.commands import options
-from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import check_reachable, redis_url
-from crossattn_sizing.limits import float_arg, int_arg
-from crossattn_sizing.outcome import Outcome, exit_status
-from crossattn_sizing.processes import describe_exit
-from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs import profiles
 from crossattn_sizing.runs.outputs import ReportFiles, output_dir
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
-from crossattn_sizing.settings import DB, REDIS_URL
+from crossattn_sizing.specs.resolve import load_checked_policy
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -130,7 +130,7 @@ def check_options(args: argparse.Namespace) -> None:
         raise OptionError("--max-rounds", args.max_rounds, "must be >= 1")
     if args.examples_per_round < 1:
         raise OptionError("--examples-per-round", args.examples_per_round, "must be >= 1")
-    from crossattn_sizing.fleet.fuzz_workers import WORKERS_PER_CORE, max_workers
+    from crossattn_sizing.runs.fuzz_workers import WORKERS_PER_CORE, max_workers
 
     if args.jobs > max_workers():
         raise OptionError("--jobs", args.jobs, f"must be <= {max_workers()} on this machine "
@@ -139,7 +139,7 @@ def check_options(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fuzz each policy in rounds until the time budget is spent; the exit status."""
-    from crossattn_sizing.fleet.fuzz_workers import die_with_parent
+    from crossattn_sizing.runs.fuzz_workers import die_with_parent
 
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
     check_options(args)
@@ -211,7 +211,7 @@ def regression_args(regressions: Path) -> list[str]:
 
 def check_impl(args: argparse.Namespace) -> None:
     """A bad ``--impl`` or a missing GPU: one line, exit 2, before any round or worker starts."""
-    from crossattn_sizing.resolve import load_impl  # imports torch: Ctrl-C often lands here
+    from crossattn_sizing.specs.resolve import load_impl  # imports torch: Ctrl-C often lands here
 
     load_impl(args.impl, args.device)
 
@@ -318,9 +318,9 @@ def summary_json(totals: Totals, new_files: list[Path], interrupted: bool) -> di
 
 
 def run_fleet(args: argparse.Namespace) -> int:
-    """``--jobs N``: run the fleet (:mod:`crossattn_sizing.fleet.fuzz_workers`), then merge, print
+    """``--jobs N``: run the fleet (:mod:`crossattn_sizing.runs.fuzz_workers`), then merge, print
     and judge the workers' summaries as one run's."""
-    from crossattn_sizing.fleet.fuzz_workers import run_workers
+    from crossattn_sizing.runs.fuzz_workers import run_workers
 
     fleet = run_workers(args.parser, args)
     console = Console()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import argparse
 
+from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.commands import options
-from crossattn_sizing.errors import HarnessError, OptionError
 from crossattn_sizing.findings.capacity_map import FORMATS, check_out, draw, require_matplotlib
-from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs.outputs import output_file
+from crossattn_sizing.specs.resolve import load_checked_policy
 
 DEFAULT_BLOCK_SIZE = 16
 

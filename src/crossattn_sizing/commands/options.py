@@ -9,7 +9,7 @@ it is required, and whether it may be repeated (each value is then parsed
 alone, as the single-value form parses it).
 
 A value is parsed and checked while the command line is read: a bad one is an
-:class:`~crossattn_sizing.errors.OptionError` (``--OPTION VALUE: rule``), which
+:class:`~crossattn_sizing.base.errors.OptionError` (``--OPTION VALUE: rule``), which
 the CLI prints as one line with exit 2. Options whose value names something
 that must be loaded (a policy, an implementation, a file) are checked where the
 command loads it, as before: loading imports user code and may be slow.
@@ -22,14 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from crossattn_sizing import settings
-from crossattn_sizing.errors import OptionError
-from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_SEED, parse_int
-from crossattn_sizing.resolve import Isolation
-from crossattn_sizing.settings import DEVICES
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.base.limits import MAX_BLOCK_SIZE, MAX_SEED, parse_int
+from crossattn_sizing.base.settings import DEVICES
+from crossattn_sizing.specs.resolve import Isolation
 
 Parse = Callable[[str, str], Any]
-"""``(option, text) -> value``, raising :class:`~crossattn_sizing.errors.OptionError` on bad text."""
+"""``(option, text) -> value``, raising :class:`~crossattn_sizing.base.errors.OptionError` on bad text."""
 
 
 def integer(minimum: int, maximum: int | None = None) -> Parse:

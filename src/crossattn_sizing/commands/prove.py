@@ -7,7 +7,7 @@ Any domain option switches to the grid those options describe (the others
 keep the grid defaults below).
 
 Exit status: 0 when the invariant holds on the whole domain, 1 when there are
-counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.errors.HarnessError`
+counterexamples, 2 for bad arguments (a :class:`~crossattn_sizing.base.errors.HarnessError`
 the CLI prints as one line; a policy that cannot answer some config of the
 domain is one too, naming the config), 3 when the policy could not be asked about any
 config of the domain (an engine that cannot represent it: nothing judged),
@@ -25,12 +25,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from crossattn_sizing.base.errors import OptionError, PolicyCallError, refuse_spelling, shown
+from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.base.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import policy_name
-from crossattn_sizing.errors import OptionError, PolicyCallError, refuse_spelling, shown
-from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.prove import (
     DEFAULT_CHUNK_SIZE,
     Counterexample,
@@ -46,8 +46,8 @@ from crossattn_sizing.prove import (
 from crossattn_sizing.prove.batches import BatchDisagrees
 from crossattn_sizing.prove.edges import edge_coverage, edge_domain
 from crossattn_sizing.prove.verify_row import stopped_on
-from crossattn_sizing.resolve import load_checked_policy
 from crossattn_sizing.runs.outputs import check_outputs, output_file, write_json
+from crossattn_sizing.specs.resolve import load_checked_policy
 
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",

@@ -20,10 +20,11 @@ import dataclasses
 import math
 from typing import Any
 
+from crossattn_sizing.base.errors import ConfigError, OptionError, refuse_spelling
+from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
-from crossattn_sizing.errors import ConfigError, OptionError, refuse_spelling
 from crossattn_sizing.findings.graph_capture import capture_lines
 from crossattn_sizing.models import adapters, loading, nemotron_parse_config
 from crossattn_sizing.models.adapters import ModelScenario
@@ -36,8 +37,7 @@ from crossattn_sizing.models.scenario import (
     judge,
     safe_reason,
 )
-from crossattn_sizing.outcome import Outcome, exit_status
-from crossattn_sizing.resolve import check_engine_spec, load_checked_policy
+from crossattn_sizing.specs.resolve import check_engine_spec, load_checked_policy
 
 DESCRIPTION = (
     "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "
@@ -146,7 +146,7 @@ def load_drift_impl(impl_spec: str) -> tuple[Any, str]:
     Loaded before anything is printed, so a bad ``--impl`` is one line and exit 2.
     """
     try:
-        from crossattn_sizing.resolve import load_impl
+        from crossattn_sizing.specs.resolve import load_impl
     except ImportError as exc:
         return None, f"not simulated ({exc}; install the 'torch' extra)"
     return load_impl(impl_spec, "cpu"), ""

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.sglang_source import check_line
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.outcome import EXIT_FAILS, Outcome, exit_status
 
 Triple = tuple[int, int, int]
 

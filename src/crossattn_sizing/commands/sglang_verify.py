@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import argparse
 
+from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.engine.sglang_source import is_sglang_spec
-from crossattn_sizing.errors import OptionError
-from crossattn_sizing.outcome import Outcome, exit_status
 
 PROPERTY_FILE = "properties/test_read_coverage.py"
 EXPECTED = {

@@ -20,16 +20,16 @@ from pathlib import Path
 
 from rich.console import Console
 
-from crossattn_sizing import standard_output
+from crossattn_sizing.base import standard_output
+from crossattn_sizing.base.errors import OptionError, refuse_spelling
+from crossattn_sizing.base.limits import int_arg
+from crossattn_sizing.base.settings import PROFILES
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.errors import OptionError, refuse_spelling
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
-from crossattn_sizing.limits import int_arg
-from crossattn_sizing.resolve import Subject, resolve_policy
 from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.runs.verify_run import VerifyPlan, verify
-from crossattn_sizing.settings import PROFILES
+from crossattn_sizing.specs.resolve import Subject, resolve_policy
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

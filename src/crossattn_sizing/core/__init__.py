@@ -1,2 +1,3 @@
 """The core layer: the model of the engine's sizing (configs, policies, admission, block-table capacity,
-the step records and slot layout kernels read). Pure Python: no torch kernels, no Hypothesis."""
+the slot layout kernels read). Pure Python: no torch, no Hypothesis; the torch step records
+kernels read are :mod:`crossattn_sizing.impl.step`."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
-from crossattn_sizing.intmath import cdiv
 
 
 def encoder_bound(config: RunnerConfig) -> int:

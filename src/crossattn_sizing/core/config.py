@@ -2,7 +2,7 @@
 
 Validation mirrors the engine's own start-up checks, so a config the harness
 accepts is one the engine would start with; anything else raises
-:class:`~crossattn_sizing.errors.ConfigError` naming the field, the value and
+:class:`~crossattn_sizing.base.errors.ConfigError` naming the field, the value and
 the rule. ``max_source_positions=None`` means the model config has no such
 field, which is not the same as a field holding 0.
 """
@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_NUM_REQS
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.limits import MAX_BLOCK_SIZE, MAX_NUM_REQS
 
 
 class GroupKind(str, enum.Enum):

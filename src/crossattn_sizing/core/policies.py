@@ -5,7 +5,7 @@ group in order, the row width in the units the row stores (kernel-block
 entries, ``W * bpk``, where ids are expanded). The built-in ones model the
 engine's releases as described in docs/spec.md; a user's own is named as
 ``module:attr``. An engine's own sizing (``vllm==X``) is resolved at the edge,
-by :mod:`crossattn_sizing.resolve`: this module knows no engine and no
+by :mod:`crossattn_sizing.specs.resolve`: this module knows no engine and no
 Hypothesis (tests/test_layers.py keeps it so).
 """
 
@@ -16,11 +16,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from crossattn_sizing import usercode
-from crossattn_sizing.callables import load_callable
+from crossattn_sizing.base import usercode
+from crossattn_sizing.base.callables import load_callable
+from crossattn_sizing.base.errors import HarnessError, PolicyCallError
+from crossattn_sizing.base.intmath import align_up, cdiv
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError, PolicyCallError
-from crossattn_sizing.intmath import align_up, cdiv
 
 Policy = Callable[[RunnerConfig], tuple[int, ...]]
 Alignment = Literal["none", "pow2", "gcd"]
@@ -113,7 +113,7 @@ def policy_from_spec(spec: str) -> Policy:
     Raises :class:`PolicyLoadError` with the reason when the name is unknown,
     the module does not import, the attribute is missing or not callable.
     A spec a user types may also name an engine release (``vllm==X``):
-    :func:`crossattn_sizing.resolve.load_policy` takes every form.
+    :func:`crossattn_sizing.specs.resolve.load_policy` takes every form.
     """
     return load_callable(spec, BUILTIN_POLICIES, "sizing policy")
 
@@ -186,7 +186,7 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """Call a policy at the user-code boundary and check its answer has the promised shape.
 
     A user policy that raises anything (``sys.exit`` and a ``KeyboardInterrupt``
-    no Ctrl-C caused included: :mod:`crossattn_sizing.usercode`) or takes no
+    no Ctrl-C caused included: :mod:`crossattn_sizing.base.usercode`) or takes no
     config argument, changes the config it is given (it gets a private copy,
     compared after the call), returns the wrong number of widths, non-integers
     or widths past :data:`MAX_WIDTH`, is a :class:`PolicyCallError`: bad input

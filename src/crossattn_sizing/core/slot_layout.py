@@ -2,7 +2,7 @@
 
 A :class:`SlotLayout` fixes the kernel block size and the DCP sharding; the
 formulas are the engine's (docs/spec.md §5). It is its own module because both
-the step records (:mod:`crossattn_sizing.core.step`) and the torch slot mapping
+the step records (:mod:`crossattn_sizing.impl.step`) and the torch slot mapping
 (:mod:`crossattn_sizing.impl.slot_mapping`, which reads those records) need it:
 kept in either, the two would import each other.
 """

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.distributed.driver import DistributedRunner
 from crossattn_sizing.distributed.pool import BACKENDS, RankPool
-from crossattn_sizing.errors import HarnessError
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner
 

@@ -17,8 +17,8 @@ member) and the next request starts a fresh one. :class:`RankFailure` is an
 rank in the message, and Hypothesis shrinks it like any other failure.
 
 No rank outlives the pool: :meth:`RankPool.close` ends each process group, the
-exit handler of :mod:`crossattn_sizing.processes` closes every live pool, the pytest plugin closes them at
-session finish, and a worker exits by itself when its driver's socket closes.
+exit handler of :mod:`crossattn_sizing.base.processes` closes every live pool, the pytest plugin
+closes them at session finish, and a worker exits by itself when its driver's socket closes.
 """
 
 from __future__ import annotations
@@ -36,9 +36,15 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.processes import (
+    describe_exit,
+    end_children,
+    end_group,
+    forget_child,
+    register_child,
+)
 from crossattn_sizing.distributed.rank import PeerFailed, recv, send
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.processes import describe_exit, end_children, end_group, forget_child, register_child
 
 BACKENDS = ("gloo", "nccl")
 

@@ -74,7 +74,7 @@ class Rank:
                  device: str) -> None:
         import torch.distributed as dist
 
-        from crossattn_sizing.resolve import Isolation, load_impl
+        from crossattn_sizing.specs.resolve import Isolation, load_impl
 
         self.conn = conn
         self.rank = rank

@@ -6,5 +6,8 @@
 - :mod:`.vllm`: the sizing policy, the implementation and the block-table scenario;
 - :mod:`.coverage`: the coverage invariant judged on the release's own block tables.
 
+A release's files come from :mod:`crossattn_sizing.releases.sources`; the audit's executed path
+(:mod:`crossattn_sizing.audit.executed`) drives this package, never the other way round.
+
 Nothing here is imported by the harness unless a ``vllm`` spec is used.
 """

@@ -14,14 +14,14 @@ from __future__ import annotations
 
 from hypothesis import Phase, settings
 
-from crossattn_sizing import settings as env
+from crossattn_sizing.base import settings as env
 
 DEFAULT_EXAMPLES = 10
 PROFILE = "engine-budget"
 
 
 def engine_examples() -> int:
-    """:data:`~crossattn_sizing.settings.ENGINE_EXAMPLES` when set (a positive integer), else
+    """:data:`~crossattn_sizing.base.settings.ENGINE_EXAMPLES` when set (a positive integer), else
     :data:`DEFAULT_EXAMPLES`."""
     examples = env.engine_examples()
     return DEFAULT_EXAMPLES if examples is None else examples
@@ -30,7 +30,7 @@ def engine_examples() -> int:
 def load_engine_budget() -> str:
     """Load the current profile capped to the engine budget; the line saying so (for the header)."""
     base = settings.default
-    assert base is not None  # a profile is always loaded (crossattn_sizing.settings)
+    assert base is not None  # a profile is always loaded (crossattn_sizing.base.settings)
     examples = min(base.max_examples, engine_examples())
     phases = tuple(p for p in base.phases if p is not Phase.shrink)
     settings.register_profile(PROFILE, settings(base, max_examples=examples, phases=phases))

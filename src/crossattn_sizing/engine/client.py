@@ -7,7 +7,7 @@ in the middle of a request (a real kernel reading past its allocation can
 segfault) turns into :class:`EngineCrash` for that request, naming the signal;
 the next request starts a fresh worker. Workers read their requests from a
 pipe and exit at its end, and :func:`close_all` (registered in
-:mod:`crossattn_sizing.processes`, run at exit) ends them, so none outlives the harness.
+:mod:`crossattn_sizing.base.processes`, run at exit) ends them, so none outlives the harness.
 """
 
 from __future__ import annotations
@@ -25,7 +25,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing import settings
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import NotExpressible
+from crossattn_sizing.base.processes import end_group, register_child
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     Release,
@@ -34,8 +36,6 @@ from crossattn_sizing.engine.install import (
     record_shims,
     resolve_release,
 )
-from crossattn_sizing.errors import NotExpressible
-from crossattn_sizing.processes import end_group, register_child
 
 
 def top_level(module: object) -> str | None:
@@ -76,8 +76,8 @@ MAX_PARALLEL = 4
 def parallel_workers() -> int:
     """How many processes of one release a long batch (``prove``) is spread over.
 
-    :data:`~crossattn_sizing.settings.ENGINE_WORKERS` when set, else the CPUs this process may use, at most
-    :data:`MAX_PARALLEL`. A value that is not a positive integer is refused.
+    :data:`~crossattn_sizing.base.settings.ENGINE_WORKERS` when set, else the CPUs this process may
+    use, at most :data:`MAX_PARALLEL`. A value that is not a positive integer is refused.
     """
     count = settings.engine_workers()
     if count is None:

@@ -3,7 +3,7 @@
 On a GPU box vLLM is installed and used as it is. On a CPU machine a release
 is installed once, side by side with others, into
 ``<cache>/vllm-X`` with ``pip install --no-deps --target`` from the audit's
-wheel cache (downloaded once, see :mod:`crossattn_sizing.audit.sources`).
+wheel cache (downloaded once, see :mod:`crossattn_sizing.releases.sources`).
 vLLM's own dependencies are never resolved by pip (that would replace the CPU
 torch with a CUDA build): the worker is started, and each module the import
 chain misses is installed alone (``--no-deps``) into ``<cache>/deps``, with a
@@ -23,10 +23,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from crossattn_sizing import settings
-from crossattn_sizing.audit.sources import check_version, fetch_wheel
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.specs import tree_root
-from crossattn_sizing.errors import ReleaseUnavailable
+from crossattn_sizing.releases.sources import check_version, fetch_wheel
 
 MANIFEST = "crossattn-engine.json"
 MAX_DEPENDENCY_ROUNDS = 40

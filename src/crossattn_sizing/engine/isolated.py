@@ -21,7 +21,7 @@ What isolation gives the judge:
   a fingerprint of each input after the call; one that differs from the
   judge's own is a failure naming the tensor.
 
-A policy's failures are :class:`~crossattn_sizing.errors.PolicyCallError`
+A policy's failures are :class:`~crossattn_sizing.base.errors.PolicyCallError`
 (the policy is unusable, as when it raises in process); an implementation's
 are ``AssertionError`` (the property's case failed, as a kernel raising does).
 """
@@ -35,14 +35,14 @@ from typing import Any
 
 import torch
 
+from crossattn_sizing.base.errors import NotExpressible, PolicyCallError, PolicyLoadError
+from crossattn_sizing.base.processes import forget_child, register_child
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
-from crossattn_sizing.errors import NotExpressible, PolicyCallError, PolicyLoadError
-from crossattn_sizing.processes import forget_child, register_child
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 
 class InputChanged(AssertionError):

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.client import _SIBLINGS, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang_install import resolve_sglang
-from crossattn_sizing.errors import ReleaseUnavailable
 
 PATHS = ("eager", "replay")
 """FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""

@@ -19,9 +19,9 @@ import sys
 import zipfile
 from pathlib import Path
 
-from crossattn_sizing import settings
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.sglang_source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
-from crossattn_sizing.errors import ReleaseUnavailable
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.post\d+)?$")
 CPYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")

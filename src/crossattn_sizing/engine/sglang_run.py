@@ -217,7 +217,7 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
             exec(code, ns)  # the release's own method body
             return ns.pop(name)
-    from crossattn_sizing.errors import ReleaseUnavailable
+    from crossattn_sizing.base.errors import ReleaseUnavailable
 
     raise ReleaseUnavailable(f"{module.path}: {cls} lacks {name} (the harness calls it)")
 

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.specs import tree_root
-from crossattn_sizing.errors import ReleaseUnavailable
 
 TREE_PREFIX = "sglang@"
 RELEASE_PREFIX = "sglang=="

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crossattn_sizing.errors import ReleaseUnavailable
-from crossattn_sizing.pathkinds import input_folder_problem
+from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.base.pathkinds import input_folder_problem
 
 TREE_PREFIX = "vllm@"
 

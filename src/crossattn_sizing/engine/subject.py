@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from crossattn_sizing import usercode
+from crossattn_sizing.base import usercode
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import checked_widths, policy_from_spec, refuse_non_sequence
 from crossattn_sizing.engine.protocol import failure

@@ -57,7 +57,7 @@ def encode_record(value: Any) -> dict[str, Any]:
 
 def _record_types() -> dict[str, type]:
     from crossattn_sizing.core.slot_layout import SlotLayout
-    from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
+    from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
     return {t.__name__: t for t in (SlotStep, WriteStep, AttentionStep, SlotLayout)}
 

@@ -26,9 +26,9 @@ from typing import Any
 import torch
 from hypothesis.errors import UnsatisfiedAssumption
 
-from crossattn_sizing import interrupts
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.engine.client import (
     EngineCrash,
     EngineWorker,
@@ -39,9 +39,9 @@ from crossattn_sizing.engine.client import (
 from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
-from crossattn_sizing.errors import ReleaseUnavailable
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.prove import Answer
 
 FIRST_FIXED = (0, 25, 0)
@@ -211,7 +211,7 @@ class Discarded(Inexpressible, UnsatisfiedAssumption):
 
     Hypothesis discards the example (it is what ``reject()`` raises); every
     layer between passes it on as the harness's own error (a
-    :class:`~crossattn_sizing.errors.NotExpressible`), so the core's policy
+    :class:`~crossattn_sizing.base.errors.NotExpressible`), so the core's policy
     and implementation checks let it through without knowing Hypothesis.
     """
 

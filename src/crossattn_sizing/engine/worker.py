@@ -130,7 +130,7 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
     import selectors
     import signal
 
-    from crossattn_sizing.processes import describe_exit
+    from crossattn_sizing.base.processes import describe_exit
 
     read, write = os.pipe()
     pid = os.fork()
@@ -185,7 +185,7 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     :func:`os._exit`: a thread the user's code left running must not keep the
     worker (and so the judge, which waits for it) alive.
     """
-    from crossattn_sizing import interrupts
+    from crossattn_sizing.base import interrupts
 
     kind, _, spec = load.partition("=")
     sys.path.insert(0, os.getcwd())

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.core import known_configs
 from crossattn_sizing.core.capacity import cross_overflow
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths
-from crossattn_sizing.errors import HarnessError, OptionError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -25,10 +25,10 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from crossattn_sizing.base.errors import CapacityError
 from crossattn_sizing.core import admission, capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy, checked_widths, policy_name
-from crossattn_sizing.errors import CapacityError
 from crossattn_sizing.findings.graph_capture import graph_capture_finding
 from crossattn_sizing.findings.results import Finding
 from crossattn_sizing.impl import TorchImpl

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.base.outcome import Outcome
 
 
 class PropertyFailure(AssertionError):

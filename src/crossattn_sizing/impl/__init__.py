@@ -3,8 +3,9 @@
 An implementation is any object with the four methods of :class:`Impl`
 (documented for engine developers in docs/implementation-interface.md). The
 harness owns the block tables, the caches and the guard; the implementation
-only computes: slot mapping, KV write, paged attention and the DCP merge. Two
-are built in:
+only computes: slot mapping, KV write, paged attention and the DCP merge, each
+reading the step's metadata from one frozen record of :mod:`crossattn_sizing.impl.step`.
+Two are built in:
 
 - ``torch``: vectorised torch (:mod:`crossattn_sizing.impl.slot_mapping`,
   :mod:`crossattn_sizing.impl.attention`);
@@ -30,13 +31,13 @@ from typing import Protocol, runtime_checkable
 
 import torch
 
-from crossattn_sizing import usercode
-from crossattn_sizing.callables import load_callable
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.devices import require_device
-from crossattn_sizing.errors import DeviceError, HarnessError, PolicyLoadError
+from crossattn_sizing.base import usercode
+from crossattn_sizing.base.callables import load_callable
+from crossattn_sizing.base.devices import require_device
+from crossattn_sizing.base.errors import DeviceError, HarnessError, PolicyLoadError
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.slot_mapping import torch_slot_mapping
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 REQUIRED_METHODS = ("slot_mapping", "write_kv", "paged_attention", "merge")
 
@@ -46,7 +47,7 @@ class Impl(Protocol):
     """What the harness calls, every method by keyword; shapes and dtypes are in the docs file.
 
     Each kernel's metadata for the step comes as one frozen record, ``step``
-    (:mod:`crossattn_sizing.core.step`); the tensors it computes on and the buffers
+    (:mod:`crossattn_sizing.impl.step`); the tensors it computes on and the buffers
     it writes are keywords beside it. The keywords of these signatures are the
     ones the harness passes (:data:`CALL_KEYWORDS` is read from them).
     """
@@ -216,7 +217,7 @@ def keyword_call_problems(impl: object) -> list[str]:
         record = STEP_RECORDS.get(method)
         if record is not None:
             held = ", ".join(f.name for f in fields(record))
-            call += f" with step: {record.__name__} (crossattn_sizing.core.step) holding {held}"
+            call += f" with step: {record.__name__} (crossattn_sizing.impl.step) holding {held}"
         signature = f"{type(impl).__name__}.{method}({', '.join(params)})"
         problems.append(f"{signature} {wrong}: the harness calls {call}")
     return problems
@@ -239,9 +240,9 @@ def impl_from_spec(
 
     Every way this can go wrong (unknown name, module that does not import,
     factory that raises, object without the required methods, device not
-    available) becomes one :class:`~crossattn_sizing.errors.HarnessError`.
+    available) becomes one :class:`~crossattn_sizing.base.errors.HarnessError`.
     ``factory``, when given, builds the implementation instead of the name's
-    callable, checked the same way: :func:`crossattn_sizing.resolve.load_impl`
+    callable, checked the same way: :func:`crossattn_sizing.specs.resolve.load_impl`
     passes an engine release's (``vllm==X``), so this module knows no engine.
     """
     try:

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import torch
 
 from crossattn_sizing.core.slot_layout import PAD_SLOT_ID
-from crossattn_sizing.core.step import AttentionStep, WriteStep
 from crossattn_sizing.impl.slot_mapping import global_positions
+from crossattn_sizing.impl.step import AttentionStep, WriteStep
 
 
 def torch_write_kv(

@@ -9,7 +9,7 @@ attention kernel reads.
 Two modes:
 
 - guarded (default): an append past the width, or a lookup whose column is past
-  the width, raises :class:`~crossattn_sizing.errors.CapacityError` on the host,
+  the width, raises :class:`~crossattn_sizing.base.errors.CapacityError` on the host,
   before any kernel runs. On a GPU the out-of-bounds access would be silent
   garbage or a dead CUDA context, so refusing early is the only useful report.
 - unguarded: the engine's behaviour in 0.24/0.25. Entries past a row's width
@@ -36,7 +36,7 @@ from collections.abc import Sequence
 
 import torch
 
-from crossattn_sizing.errors import CapacityError
+from crossattn_sizing.base.errors import CapacityError
 
 
 def expand_block_ids(manager_ids: Sequence[int], bpk: int) -> list[int]:

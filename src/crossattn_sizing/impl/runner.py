@@ -42,14 +42,14 @@ from typing import Literal
 
 import torch
 
+from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import GroupKind, RunnerConfig
 from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout, global_position, local_length
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.attention import resolve_duplicate_slots
 from crossattn_sizing.impl.block_table import DeviceBlockTable
-from crossattn_sizing.intmath import cdiv
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 CrossMode = Literal["unsharded", "sharded"]
 

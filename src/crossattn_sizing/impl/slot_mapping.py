@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 
 from crossattn_sizing.core.slot_layout import PAD_SLOT_ID, SlotLayout
-from crossattn_sizing.core.step import SlotStep
+from crossattn_sizing.impl.step import SlotStep
 
 __all__ = ["global_positions", "token_requests", "torch_slot_mapping"]
 

@@ -22,7 +22,7 @@ import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
 
 from crossattn_sizing.core.slot_layout import PAD_SLOT_ID
-from crossattn_sizing.core.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 _SLOT_BLOCK = 256
 _WRITE_TOKENS = 64

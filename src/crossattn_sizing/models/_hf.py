@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
-from crossattn_sizing.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError
 
 INSTALL_HINT = "pip install 'crossattn-sizing[hf]'"
 

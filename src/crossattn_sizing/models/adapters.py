@@ -29,8 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from crossattn_sizing.base.errors import ConfigError, HarnessError
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import ConfigError, HarnessError
 from crossattn_sizing.models._hf import require_transformers
 from crossattn_sizing.models.families import FAMILIES, by_model_type
 from crossattn_sizing.models.family import Derived, int_field

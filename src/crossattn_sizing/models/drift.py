@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crossattn_sizing.base.errors import CapacityError
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.errors import CapacityError
 
 NUM_HEADS = 2
 HEAD_DIM = 8

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError
 
 
 @dataclass(frozen=True)

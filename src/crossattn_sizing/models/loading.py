@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.jsoninput import read_json_option
 from crossattn_sizing.models.adapters import Derived, ModelScenario
 
 

@@ -24,8 +24,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from crossattn_sizing.base.errors import ConfigError
 from crossattn_sizing.core import known_configs
-from crossattn_sizing.errors import ConfigError
 from crossattn_sizing.models._hf import require_transformers
 
 MODEL_TYPE = "nemotron_parse"

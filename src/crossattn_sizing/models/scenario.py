@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import Shortfall, violations
 from crossattn_sizing.core.config import GroupKind, RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths, sizing_length
 from crossattn_sizing.models.adapters import ModelScenario
-from crossattn_sizing.outcome import Outcome
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
-from crossattn_sizing import usercode
+from crossattn_sizing.base import usercode
+from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
-from crossattn_sizing.errors import HarnessError, NotExpressible, PolicyCallError
 from crossattn_sizing.prove.domain import ABSENT, Domain
 
 

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.base.outcome import Outcome
 
 
 @dataclass(frozen=True)

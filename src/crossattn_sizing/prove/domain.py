@@ -31,9 +31,9 @@ from typing import NamedTuple
 
 import numpy as np
 
+from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
-from crossattn_sizing.errors import HarnessError
-from crossattn_sizing.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
 
 ABSENT = -1
 """``max_source_positions`` absent from the model config (sorts before 0)."""

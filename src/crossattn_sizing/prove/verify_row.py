@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from crossattn_sizing import usercode
+from crossattn_sizing.base import usercode
+from crossattn_sizing.base.errors import PolicyCallError
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import Policy
-from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.outcome import Outcome
 from crossattn_sizing.prove.batches import PolicyRaised
 from crossattn_sizing.prove.counterexamples import Counterexample
 from crossattn_sizing.prove.domain import Domain

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing import settings
-from crossattn_sizing.errors import HarnessError, OptionError
-from crossattn_sizing.pathkinds import input_folder_problem, output_file_problem
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.errors import HarnessError, OptionError
+from crossattn_sizing.base.pathkinds import input_folder_problem, output_file_problem
 
 
 def _reason(exc: OSError) -> str:
@@ -163,7 +163,7 @@ def write_text(option: str, path: Path, text: str) -> None:
 
 def write_json(path: str | os.PathLike[str], data: Any, option: str = "--json") -> None:
     """Write a report's JSON file: the one serialisation of every command's ``--json`` (two-space indent,
-    one final newline; an :class:`~crossattn_sizing.outcome.Outcome` is written as its word)."""
+    one final newline; an :class:`~crossattn_sizing.base.outcome.Outcome` is written as its word)."""
     write_text(option, Path(path), json.dumps(data, indent=2) + "\n")
 
 

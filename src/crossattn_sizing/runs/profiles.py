@@ -27,7 +27,7 @@ from hypothesis.database import (
     ReadOnlyDatabase,
 )
 
-from crossattn_sizing import settings as env
+from crossattn_sizing.base import settings as env
 
 DEFAULT_DB = Path(".hypothesis") / "examples"
 
@@ -102,7 +102,7 @@ def with_max_examples(name: str, max_examples: int | None) -> str:
     if max_examples is None:
         return name
     if max_examples < 1:
-        from crossattn_sizing.errors import OptionError
+        from crossattn_sizing.base.errors import OptionError
 
         raise OptionError("--max-examples", max_examples, "must be >= 1")
     register_profiles()
@@ -116,7 +116,7 @@ def selected_profile(explicit: str | None = None) -> str:
     if explicit is None:
         return env.profile()
     if explicit not in env.PROFILES:
-        from crossattn_sizing.errors import HarnessError, shown
+        from crossattn_sizing.base.errors import HarnessError, shown
 
         known = ", ".join(env.PROFILES)
         raise HarnessError(f"unknown Hypothesis profile {shown(explicit)}: use one of {known}")

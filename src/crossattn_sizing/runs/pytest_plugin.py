@@ -26,12 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from crossattn_sizing import interrupts
-from crossattn_sizing import settings as env
-from crossattn_sizing.callables import check_findable, load_callable
-from crossattn_sizing.core.policies import Policy
-from crossattn_sizing.engine.specs import is_engine_spec
-from crossattn_sizing.errors import (
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.base import settings as env
+from crossattn_sizing.base.callables import check_findable, load_callable
+from crossattn_sizing.base.errors import (
     HarnessError,
     OptionError,
     PolicyCallError,
@@ -39,8 +37,10 @@ from crossattn_sizing.errors import (
     refuse_spelling,
     shown,
 )
-from crossattn_sizing.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
+from crossattn_sizing.core.policies import Policy
+from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.runs import profiles
+from crossattn_sizing.specs.resolve import Isolation, check_engine_spec, is_user_spec, resolve_policy
 
 IMPL_NAMES = ("torch", "triton")
 """Built-in implementation names, known here without importing torch (see impl.BUILTIN_IMPLS)."""
@@ -285,7 +285,7 @@ def configure_run(config: pytest.Config) -> None:
         if device not in env.DEVICES:
             raise OptionError("--device", repr(device), f"use one of {', '.join(env.DEVICES)}")
         if device == "cuda":
-            from crossattn_sizing.devices import require_device
+            from crossattn_sizing.base.devices import require_device
 
             require_device("cuda")
         backend = config.getoption("dcp_backend")
@@ -349,7 +349,7 @@ def pytest_runtest_call(item: pytest.Item):
     """A policy or implementation that misbehaved inside a test stops the session as a usage error.
 
     It raised, left the process, faked a Ctrl-C or changed its config
-    (:class:`PolicyCallError`, :mod:`crossattn_sizing.usercode`): that is the
+    (:class:`PolicyCallError`, :mod:`crossattn_sizing.base.usercode`): that is the
     user's code being unusable, found late, not a property failing; every
     later test would say the same, so the session ends with one line, exit 4.
     """
@@ -381,7 +381,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     said = [run.isolation.note] if run.isolation is not None and run.isolation.note else []
     if not is_engine_spec(spec):
         return said
-    from crossattn_sizing.resolve import resolve_impl
+    from crossattn_sizing.specs.resolve import resolve_impl
 
     lines = [*said, run.engine_budget] if run.engine_budget else said
     try:
@@ -476,7 +476,7 @@ def impl(request: pytest.FixtureRequest, impl_spec: str, device: str):
     A spec that does not load stops the whole session with one line: every
     test would fail the same way, so one message says it once.
     """
-    from crossattn_sizing.resolve import resolve_impl
+    from crossattn_sizing.specs.resolve import resolve_impl
 
     try:
         return resolve_impl(impl_spec, device, isolation_of(request.config)).loaded

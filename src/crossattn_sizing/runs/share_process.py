@@ -27,10 +27,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing import interrupts
-from crossattn_sizing.errors import HarnessError, PolicyCallError
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.base.errors import HarnessError, PolicyCallError
+from crossattn_sizing.base.processes import end_group, signal_group
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.processes import end_group, signal_group
 from crossattn_sizing.runs.shared_run import SharedPolicies
 
 WEIGHTS = {
@@ -54,9 +54,9 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
     """The worker's body: the shared run over the request's files."""
-    from crossattn_sizing.resolve import Isolation, load_checked_policy
     from crossattn_sizing.runs.profiles import with_max_examples
     from crossattn_sizing.runs.suite import run_suite
+    from crossattn_sizing.specs.resolve import Isolation, load_checked_policy
 
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])
@@ -161,7 +161,7 @@ class ShareWorker:
             end_group(self.proc, grace_s=5)
         self._reader.join(timeout=5)
         if not self.result_path.exists():
-            from crossattn_sizing.processes import describe_exit
+            from crossattn_sizing.base.processes import describe_exit
 
             if stopped:
                 return [], True, None

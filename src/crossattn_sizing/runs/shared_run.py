@@ -36,8 +36,8 @@ from typing import Any, cast
 
 import pytest
 
+from crossattn_sizing.base.errors import PolicyCallError
 from crossattn_sizing.core.policies import Policy, policy_name
-from crossattn_sizing.errors import PolicyCallError
 from crossattn_sizing.findings.results import PropertyResult, property_name
 
 POLICY_FREE = "judged once for every policy: it does not read the sizing policy"

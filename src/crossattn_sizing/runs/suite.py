@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from crossattn_sizing import interrupts, settings
-from crossattn_sizing.errors import HarnessError, OptionError, PolicyCallError
+from crossattn_sizing.base import interrupts, settings
+from crossattn_sizing.base.errors import HarnessError, OptionError, PolicyCallError
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.findings.results import (
     EXPLICIT,
     FINAL_REPLAY,
@@ -27,7 +28,6 @@ from crossattn_sizing.findings.results import (
     could_not_judge,
     property_name,
 )
-from crossattn_sizing.outcome import Outcome
 
 SUITE_MARK = "test_capacity.py"
 """A file every copy of the suite has: a folder without it is not the suite."""

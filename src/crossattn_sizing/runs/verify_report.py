@@ -19,9 +19,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from crossattn_sizing import standard_output
-from crossattn_sizing.findings.results import Finding, PropertyResult
-from crossattn_sizing.outcome import (
+from crossattn_sizing.base import standard_output
+from crossattn_sizing.base.outcome import (
     EXIT_FAILS,
     EXIT_HOLDS,
     EXIT_INCOMPLETE,
@@ -29,6 +28,7 @@ from crossattn_sizing.outcome import (
     Outcome,
     exit_status,
 )
+from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
 # Diagnoses hold shell commands: never wrap, colour or interpret them.

@@ -32,18 +32,18 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from crossattn_sizing import interrupts
-from crossattn_sizing.errors import OptionError
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
-from crossattn_sizing.resolve import Isolation, Subject
 from crossattn_sizing.runs.profiles import with_max_examples
 from crossattn_sizing.runs.share_process import ShareWorker, split
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
+from crossattn_sizing.specs.resolve import Isolation, Subject
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def collect_findings() -> list[Finding]:
 
 def check_impl(spec: str, device: str, isolation: Isolation) -> None:
     """Build the implementation once up front: a bad ``--impl`` or a missing GPU is one line, exit 2."""
-    from crossattn_sizing.resolve import resolve_impl
+    from crossattn_sizing.specs.resolve import resolve_impl
 
     for line in resolve_impl(spec, device, isolation).provenance:  # whose kernels the verdicts are about
         print(f"impl {spec}: {line}")

@@ -6,7 +6,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from crossattn_sizing.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError
 from crossattn_sizing.models.family import Derived, Family, int_field, near_edges
 
 MAX_POSITIONS = 300  # the strategy's tiny configs

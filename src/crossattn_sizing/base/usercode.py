@@ -9,7 +9,7 @@ call into user code goes through :func:`call` (or :func:`guard_method`),
 which turns whatever it raised into one :class:`PolicyCallError` line naming
 the code and what it did. Only a real Ctrl-C passes through: a
 ``KeyboardInterrupt`` counts as the user's only when a SIGINT was recorded
-during the call (:func:`crossattn_sizing.interrupts.pressed_since`).
+during the call (:func:`crossattn_sizing.base.interrupts.pressed_since`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from crossattn_sizing import errors, interrupts
-from crossattn_sizing.errors import PolicyCallError
+from crossattn_sizing.base import errors, interrupts
+from crossattn_sizing.base.errors import PolicyCallError
 
 T = TypeVar("T")
 

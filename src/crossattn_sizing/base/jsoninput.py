@@ -7,7 +7,7 @@ not UTF-8, text that is not JSON, JSON nested past what the parser takes (a
 object (the parser would keep the last silently: which one the user meant is
 not known), an integer with thousands of digits (Python refuses to convert it,
 with a ``ValueError`` from inside the decoder), or a value that is not an
-object. A path is looked at before it is opened (:mod:`crossattn_sizing.pathkinds`): a
+object. A path is looked at before it is opened (:mod:`crossattn_sizing.base.pathkinds`): a
 FIFO, a device, a symbolic link loop or an unreadable file is refused, never read.
 """
 
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.errors import ConfigError
-from crossattn_sizing.limits import MAX_INT_DIGITS, too_long
-from crossattn_sizing.pathkinds import input_file_problem
+from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.base.pathkinds import input_file_problem
 
 
 def _shown(text: str) -> str:

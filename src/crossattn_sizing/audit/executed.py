@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.audit.extract import ReadError
+from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
-from crossattn_sizing.errors import ReleaseUnavailable
 
 
 class ExecutedPolicy:
@@ -69,7 +69,8 @@ def executed_v2(
 
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
     default cache under the home folder), and the release is unpacked inside it. ``runner``:
-    another runner's copy of the sizing (a key of :data:`.sizing_exec.EXECUTED_RUNNERS`).
+    another runner's copy of the sizing (a key of
+    :data:`~crossattn_sizing.engine.sizing_exec.EXECUTED_RUNNERS`).
     """
     try:
         from crossattn_sizing.engine.client import worker_for

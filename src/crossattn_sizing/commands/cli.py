@@ -1,11 +1,11 @@
 """The ``crossattn-sizing`` console script.
 
 User errors (an invalid config, a policy path that does not import, a missing
-GPU, an unknown option) are :class:`~crossattn_sizing.errors.HarnessError` or
+GPU, an unknown option) are :class:`~crossattn_sizing.base.errors.HarnessError` or
 argparse errors; they print one line naming the option or field and the rule
 and exit 2. Ctrl-C (SIGTERM, SIGHUP) exits 130 from every command, at any moment (see
-:mod:`crossattn_sizing.interrupts`). Standard output that cannot be written (full, closed) is
-exit 2 too, with one line on stderr (see :mod:`crossattn_sizing.standard_output`). Anything
+:mod:`crossattn_sizing.base.interrupts`). Standard output that cannot be written (full, closed) is
+exit 2 too, with one line on stderr (see :mod:`crossattn_sizing.base.standard_output`). Anything
 else is a bug in the harness and keeps its traceback.
 """
 
@@ -18,9 +18,10 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
-from crossattn_sizing import commands, interrupts, settings, standard_output
-from crossattn_sizing.errors import HarnessError, bounded
-from crossattn_sizing.processes import end_children
+from crossattn_sizing import commands
+from crossattn_sizing.base import interrupts, settings, standard_output
+from crossattn_sizing.base.errors import HarnessError, bounded
+from crossattn_sizing.base.processes import end_children
 
 PROG = "crossattn-sizing"
 
@@ -67,7 +68,7 @@ def console_main() -> NoReturn:
     """The console script and ``python -m crossattn_sizing``: run, then leave with the status.
 
     Ctrl-C stays handled until the process is gone, so the status after a Ctrl-C
-    is 130 whenever it lands (see :func:`crossattn_sizing.interrupts.leave`).
+    is 130 whenever it lands (see :func:`crossattn_sizing.base.interrupts.leave`).
     """
     status = interrupts.EXIT_STATUS
     try:

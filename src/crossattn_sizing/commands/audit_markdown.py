@@ -11,9 +11,9 @@ import datetime
 import os
 
 from crossattn_sizing.audit.extract import RUNNERS
-from crossattn_sizing.audit.report import EXIT_MEANINGS, detail_lines, exit_status
 from crossattn_sizing.audit.verdicts import RunnerVerdict
-from crossattn_sizing.outcome import Outcome
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands.audit_report import EXIT_MEANINGS, detail_lines, exit_status
 
 Results = list[tuple[str, list[RunnerVerdict]]]
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from crossattn_sizing import settings
-from crossattn_sizing.callables import check_form
+from crossattn_sizing.base import settings
+from crossattn_sizing.base.callables import check_form
+from crossattn_sizing.base.errors import ReleaseUnavailable, shown
 from crossattn_sizing.core import policies
 from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
-from crossattn_sizing.errors import ReleaseUnavailable, shown
 
 if TYPE_CHECKING:
     import torch
@@ -69,9 +69,9 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
 
     A ``module:attr`` runs in its worker process unless ``isolation`` says
     in process (:mod:`crossattn_sizing.engine.isolated`); ``None`` reads the
-    settings. Raises :class:`~crossattn_sizing.errors.PolicyLoadError` (a
+    settings. Raises :class:`~crossattn_sizing.base.errors.PolicyLoadError` (a
     built-in or ``module:attr`` that does not load) or
-    :class:`~crossattn_sizing.errors.ReleaseUnavailable` (a release that cannot be
+    :class:`~crossattn_sizing.base.errors.ReleaseUnavailable` (a release that cannot be
     obtained or run) with the reason.
     """
     if is_engine_spec(spec):
@@ -123,9 +123,9 @@ def check_engine_spec(option: str, spec: str) -> str:
     version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``).
     ``reproduce --engine`` and the plugin's ``--impl`` both check here, so one
     spec is refused in the same words wherever it is typed. Raises
-    :class:`~crossattn_sizing.audit.sources.ReleaseUnavailable` naming ``option``.
+    :class:`~crossattn_sizing.releases.sources.ReleaseUnavailable` naming ``option``.
     """
-    from crossattn_sizing.audit.sources import check_version
+    from crossattn_sizing.releases.sources import check_version
 
     spec = spec.strip()
     if spec == "vllm":

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any, NoReturn
 
-from crossattn_sizing.outcome import EXIT_INTERRUPTED
+from crossattn_sizing.base.outcome import EXIT_INTERRUPTED
 
 EXIT_STATUS = EXIT_INTERRUPTED
 """What every command exits with on Ctrl-C (128 + SIGINT, the shell's convention)."""

@@ -1,4 +1,7 @@
-"""Where the audited source comes from: a release wheel (downloaded once, cached) or a directory.
+"""Where a release's files come from: a release wheel (downloaded once, cached) or a directory.
+
+The audit reads them, the engine installs from them, specs check a tree's version: all three sit
+above this module, so none imports another to get a release.
 
 A wheel is a zip file; reading the few ``.py`` members the audit needs straight
 out of it avoids installing vLLM (which pulls in CUDA wheels and gigabytes of
@@ -19,8 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
-from crossattn_sizing.errors import ReleaseUnavailable, shown
-from crossattn_sizing.pathkinds import input_folder_problem
+from crossattn_sizing.base.errors import ReleaseUnavailable, shown
+from crossattn_sizing.base.pathkinds import input_folder_problem
 
 PACKAGE = "vllm"
 _VERSION_RE = re.compile(r"^[0-9]+(\.[0-9]+)*([.-]?(a|b|rc|post|dev)[0-9]*)*$")
@@ -128,7 +131,7 @@ def release_version(tree: SourceTree) -> str | None:
 
 def default_cache_dir() -> Path:
     """``$XDG_CACHE_HOME/crossattn-sizing/wheels``, else ``~/.cache/crossattn-sizing/wheels``."""
-    from crossattn_sizing import settings
+    from crossattn_sizing.base import settings
 
     return settings.wheel_cache()
 

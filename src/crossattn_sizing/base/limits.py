@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.errors import OptionError, shown
+from crossattn_sizing.base.errors import OptionError, shown
 
 MAX_INT_DIGITS = 30
 """Digits an integer option or JSON number may have (2**64 has 20)."""

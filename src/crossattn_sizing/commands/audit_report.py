@@ -20,8 +20,8 @@ from rich.table import Table
 
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import RunnerVerdict
-from crossattn_sizing.outcome import EXIT_FAILS, EXIT_HOLDS, EXIT_INCOMPLETE, Outcome
-from crossattn_sizing.outcome import exit_status as outcome_exit_status
+from crossattn_sizing.base.outcome import EXIT_FAILS, EXIT_HOLDS, EXIT_INCOMPLETE, Outcome
+from crossattn_sizing.base.outcome import exit_status as outcome_exit_status
 
 EXIT_MEANINGS = {
     str(EXIT_HOLDS): "every runner present holds",

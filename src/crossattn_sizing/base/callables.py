@@ -2,7 +2,7 @@
 
 Sizing policies and implementations are both named this way on the command
 line; one loader serves both, so both give the same one-line
-:class:`~crossattn_sizing.errors.PolicyLoadError` for every way a name can be
+:class:`~crossattn_sizing.base.errors.PolicyLoadError` for every way a name can be
 wrong. It is kept out of the code under test (``policies.py``, ``impl.py``).
 """
 
@@ -13,8 +13,8 @@ import importlib.util
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from crossattn_sizing import usercode
-from crossattn_sizing.errors import PolicyCallError, PolicyLoadError
+from crossattn_sizing.base import usercode
+from crossattn_sizing.base.errors import PolicyCallError, PolicyLoadError
 
 
 def check_form(spec: str, builtins: Mapping[str, Any], what: str) -> None:
@@ -59,7 +59,7 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
     ``what`` names the kind of thing in the error ("sizing policy",
     "implementation"). Raises :class:`PolicyLoadError` when the name is
     unknown, the module does not import (whatever its import raised, ``sys.exit``
-    and ``KeyboardInterrupt`` included: :mod:`crossattn_sizing.usercode`), the
+    and ``KeyboardInterrupt`` included: :mod:`crossattn_sizing.base.usercode`), the
     attribute is missing or is not callable.
     """
     if spec in builtins:

@@ -20,8 +20,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from crossattn_sizing.errors import HarnessError, shown
-from crossattn_sizing.limits import MAX_INT_DIGITS
+from crossattn_sizing.base.errors import HarnessError, shown
+from crossattn_sizing.base.limits import MAX_INT_DIGITS
 
 # The variables, by what they stand for. ---------------------------------------
 SIZING_POLICY = "CROSSATTN_SIZING_POLICY"  # --policy of the pytest plugin

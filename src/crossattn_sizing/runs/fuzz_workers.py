@@ -10,7 +10,7 @@ by anyone pointing at the same server). The parent waits, forwards Ctrl-C,
 and prints one summary of all workers; a worker that died is named, with its
 exit status and log, and the run counts as incomplete (exit status 3) unless a
 failure was found (1). No worker outlives the parent: they are killed with
-their process groups on the way out, and at exit (:mod:`crossattn_sizing.processes`); a parent that
+their process groups on the way out, and at exit (:mod:`crossattn_sizing.base.processes`); a parent that
 is killed outright (SIGKILL runs no hook) is noticed by the workers themselves
 (:func:`die_with_parent`). SIGTERM to the parent is a Ctrl-C: forwarded, and
 the merged summary is written.
@@ -37,8 +37,8 @@ from typing import IO
 from rich.console import Console
 from rich.status import Status
 
-from crossattn_sizing import settings as env
-from crossattn_sizing.processes import end_group, forget_child, register_child, signal_group
+from crossattn_sizing.base import settings as env
+from crossattn_sizing.base.processes import end_group, forget_child, register_child, signal_group
 
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
@@ -71,7 +71,7 @@ def die_with_parent() -> None:
     On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``);
     everywhere a daemon thread also watches the parent pid. A parent that died
     before this ran is caught by the first check. Nothing without
-    :data:`~crossattn_sizing.settings.FLEET_PARENT` (a plain ``fuzz``) is touched.
+    :data:`~crossattn_sizing.base.settings.FLEET_PARENT` (a plain ``fuzz``) is touched.
     """
     parent = env.fleet_parent()
     if parent is None:

@@ -104,7 +104,7 @@ class ReleaseUnavailable(HarnessError, RuntimeError):
     or tree. The one error for it, whether ``audit`` reads the release or the engine adapter runs it.
 
     Defined here, not in :mod:`crossattn_sizing.engine.install` or
-    :mod:`crossattn_sizing.audit.sources`, so that naming an engine spec's mistake
+    :mod:`crossattn_sizing.releases.sources`, so that naming an engine spec's mistake
     (:mod:`crossattn_sizing.engine.specs`) needs no module that installs releases.
     """
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from crossattn_sizing.errors import DeviceError
+from crossattn_sizing.base.errors import DeviceError
 
 
 def require_device(device: str) -> None:
