@@ -96,16 +96,8 @@ class SegfaultsInAttention(TorchImpl):
 class ClearsSlots(TorchImpl):
     """Writes right, then clears the slots it was handed."""
 
-    def write_kv(
-        self,
-        *,
-        key: torch.Tensor,
-        value: torch.Tensor,
-        key_cache: torch.Tensor,
-        value_cache: torch.Tensor,
-        step: WriteStep,
-    ) -> None:
-        torch_write_kv(key=key, value=value, key_cache=key_cache, value_cache=value_cache, step=step)
+    def write_kv(self, *, step: WriteStep, **tensors: torch.Tensor) -> None:  # key, value and both caches
+        torch_write_kv(step=step, **tensors)
         step.slots.fill_(-1)
 
 

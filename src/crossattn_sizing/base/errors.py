@@ -145,12 +145,8 @@ class CapacityError(HarnessError, IndexError):
         first_position: int,
         access: str = "lookup",
     ) -> None:
-        self.group = group
-        self.row = row
-        self.needed = needed
-        self.width = width
-        self.first_position = first_position
-        self.access = access
+        self.group, self.row, self.needed = group, row, needed
+        self.width, self.first_position, self.access = width, first_position, access
         where = {
             "append": "appending block ids",
             "lookup": "looking up a slot",

@@ -23,6 +23,7 @@ import contextlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -270,12 +271,7 @@ def configure_run(config: pytest.Config) -> None:
             from hypothesis import settings
 
             settings.load_profile(profiles.selected_profile())
-        timeout = config.getoption("call_timeout")
-        if isinstance(timeout, str):  # typed on the command line
-            parsed = env.seconds(timeout)
-            if parsed is None:
-                raise OptionError("--call-timeout", repr(timeout), env.SECONDS_RULE)
-            config.option.call_timeout = parsed
+        _read_seconds(config, "call_timeout")
         run.isolation = isolation_of(config)
         run.policy = resolve_policy(config.getoption("sizing_policy"), run.isolation).loaded
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
@@ -293,12 +289,7 @@ def configure_run(config: pytest.Config) -> None:
             raise OptionError("--dcp-backend", repr(backend), f"use one of {', '.join(env.DCP_BACKENDS)}")
         if backend == "nccl" and device != "cuda":
             raise OptionError("--dcp-backend", "'nccl'", "needs --device cuda (gloo is the CPU backend)")
-        timeout = config.getoption("dcp_timeout")
-        if isinstance(timeout, str):  # typed on the command line
-            parsed = env.seconds(timeout)
-            if parsed is None:
-                raise OptionError("--dcp-timeout", repr(timeout), env.SECONDS_RULE)
-            config.option.dcp_timeout = parsed
+        _read_seconds(config, "dcp_timeout")
         if is_engine_spec(str(config.getoption("impl"))) and device == "cpu":
             from crossattn_sizing.engine.budget import load_engine_budget
 
@@ -423,16 +414,30 @@ def sizing_regressions(request: pytest.FixtureRequest) -> RegressionFiles:
     return regression_files(request.config)
 
 
-@pytest.fixture(scope="session")
-def sizing_policy_spec(request: pytest.FixtureRequest) -> str:
-    """The ``--policy`` value as typed, for reproduce commands."""
-    return str(request.config.getoption("sizing_policy"))
+def _read_seconds(config: pytest.Config, dest: str) -> None:
+    """Replace a seconds option typed on the command line (text) by its value; bad text is its error."""
+    typed = config.getoption(dest)
+    if isinstance(typed, str):
+        parsed = env.seconds(typed)
+        if parsed is None:
+            raise OptionError(f"--{dest.replace('_', '-')}", repr(typed), env.SECONDS_RULE)
+        setattr(config.option, dest, parsed)
 
 
-@pytest.fixture(scope="session")
-def read_builder_name(request: pytest.FixtureRequest) -> str:
-    """The ``--read-builder`` value as typed, for rerun lines."""
-    return str(request.config.getoption("read_builder"))
+def _typed(option: str, name: str, doc: str) -> Any:
+    """A session fixture ``name`` giving the plugin option ``option`` as typed (for rerun lines)."""
+
+    def value(request: pytest.FixtureRequest) -> str:
+        return str(request.config.getoption(option))
+
+    value.__doc__ = doc
+    return pytest.fixture(scope="session", name=name)(value)
+
+
+sizing_policy_spec = _typed("sizing_policy", "sizing_policy_spec", "The ``--policy`` value as typed.")
+read_builder_name = _typed("read_builder", "read_builder_name", "The ``--read-builder`` value as typed.")
+device = _typed("device", "device", "The ``--device`` value.")
+impl_spec = _typed("impl", "impl_spec", "The ``--impl`` value as typed.")
 
 
 @pytest.fixture(scope="session")
@@ -455,18 +460,6 @@ def read_builder(read_builder_name: str):
         pytest.exit(f"--read-builder {read_builder_name!r}: must be one of {', '.join(sorted(BUILDERS))}, "
                     "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)
     return BUILDERS[read_builder_name]
-
-
-@pytest.fixture(scope="session")
-def device(request: pytest.FixtureRequest) -> str:
-    """The ``--device`` value."""
-    return str(request.config.getoption("device"))
-
-
-@pytest.fixture(scope="session")
-def impl_spec(request: pytest.FixtureRequest) -> str:
-    """The ``--impl`` value as typed."""
-    return str(request.config.getoption("impl"))
 
 
 @pytest.fixture(scope="session")
