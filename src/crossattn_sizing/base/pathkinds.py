@@ -4,7 +4,7 @@ Opening a FIFO blocks until a writer (or reader) comes, a character device such
 as ``/dev/zero`` never ends, and a symbolic link loop makes ``Path.resolve`` raise
 ``RuntimeError`` deep inside a command. ``os.stat`` never blocks and follows
 links, so every input file (a ``--config`` file, a regression file), input folder
-(a ``vllm@PATH`` tree, ``--vllm-path``) and output file (``--json``, ``--markdown``
+(a ``vllm@PATH`` tree) and output file (``--json``, ``--markdown``
 ...) is looked at here first, and a path of the wrong kind is refused as bad
 input with the reason, the same words for every command.
 

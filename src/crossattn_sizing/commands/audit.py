@@ -1,11 +1,12 @@
 """``crossattn-sizing audit``: check the block-table sizing of real vLLM releases.
 
-Each ``--vllm VERSION`` is downloaded once as a wheel (pip, no dependencies)
-into a cache; each ``--vllm-path DIR`` is read in place. ModelRunner V2 of a
-``--vllm`` release is executed (its own ``initialize_kv_cache``, in a worker
-process, see :mod:`crossattn_sizing.engine`) where the release runs on this
-machine; everything else, and V2 where it cannot run, is read from the source
-(see :mod:`crossattn_sizing.audit`). Each verdict says which path it took.
+Each ``--engine vllm==X`` is downloaded once as a wheel (pip, no dependencies)
+into a cache; each ``--engine vllm@PATH`` is read in place. ModelRunner V2 of a
+release, or of a tree (a folder holding ``vllm/``), is executed (its own
+``initialize_kv_cache``, in a worker process, see :mod:`crossattn_sizing.engine`)
+where it runs on this machine; everything else, V2 where it cannot run, and an
+installed ``vllm`` package directory named by ``vllm@PATH`` itself, is read from
+the source (see :mod:`crossattn_sizing.audit`). Each verdict says which path it took.
 """
 
 from __future__ import annotations
@@ -18,20 +19,26 @@ from pathlib import Path
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.base import settings
-from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError, OptionError, ReleaseUnavailable, refuse_spelling, shown
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.audit_markdown import render_markdown
 from crossattn_sizing.commands.audit_report import exit_status, render, to_json
+from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 from crossattn_sizing.releases.sources import (
     SourceTree,
     cached_wheel,
-    check_version,
     default_cache_dir,
     open_dir,
     open_release,
     provenance,
 )
 from crossattn_sizing.runs.outputs import ReportFiles
+from crossattn_sizing.specs.resolve import check_engine_spec
+
+ACCEPTED = (
+    "audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH (a folder holding vllm/, "
+    "or an installed vllm package directory)"
+)
 
 EPILOG = """\
 exit status:
@@ -58,11 +65,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--vllm", action="append", default=[], metavar="VERSION",
-                        help="a release to audit, e.g. 0.24.0, or vllm@PATH, a source tree (a folder "
-                             "holding vllm/) whose V2 sizing is also executed (repeatable)")  # fmt: skip
-    parser.add_argument("--vllm-path", action="append", default=[], metavar="DIR",
-                        help="an installed vllm package dir or a source checkout (repeatable)")  # fmt: skip
+    parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
+                        help="what to audit (repeatable): vllm==X, a release (e.g. vllm==0.24.0), "
+                             "or vllm@PATH, a folder holding vllm/ (a checkout or site-packages) whose "
+                             "V2 sizing is also executed, or an installed vllm package directory "
+                             "(read only)")  # fmt: skip
+    refuse_spelling(parser.add_argument, "--vllm", "--engine vllm==X")
+    refuse_spelling(parser.add_argument, "--vllm-path", "--engine vllm@PATH")
     parser.add_argument("--runner", action="append", choices=sorted(RUNNERS), default=None,
                         help="audit only this runner (repeatable; default: all)")  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=None,
@@ -76,36 +85,67 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def _checked(spec: str) -> str:
+    """One ``--engine`` value checked without obtaining it: ``vllm==X`` (normalised) or ``vllm@PATH``.
+
+    A bare version, ``vllm`` or an SGLang spec is one line naming the two forms audit takes.
+    """
+    spec = spec.strip()
+    if spec.startswith("vllm=="):
+        return check_engine_spec("--engine", spec)
+    if spec.startswith(TREE_PREFIX):
+        if _package_dir(spec) is None:  # a folder holding vllm/: checked as every command checks it
+            try:
+                check_engine_spec("--engine", spec)
+            except ReleaseUnavailable as exc:
+                also = "audit also takes an installed vllm package directory"
+                raise ReleaseUnavailable(f"{exc}; {also}") from None
+        return spec
+    hint = f"; for release {spec}: --engine vllm=={spec}" if spec[:1].isdigit() else ""
+    raise OptionError("--engine", shown(spec), ACCEPTED + hint)
+
+
+def _package_dir(spec: str) -> str | None:
+    """The PATH of ``vllm@PATH`` where it is an installed ``vllm`` package directory itself (it holds ``v1/``,
+    not ``vllm/v1/``): read in place as ``open_dir`` reads it, never executed. None for anything else."""
+    path = spec.strip().removeprefix(TREE_PREFIX)
+    given = Path(path).expanduser()
+    if path and not (given / "vllm" / "v1").is_dir() and (given / "v1").is_dir():
+        return path
+    return None
+
+
 def _sources(args: argparse.Namespace) -> list[SourceTree]:
-    """Every tree to audit, obtained before any is audited so a bad version fails fast."""
-    if not args.vllm and not args.vllm_path:
-        raise HarnessError("audit: give at least one --vllm VERSION or --vllm-path DIR")
+    """Every tree to audit, obtained before any is audited (each spec checked first: a bad one fails fast)."""
+    if not args.engine:
+        raise HarnessError("audit: give at least one --engine vllm==X or --engine vllm@PATH")
+    specs = [_checked(spec) for spec in args.engine]
     trees: list[SourceTree] = []
     cache = args.cache_dir
     args.executable = {}  # tree label -> the engine spec that runs its V2 sizing
-    for version in args.vllm:
-        if version.strip().startswith("vllm@"):  # a source tree: read in place, and executed
-            from crossattn_sizing.engine.specs import tree_root
-
-            tree = open_dir(tree_root(version))
-            args.executable[tree.label] = version.strip()
+    for spec in specs:
+        if spec.startswith(TREE_PREFIX):  # a tree, read in place
+            package = _package_dir(spec)
+            if package is not None:  # an installed package directory: read only
+                trees.append(open_dir(package))
+                continue
+            tree = open_dir(tree_root(spec))  # a folder holding vllm/: read, and its V2 sizing executed
+            args.executable[tree.label] = spec
             trees.append(tree)
             continue
-        version = check_version(version)
-        args.executable[version] = f"vllm=={version}"
+        version = spec.removeprefix("vllm==")
+        args.executable[version] = spec
         if cached_wheel(version, cache or default_cache_dir()) is None and not args.offline:
             print(f"crossattn-sizing: downloading the vllm {version} wheel (once, into the cache)",
                   file=sys.stderr)  # fmt: skip
         trees.append(open_release(version, cache, offline=args.offline, offline_by=args.offline_by))
-    trees.extend(open_dir(path) for path in args.vllm_path)
     return trees
 
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (for the Markdown report's first line)."""
     words = ["crossattn-sizing", "audit"]
-    words += [w for v in args.vllm for w in ("--vllm", v)]
-    words += [w for p in args.vllm_path for w in ("--vllm-path", p)]
+    words += [w for spec in args.engine for w in ("--engine", spec)]
     words += [w for r in args.runner or [] for w in ("--runner", r)]
     words += ["--offline"] if args.offline and getattr(args, "offline_by", "--offline") == "--offline" else []
     words += ["--read-only"] if args.read_only else []

@@ -95,23 +95,23 @@ class DirTree:
 
 
 def open_dir(path: str | os.PathLike[str]) -> DirTree:
-    """A tree for ``--vllm-path``: a ``vllm`` package directory or a checkout holding one.
+    """A tree for ``audit --engine vllm@PATH``: a ``vllm`` package directory or a checkout holding one.
 
     A checkout (``DIR/vllm/v1`` exists) and an installed package (``DIR/v1``
-    exists) are both accepted, so the same flag audits ``site-packages/vllm``
+    exists) are both accepted, so the same spec audits ``site-packages/vllm``
     and a git clone.
     """
     root = Path(path).expanduser()
     problem = input_folder_problem(root)  # a link loop or a device is refused before it is listed
     if problem is not None:
-        raise ReleaseUnavailable(f"--vllm-path {path}: {problem}")
+        raise ReleaseUnavailable(f"--engine vllm@{path}: {problem}")
     if (root / PACKAGE / "v1").is_dir():
         package = root / PACKAGE
     elif (root / "v1").is_dir():
         package = root
     else:
         raise ReleaseUnavailable(
-            f"--vllm-path {path}: neither a vllm package directory (no v1/) "
+            f"--engine vllm@{path}: neither a vllm package directory (no v1/) "
             f"nor a source checkout (no {PACKAGE}/v1/)"
         )
     tree = DirTree(package)
@@ -136,10 +136,10 @@ def default_cache_dir() -> Path:
     return settings.wheel_cache()
 
 
-def check_version(version: str, option: str | None = "--vllm") -> str:
+def check_version(version: str, option: str | None = None) -> str:
     """Reject what cannot be a release number before pip sees it (one clear line, no pip noise).
 
-    ``option`` names what the user typed (``--vllm``, ``--engine``, ``--policy``); None where it is
+    ``option`` names what the user typed (``--engine``, ``--policy``); None where it is
     not known, and the message then shows the spec as ``vllm==X``.
     """
     version = version.strip()
