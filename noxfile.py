@@ -205,7 +205,7 @@ def audit(session: nox.Session) -> None:
     if not session.posargs:
         env = dict(CPU_ENV, CROSSATTN_AUDIT_WHEELS="1")
         session.run("pytest", "-m", "audit_wheels", "tests/test_audit_wheels.py", env=env)
-    args = [a for r in releases for a in ("--vllm", r)]
+    args = [a for r in releases for a in ("--engine", f"vllm=={r}")]
     reports = ["--json", "reports/audit.json", "--markdown", "reports/audit.md"]
     session.run("crossattn-sizing", "audit", *args, *reports, success_codes=[0, 1, 3])
 

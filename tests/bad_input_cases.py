@@ -292,12 +292,16 @@ CASES: list[Case] = [
     C("reproduce", "--config", "{d}/nemotron-square.json", status=0, says="reproduce"),
     C("reproduce", "whisper", status=0, says="reproduce whisper"),
     # audit (offline: nothing is downloaded) ------------------------------------
-    C("audit", says="give at least one --vllm VERSION or --vllm-path DIR"),
-    C("audit", "--vllm-path", "{d}/missing", says="missing"),
-    C("audit", "--vllm", "0.24.0", "--offline", "--cache-dir", "{d}/empty-cache", says="0.24.0"),
-    C("audit", "--vllm", "latest", "--offline", says="latest"),
-    C("audit", "--vllm-path", "{d}", "--json", "{d}", says="is a folder; name a file to write"),
-    C("audit", "--vllm-path", "{d}", "--runner", "v9", says="argument --runner: invalid choice"),
+    C("audit", says="give at least one --engine vllm==X or --engine vllm@PATH"),
+    C("audit", "--engine", "vllm@{d}/missing", says="missing"),
+    C("audit", "--engine", "vllm==0.24.0", "--offline", "--cache-dir", "{d}/empty-cache", says="0.24.0"),
+    C("audit", "--engine", "vllm==latest", "--offline", says="latest"),
+    C("audit", "--engine", "0.24.0", says="audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH"),
+    C("audit", "--engine", "sglang==0.5.0", says="audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH"),
+    C("audit", "--vllm", "0.24.0", says="--vllm is no longer an option: use --engine vllm==X"),
+    C("audit", "--vllm-path", "{d}", says="--vllm-path is no longer an option: use --engine vllm@PATH"),
+    C("audit", "--engine", "vllm@{d}", "--json", "{d}", says="is a folder; name a file to write"),
+    C("audit", "--engine", "vllm@{d}", "--runner", "v9", says="argument --runner: invalid choice"),
     # the pytest plugin ---------------------------------------------------------
     C("pytest", CAPACITY, "--policy", "nope", status=4, says="unknown sizing policy 'nope'", isolated=True),
     C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:raises", status=4, says="raised ValueError",
@@ -350,12 +354,12 @@ CASES: list[Case] = [
     # two outputs naming one file; an output inside the regressions folder
     C("verify", "--json", "{d}/report.out", "--junit-xml", "{d}/report.out", says="report.out: names the same file as --json"),
     C("verify", "--json", "{d}/report.out", "--junit-xml", "{d}/out-regressions/../report.out", says="names the same file as --json"),
-    C("audit", "--vllm-path", "{d}/syntax-tree", "--json", "{d}/audit.out", "--markdown", "{d}/audit.out", says="audit.out: names the same file as --json"),
+    C("audit", "--engine", "vllm@{d}/syntax-tree/vllm", "--json", "{d}/audit.out", "--markdown", "{d}/audit.out", says="audit.out: names the same file as --json"),
     C("verify", "--json", "{d}/out-regressions/report.json", says="lies in the regressions folder", env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
     C("fuzz", "--regressions", "{d}/out-regressions", "--json", "{d}/out-regressions/summary.json", says="lies in the regressions folder"),
     C("prove", "--policy", "mrv2", "--json", "{d}/out-regressions/p.json", *SMALL_DOMAIN, says="lies in the regressions folder",
       env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
-    C("audit", "--vllm-path", "{d}/syntax-tree", "--json", "{d}/out-regressions/a.json", says="lies in the regressions folder",
+    C("audit", "--engine", "vllm@{d}/syntax-tree/vllm", "--json", "{d}/out-regressions/a.json", says="lies in the regressions folder",
       env={"CROSSATTN_REGRESSIONS_DIR": "{d}/out-regressions"}),
     # environment variables are options too
     C("check", "--config", NEMOTRON, "--encoder-len", "1", says="CROSSATTN_DCP_TIMEOUT='abc': must be a number of seconds", env={"CROSSATTN_DCP_TIMEOUT": "abc"}),
@@ -382,7 +386,7 @@ CASES: list[Case] = [
     C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm, vllm==X.Y.Z or vllm@PATH"),
     C("reproduce", "whisper", "--engine", "vllm@/nonexistent", says="--engine vllm@/nonexistent: "
       "/nonexistent has no vllm package"),
-    C("audit", "--vllm-path", "{d}/syntax-tree", status=3, says="sizing of vLLM releases"),
+    C("audit", "--engine", "vllm@{d}/syntax-tree/vllm", status=3, says="sizing of vLLM releases"),
     # --- issue 20: hostile user code, signals, fleet (s3-hostile) ---
     # A policy at the start-up probe: it leaves, fakes a Ctrl-C, runs out of memory or stack, changes its config.
     *(C("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", f"{UNUSABLE}:{policy}", says=says)
@@ -460,8 +464,7 @@ CASES: list[Case] = [
     C("reproduce", "whisper", "--engine", "vllm@{d}/loop", says="/loop is a symbolic link loop (vllm@PATH takes a folder"),
     C("reproduce", "whisper", "--engine", "vllm@/dev/null", says="/dev/null is a character device, not a folder"),
     C("verify", "--impl", "vllm@{d}/fifo.json", says="is a FIFO (named pipe), not a folder"),
-    C("audit", "--vllm-path", "{d}/loop", says="/loop: is a symbolic link loop"),
-    C("audit", "--vllm", "vllm@{d}/loop", says="is a symbolic link loop"),
+    C("audit", "--engine", "vllm@{d}/loop", says="/loop is a symbolic link loop (vllm@PATH takes a folder"),
     C("pytest", CAPACITY, "--impl", "vllm@{d}/loop", status=4, says="is a symbolic link loop", isolated=True),
     C("pytest", CAPACITY, "--policy", "vllm@/dev/null", status=4, says="is a character device", isolated=True),
     # outputs that are FIFOs, devices or link loops: never opened (a FIFO blocks), no side file beside a device
@@ -472,9 +475,9 @@ CASES: list[Case] = [
     C("fuzz", "--json", "{d}/fifo.json", says="is a FIFO (named pipe)"),
     C("fuzz", "--regressions", "{d}/loop", says="/loop: is a symbolic link loop"),
     C("map", "--policy", "mrv2", "--out", "/dev/null", says="--out /dev/null: is a character device"),
-    C("audit", "--vllm-path", "{d}/syntax-tree", "--markdown", "{d}/zero.json", says="is a character device"),
+    C("audit", "--engine", "vllm@{d}/syntax-tree/vllm", "--markdown", "{d}/zero.json", says="is a character device"),
     # offline means offline (an empty cache: refused naming the variable, never a download)
-    C("audit", "--vllm", "0.25.0", "--cache-dir", "{d}/empty-cache", says="empty-cache (CROSSATTN_OFFLINE=1)",
+    C("audit", "--engine", "vllm==0.25.0", "--cache-dir", "{d}/empty-cache", says="empty-cache (CROSSATTN_OFFLINE=1)",
       env={"CROSSATTN_OFFLINE": "1"}),
     C("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", "vllm==0.25.0", says="vllm==0.25.0 is not in the wheel cache",
       env={"CROSSATTN_OFFLINE": "1", "HOME": "{d}/empty-home"}),

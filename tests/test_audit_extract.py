@@ -545,7 +545,7 @@ def run_cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 def test_cli_prefix_release_fails(tmp_path, capsys):
     root = write_tree(tmp_path / "old", {**v2_files("prefix", "pow2"), **v1_files()})
     report = tmp_path / "reports" / "audit.json"
-    code, out, err = run_cli(["audit", "--vllm-path", str(root), "--json", str(report)], capsys)
+    code, out, err = run_cli(["audit", "--engine", f"vllm@{root / 'vllm'}", "--json", str(report)], capsys)
     assert code == 1, err
     assert "fails" in out and "holds" in out
     assert "209 columns needed, 128 given" in out
@@ -560,14 +560,14 @@ def test_cli_prefix_release_fails(tmp_path, capsys):
 
 def test_cli_fixed_release_holds_on_a_package_dir(tmp_path, capsys):
     root = write_tree(tmp_path / "new", {**v2_files("fixed", "gcd"), **v1_files()})
-    code, out, err = run_cli(["audit", "--vllm-path", str(root / "vllm"), "--runner", "v2"], capsys)
+    code, out, err = run_cli(["audit", "--engine", f"vllm@{root / 'vllm'}", "--runner", "v2"], capsys)
     assert code == 0, out + err
     assert "holds" in out and "9.9.9" in out
 
 
 def test_cli_unreadable_exits_3(tmp_path, capsys):
     root = write_tree(tmp_path / "odd", v2_files(method="initialize_kv_caches"))
-    code, out, _ = run_cli(["audit", "--vllm-path", str(root), "--runner", "v2"], capsys)
+    code, out, _ = run_cli(["audit", "--engine", f"vllm@{root / 'vllm'}", "--runner", "v2"], capsys)
     assert code == 3
     assert "could not be read" in out
     assert "method initialize_kv_cache not found in vllm/v1/worker/gpu/model_runner.py" in out
@@ -575,7 +575,7 @@ def test_cli_unreadable_exits_3(tmp_path, capsys):
 
 def test_cli_user_errors_exit_2(tmp_path, capsys):
     code, _, err = run_cli(["audit"], capsys)
-    assert code == 2 and "--vllm VERSION or --vllm-path DIR" in err
-    code, _, err = run_cli(["audit", "--vllm-path", str(tmp_path)], capsys)
-    assert code == 2 and "neither a vllm package directory" in err
+    assert code == 2 and "--engine vllm==X or --engine vllm@PATH" in err
+    code, _, err = run_cli(["audit", "--engine", f"vllm@{tmp_path}"], capsys)
+    assert code == 2 and "has no vllm package" in err and "installed vllm package directory" in err
     assert "Traceback" not in err

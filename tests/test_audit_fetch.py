@@ -124,7 +124,7 @@ def test_zip_tree_reads_members_without_extracting(tmp_path):
 
 def test_cli_audits_a_cached_release(tmp_path, capsys):
     make_wheel(tmp_path, "0.30.0")
-    code = cli.main(["audit", "--vllm", "0.30.0", "--cache-dir", str(tmp_path), "--offline"])
+    code = cli.main(["audit", "--engine", "vllm==0.30.0", "--cache-dir", str(tmp_path), "--offline"])
     out, err = capsys.readouterr()
     # V1 is absent from this small wheel: not a pass of its own, and no reason for exit 3 while V2 holds.
     assert code == 0, out + err
@@ -137,7 +137,7 @@ def test_cli_download_failure_exits_2_without_traceback(tmp_path, capsys, monkey
         raise ReleaseUnavailable(f"could not download vllm=={version}: ERROR: No matching distribution")
 
     monkeypatch.setattr(sources, "pip_download", failing)
-    code = cli.main(["audit", "--vllm", "0.0.1", "--cache-dir", str(tmp_path)])
+    code = cli.main(["audit", "--engine", "vllm==0.0.1", "--cache-dir", str(tmp_path)])
     _, err = capsys.readouterr()
     assert code == 2
     assert err.strip().splitlines()[-1] == (

@@ -351,7 +351,7 @@ def test_cli_reports_the_matching_built_in_and_the_row_entries(tmp_path, capsys)
     root = write_tree(tmp_path / "rel", spec_field_files())
     report = tmp_path / "audit.json"
     code, out, err = run_cli(
-        ["audit", "--vllm-path", str(root), "--runner", "v2", "--json", str(report)], capsys
+        ["audit", "--engine", f"vllm@{root / 'vllm'}", "--runner", "v2", "--json", str(report)], capsys
     )
     assert code == 0, out + err
     assert "= mrv2" in out

@@ -52,7 +52,7 @@ def test_every_verdict_says_how_it_was_reached_and_how_long_it_took(tmp_path):
 def test_markdown_report_starts_with_the_command_that_regenerates_it(tmp_path, capsys):
     root = write_tree(tmp_path / "old", {**v2_files("prefix", "pow2"), **v1_files()})
     md, js = tmp_path / "reports" / "audit.md", tmp_path / "reports" / "audit.json"
-    argv = ["audit", "--vllm-path", str(root), "--json", str(js), "--markdown", str(md)]
+    argv = ["audit", "--engine", f"vllm@{root / 'vllm'}", "--json", str(js), "--markdown", str(md)]
     code, _, err = run_cli(argv, capsys)
     assert code == 1, err
     text = md.read_text(encoding="utf-8")
@@ -60,7 +60,7 @@ def test_markdown_report_starts_with_the_command_that_regenerates_it(tmp_path, c
     assert first == f"Regenerate: `{shlex.join(['crossattn-sizing', *argv])}`"
     assert "| vLLM | ModelRunner V2 | path | wall | ModelRunner V1 | path | wall |" in text
     assert "**fails**" in text and "Nemotron-Parse 209 needed, 128 given" in text
-    assert f"| {root} (9.9.9) | **fails**: " in text
+    assert f"| {root / 'vllm'} (9.9.9) | **fails**: " in text
     assert "Exit status 1: some runner fails." in text
     assert f"directory {root / 'vllm'}" in text
     data = json.loads(js.read_text(encoding="utf-8"))

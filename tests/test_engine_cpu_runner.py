@@ -144,7 +144,7 @@ def test_a_cpu_runner_without_the_encoder_budget_fails_the_audit(tmp_path: Path)
 def test_a_release_without_the_cpu_runner_is_absent_not_a_failed_execution(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``audit --vllm vllm@TREE --runner v2 --runner cpu`` on a 0.25.0 tree: V2 executed and holding, the
+    """``audit --engine vllm@TREE --runner v2 --runner cpu`` on a 0.25.0 tree: V2 executed and holding, the
     CPU row absent, and no worker asked to run a file the tree does not have."""
     import json
     import subprocess
@@ -157,7 +157,7 @@ def test_a_release_without_the_cpu_runner_is_absent_not_a_failed_execution(
     tree = build_tree(tmp_path / "checkout", "0.25.0")
     report = tmp_path / "audit.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "crossattn_sizing", "audit", "--vllm", f"vllm@{tree}", "--runner", "v2",
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--engine", f"vllm@{tree}", "--runner", "v2",
          "--runner", "cpu", "--json", str(report), "--markdown", str(tmp_path / "audit.md")],
         capture_output=True, text=True, check=False, timeout=600,
     )  # fmt: skip

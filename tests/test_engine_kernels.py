@@ -361,10 +361,10 @@ def test_a_folder_without_vllm_is_one_line(tmp_path: Path) -> None:
 
 
 def test_audit_executes_a_source_tree(tree: Path, tmp_path: Path) -> None:
-    """``audit --vllm vllm@PATH`` reads the tree and executes its V2 sizing (reproduce: nox -s engine)."""
+    """``audit --engine vllm@PATH`` reads the tree and executes its V2 sizing (reproduce: nox -s engine)."""
     report = tmp_path / "audit.json"
     audit = subprocess.run(
-        [sys.executable, "-m", "crossattn_sizing", "audit", "--vllm", f"vllm@{tree}", "--runner", "v2",
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--engine", f"vllm@{tree}", "--runner", "v2",
          "--json", str(report), "--markdown", str(tmp_path / "audit.md")],
         capture_output=True, text=True, check=False, timeout=600, env=dict(os.environ),
     )  # fmt: skip

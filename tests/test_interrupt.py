@@ -113,7 +113,7 @@ MOMENTS = [
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.check_impl"),
     (["verify", "--policy", "mrv2", "-k", "test_capacity"], "crossattn_sizing.runs.verify_run.run_suite"),
     (["fuzz", "--policy", "mrv2", "--max-rounds", "1"], f"{COMMANDS}.fuzz.run_suite"),
-    (["audit", "--vllm", "0.24.0", "--offline"], f"{COMMANDS}.audit._sources"),
+    (["audit", "--engine", "vllm==0.24.0", "--offline"], f"{COMMANDS}.audit._sources"),
 ]
 
 

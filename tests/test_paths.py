@@ -167,7 +167,7 @@ def test_a_policy_that_changes_directory_does_not_move_the_json(
 
 
 FETCHING = [
-    ("audit", "--vllm", "0.25.0", "--read-only"),
+    ("audit", "--engine", "vllm==0.25.0", "--read-only"),
     ("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", "vllm==0.25.0"),
     ("reproduce", "whisper", "--engine", "vllm==0.25.0"),
     ("verify", "--impl", "vllm==0.25.0", "--policy", "mrv2"),

@@ -147,7 +147,7 @@ def test_a_runner_file_that_does_not_parse_says_so(
     runner = tmp_path / "vllm" / "v1" / "worker" / "gpu"
     runner.mkdir(parents=True)
     (runner / "model_runner.py").write_text("class GPUModelRunner(:\n")
-    code = cli.main(["audit", "--vllm-path", str(tmp_path), "--runner", "v2"])
+    code = cli.main(["audit", "--engine", f"vllm@{tmp_path / 'vllm'}", "--runner", "v2"])
     out = capsys.readouterr().out
     assert code == 3
     assert "model_runner.py is not valid Python (invalid syntax, line 1)" in out and "not found" not in out
