@@ -301,8 +301,9 @@ def test_034_cpu_runner_sizes_as_the_gpu_runner() -> None:
 def test_audit_executes_both_runners_of_034(tmp_path: Path) -> None:
     report = tmp_path / "audit.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "crossattn_sizing", "audit", "--engine", "vllm==0.34.0", "--engine", "vllm==0.25.0",
-         "--runner", "v2", "--runner", "cpu", "--json", str(report), "--markdown", str(tmp_path / "a.md")],
+        [sys.executable, "-m", "crossattn_sizing", "audit", "--engine", "vllm==0.34.0",
+         "--engine", "vllm==0.25.0", "--runner", "v2", "--runner", "cpu",
+         "--json", str(report), "--markdown", str(tmp_path / "a.md")],
         capture_output=True, text=True, check=False, timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -65,11 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--engine", action="append", default=[], metavar="SPEC",
-                        help="what to audit (repeatable): vllm==X, a release (e.g. vllm==0.24.0), "
-                             "or vllm@PATH, a folder holding vllm/ (a checkout or site-packages) whose "
-                             "V2 sizing is also executed, or an installed vllm package directory "
-                             "(read only)")  # fmt: skip
+    options.ENGINE.add(parser, repeatable=True)  # audit: vllm==X or vllm@PATH, see _checked
     refuse_spelling(parser.add_argument, "--vllm", "--engine vllm==X")
     refuse_spelling(parser.add_argument, "--vllm-path", "--engine vllm@PATH")
     parser.add_argument("--runner", action="append", choices=sorted(RUNNERS), default=None,
@@ -145,7 +141,7 @@ def _sources(args: argparse.Namespace) -> list[SourceTree]:
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (for the Markdown report's first line)."""
     words = ["crossattn-sizing", "audit"]
-    words += [w for spec in args.engine for w in ("--engine", spec)]
+    words += [w for spec in args.engine or [] for w in ("--engine", spec)]
     words += [w for r in args.runner or [] for w in ("--runner", r)]
     words += ["--offline"] if args.offline and getattr(args, "offline_by", "--offline") == "--offline" else []
     words += ["--read-only"] if args.read_only else []
