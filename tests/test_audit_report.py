@@ -6,6 +6,7 @@ Trees are self-written (``tests/test_audit_extract.py`` and ``tests/fixtures/aud
 
 from __future__ import annotations
 
+import argparse
 import json
 import shlex
 
@@ -15,6 +16,7 @@ from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.scope import DISPATCH_PATH, v2_encoder_decoder_scope
 from crossattn_sizing.audit.verdicts import RunnerVerdict, audit_tree
 from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands import audit
 from crossattn_sizing.commands.audit_report import exit_status
 from tests.test_audit_extract import fixture, run_cli, tree_of, v1_files, v2_files, write_tree
 
@@ -65,6 +67,17 @@ def test_markdown_report_starts_with_the_command_that_regenerates_it(tmp_path, c
     assert f"directory {root / 'vllm'}" in text
     data = json.loads(js.read_text(encoding="utf-8"))
     assert {r["path"] for r in data["results"]} == {"read"}
+
+
+def test_engine_tree_is_executed_and_an_installed_package_dir_only_read(tmp_path):
+    """``--engine vllm@PATH``: a folder holding ``vllm/`` is read and its V2 sizing executed (the spec
+    the worker runs); the ``vllm`` package directory itself (``v1/`` inside) is read only, as
+    ``--vllm-path`` read it."""
+    root = write_tree(tmp_path / "t", {**v2_files("fixed", "gcd"), **v1_files(), "vllm/__init__.py": ""})
+    args = argparse.Namespace(engine=[f"vllm@{root}", f" vllm@{root / 'vllm'}"], cache_dir=None, offline=True)
+    trees = audit._sources(args)
+    assert [t.label for t in trees] == [f"{root.resolve()} (9.9.9)", f"{root / 'vllm'} (9.9.9)"]
+    assert args.executable == {f"{root.resolve()} (9.9.9)": f"vllm@{root}"}
 
 
 @pytest.mark.parametrize(
