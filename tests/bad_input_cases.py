@@ -300,6 +300,17 @@ CASES: list[Case] = [
     C("audit", "--engine", "sglang==0.5.0", says="audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH"),
     C("audit", "--vllm", "0.24.0", says="--vllm is no longer an option: use --engine vllm==X"),
     C("audit", "--vllm-path", "{d}", says="--vllm-path is no longer an option: use --engine vllm@PATH"),
+    # every other retired spelling (docs/spec.md §1): refused, naming the one to type instead
+    C("verify", "--profile", "ci", says="--profile is no longer an option: use --hypothesis-profile"),
+    C("fuzz", "--workers", "2", says="--workers is no longer an option: use --jobs"),
+    C("prove", "--policy", "mrv2", "--encoder-tokens", "5", says="--encoder-tokens is no longer an option: use --encoder-budget"),
+    C("prove", "--policy", "mrv2", "--block-sizes", "16", says="--block-sizes is no longer an option: use --block-size"),
+    C("prove", "--policy", "mrv2", "--kernel-block-sizes", "16", says="use --kernel-block-size"),
+    C("reproduce", "whisper", "--max-num-encoder-input-tokens", "8", says="use --encoder-budget"),
+    C("reproduce", "whisper", "--encoder-tokens", "8", says="--encoder-tokens is no longer an option: use --encoder-len"),
+    C("check", "--config", NEMOTRON, "--encoder-lens", "3329", says="--encoder-lens is no longer an option: use --encoder-len"),
+    C("pytest", CAPACITY, "--sizing-policy", "mrv2", status=4, says="--sizing-policy is no longer an option: use --policy",
+      isolated=True),
     C("audit", "--engine", "vllm@{d}", "--json", "{d}", says="is a folder; name a file to write"),
     C("audit", "--engine", "vllm@{d}", "--runner", "v9", says="argument --runner: invalid choice"),
     # the pytest plugin ---------------------------------------------------------
@@ -515,7 +526,9 @@ def answer_lines(stderr: str) -> list[str]:
 def first_line(stdout: str, stderr: str) -> str:
     """The first line a user reads: the error line if there is one, else the report's first line."""
     said = answer_lines(stderr)
-    errors = [line for line in said if "error:" in line or line.startswith("ERROR")]
+    # pytest's argparse usage error starts with its usage banner ("ERROR: usage: ..."); the line after names the error
+    errors = [line for line in said if "error:" in line and not line.startswith("ERROR: usage:")]
+    errors = errors or [line for line in said if line.startswith("ERROR")]
     if errors:
         return errors[0].strip()
     shown = [line for line in stdout.splitlines() if line.strip()]
