@@ -450,13 +450,15 @@ def test_cli_exit_1_with_counterexamples(capsys: pytest.CaptureFixture[str], tmp
     assert first["entries_needed"] > first["entries_given"]
 
 
+SHORT_BY_ONE = ("def short_by_one(config):\n"
+                "    return tuple(max(w - 1, 0) for w in widths(config, 'fixed', 'none'))\n")  # fmt: skip
+"""A user's policy one column short of the unaligned widths, with no vectorised form."""
+
+
 def test_cli_user_policy_falls_back_and_says_so(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    user_policy(tmp_path, monkeypatch, "my_sizing", (
-        "def short_by_one(config):\n"
-        "    return tuple(max(w - 1, 0) for w in widths(config, 'fixed', 'none'))\n"
-    ))  # fmt: skip
+    user_policy(tmp_path, monkeypatch, "my_sizing", SHORT_BY_ONE)
     argv = ["prove", "--policy", "my_sizing:short_by_one", "--block-size", "1-4", "--max-model-len", "1-9"]
     assert main([*argv, *TINY_LENGTHS]) == 1
     captured = capsys.readouterr()
