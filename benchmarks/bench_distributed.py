@@ -57,11 +57,11 @@ def property_rates(backend: str) -> dict[str, tuple[int, float]]:
     return {r.name: (r.examples, r.duration_s) for r in results}
 
 
-def group_start_seconds(world: int) -> float:
-    """Wall time to start a gloo group of ``world`` ranks (import torch, rendezvous, load the impl)."""
+def group_start_seconds(dcp_size: int) -> float:
+    """Wall time to start a gloo group of ``dcp_size`` ranks (import torch, rendezvous, load the impl)."""
     from crossattn_sizing.distributed.pool import RankPool
 
-    pool = RankPool("gloo", world, "torch")
+    pool = RankPool("gloo", dcp_size, "torch")
     start = time.perf_counter()
     pool.start()
     elapsed = time.perf_counter() - start

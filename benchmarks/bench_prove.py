@@ -32,22 +32,22 @@ from crossattn_sizing.prove import ABSENT, Domain, prove
 # At least 10**7 configs, C = 1: every block size 1..512 with every kernel block size.
 LARGE = {
     "block_sizes": "1-512",
-    "dcp": "1",
-    "max_model_len": "1-4096:63",
-    "encoder_tokens": "1-8192:63",
+    "dcp_sizes": "1",
+    "max_model_lens": "1-4096:63",
+    "encoder_budgets": "1-8192:63",
     "source_positions": "absent,0,448,1500,2048",
 }
 # About 1.3 * 10**7 configs: the "at least 10**7 in under a minute" figure, fixed costs included.
 MEDIUM = LARGE | {
-    "max_model_len": "1-4096:128",
-    "encoder_tokens": "1-8192:256",
+    "max_model_lens": "1-4096:128",
+    "encoder_budgets": "1-8192:256",
     "source_positions": "absent,0,1500,2048",
 }
 SMALL = {
     "block_sizes": "1-64",
-    "dcp": "1",
-    "max_model_len": "1-4096:512",
-    "encoder_tokens": "1-8192:512",
+    "dcp_sizes": "1",
+    "max_model_lens": "1-4096:512",
+    "encoder_budgets": "1-8192:512",
     "source_positions": "absent,0",
 }
 

@@ -16,12 +16,12 @@ from .failures import assert_equal, fail_rerun
 
 def case_lines(config: RunnerConfig, group: KVCacheGroup, layout: tuple[int, int, int]) -> list[str]:
     """The heading and the case of an admission failure."""
-    kbs, dcp, interleave = layout
+    kbs, dcp_size, interleave = layout
     return [
         "the admission model disagrees with the reference oracle",
         f"  config: {config.describe()}",
         f"  group:  {group.kind.value} (bs={group.block_size}, kbs={kbs}), "
-        f"DCP {dcp} x interleave {interleave}",
+        f"DCP {dcp_size} x interleave {interleave}",
     ]
 
 

@@ -177,17 +177,17 @@ def encoder_decoder_config(
     b: int,
     e: int | None = None,
     s: int | None = None,
-    dcp: tuple[int, int] = (1, 1),
+    sharding: tuple[int, int] = (1, 1),
     max_num_reqs: int = 1,
     mamba: tuple[bool, int] = (False, 0),
 ) -> RunnerConfig:
     """The config of drawn values, named by docs/spec.md §1's symbols.
 
-    ``dcp`` is ``(C, I)``; ``mamba`` is ``(prefix_caching, num_speculative_blocks)``,
+    ``sharding`` is ``(C, I)``; ``mamba`` is ``(prefix_caching, num_speculative_blocks)``,
     the fields only mamba widths read.
     """
     return RunnerConfig(
         max_model_len=m, max_num_batched_tokens=b, max_num_encoder_input_tokens=e, max_source_positions=s,
-        dcp_size=dcp[0], dcp_interleave=dcp[1], max_num_reqs=max_num_reqs, groups=tuple(groups),
+        dcp_size=sharding[0], dcp_interleave=sharding[1], max_num_reqs=max_num_reqs, groups=tuple(groups),
         prefix_caching=mamba[0], num_speculative_blocks=mamba[1],
     )  # fmt: skip

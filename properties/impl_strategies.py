@@ -203,10 +203,10 @@ class SlotCase:
 @st.composite
 def slot_cases(draw: st.DrawFn) -> SlotCase:
     """A step over 1-3 groups: self and cross (both modes), DCP, interleave, expansion, padding."""
-    dcp = draw(st.sampled_from([1, 1, 2, 3, 4]), label="dcp_size")
-    interleave = draw(st.sampled_from([1, 2, 3, 4]), label="dcp_interleave") if dcp > 1 else 1
+    dcp_size = draw(st.sampled_from([1, 1, 2, 3, 4]), label="dcp_size")
+    interleave = draw(st.sampled_from([1, 2, 3, 4]), label="dcp_interleave") if dcp_size > 1 else 1
     num_groups = draw(st.integers(1, 3), label="num_groups")
-    kinds = ["self", "cross", "cross-sharded"] if dcp > 1 else ["self", "cross"]
+    kinds = ["self", "cross", "cross-sharded"] if dcp_size > 1 else ["self", "cross"]
     raw_groups = []
     for i in range(num_groups):
         kind = draw(st.sampled_from(kinds), label=f"group[{i}].kind")
@@ -223,7 +223,7 @@ def slot_cases(draw: st.DrawFn) -> SlotCase:
         computed = draw(st.integers(0, seq_len - 1), label=f"req[{i}].computed")
         enc = draw(st.integers(1, 200), label=f"req[{i}].encoder_len")
         requests.append(SlotRequest(order[i], seq_len, computed, enc))
-    draft = SlotCase(dcp, interleave, num_rows, (), tuple(requests), 0)
+    draft = SlotCase(dcp_size, interleave, num_rows, (), tuple(requests), 0)
     groups = []
     for i, (kind, bs, kbs) in enumerate(raw_groups):
         probe = SlotGroup(kind, bs, kbs, 0)
@@ -231,8 +231,8 @@ def slot_cases(draw: st.DrawFn) -> SlotCase:
         slack = draw(st.integers(0, 2), label=f"group[{i}].width_slack")
         groups.append(SlotGroup(kind, bs, kbs, need + slack))
     pad_extra = draw(st.integers(0, 8), label="pad_extra")
-    case = SlotCase(dcp, interleave, num_rows, tuple(groups), tuple(requests), pad_extra)
-    event(f"DCP size {dcp}" + (f", interleave {interleave}" if dcp > 1 else ""))
+    case = SlotCase(dcp_size, interleave, num_rows, tuple(groups), tuple(requests), pad_extra)
+    event(f"DCP size {dcp_size}" + (f", interleave {interleave}" if dcp_size > 1 else ""))
     for g in groups:
         event(f"group kind {g.kind}")
         if g.bpk > 1:
@@ -284,22 +284,22 @@ def attention_configs(draw: st.DrawFn, max_dcp: int = 4) -> RunnerConfig:
         s = draw(st.one_of(st.none(), st.integers(0, 2 * m)), label="max_source_positions")
         e = draw(st.one_of(st.none(), st.integers(1, 2 * m + 64)), label="max_num_encoder_input_tokens")
     b = batched_tokens(m, e, draw(st.integers(0, 64), label="batched_tokens_above_needed"))
-    dcp = draw(st.sampled_from([1, 1, 2, 3, 4][: 1 + max_dcp]), label="dcp_size") if max_dcp > 1 else 1
+    dcp_size = draw(st.sampled_from([1, 1, 2, 3, 4][: 1 + max_dcp]), label="dcp_size") if max_dcp > 1 else 1
     # Under DCP the interleave is drawn first and block sizes from its multiples:
     # drawing sizes first leaves almost only I = 1 (it must divide every kbs).
-    interleave = draw(st.sampled_from([1, 1, 2, 4]), label="dcp_interleave") if dcp > 1 else 1
+    interleave = draw(st.sampled_from([1, 1, 2, 4]), label="dcp_interleave") if dcp_size > 1 else 1
     d = HypothesisDraws(draw)
-    groups = [draw_group(d, kind, SMALL_BLOCK_SIZES, dcp, multiple_of=interleave)
+    groups = [draw_group(d, kind, SMALL_BLOCK_SIZES, dcp_size, multiple_of=interleave)
               for kind in (GroupKind.CROSS, GroupKind.FULL)]
     if not groups[1].dcp_sharded:  # a replicated self-attention group: every rank has it all
         event("replicated self-attention group under DCP")
     if draw(st.booleans(), label="self_group_first"):
         groups.reverse()
-    config = encoder_decoder_config(groups, m, b, e, s, (dcp, interleave),
+    config = encoder_decoder_config(groups, m, b, e, s, (dcp_size, interleave),
                                     draw(st.integers(1, 4), label="max_num_reqs"))
     event("Nemotron-Parse-like (S absent, E > M)" if nemotron_like else "generic config")
-    if dcp > 1:
-        event(f"DCP size {dcp}, interleave {interleave}")
+    if dcp_size > 1:
+        event(f"DCP size {dcp_size}, interleave {interleave}")
     if any(g.bpk > 1 for g in groups):
         event("kernel expansion (bpk > 1)")
     return config

@@ -28,16 +28,16 @@ MAX_TOKENS = 3000
 
 def _layout(config: RunnerConfig, group: KVCacheGroup) -> tuple[int, int, int]:
     """``(kbs, C, I)`` as the oracle takes them: an unsharded group is ``C = 1``."""
-    dcp = config.dcp_factor(group)
-    return group.kbs, dcp, config.dcp_interleave if dcp > 1 else 1
+    dcp_size = config.dcp_factor(group)
+    return group.kbs, dcp_size, config.dcp_interleave if dcp_size > 1 else 1
 
 
-def _oracle_accepts(width: int, e: int, kbs: int, dcp: int, interleave: int) -> bool:
+def _oracle_accepts(width: int, e: int, kbs: int, dcp_size: int, interleave: int) -> bool:
     """Whether the oracle's sharded mapping finds a column for all ``e`` tokens on every rank."""
     row = list(range(width))
     try:
-        for rank in range(dcp):
-            self_attention_slots(row, range(e), kbs, dcp, interleave, rank, e)
+        for rank in range(dcp_size):
+            self_attention_slots(row, range(e), kbs, dcp_size, interleave, rank, e)
     except ColumnOutOfRange:
         return False
     return True
@@ -54,7 +54,7 @@ def test_entries_needed_is_the_narrowest_row_the_oracle_accepts(
 ) -> None:
     """``entries_needed(e)`` entries hold every token in the oracle's layout; one fewer does not."""
     group = _attention_group(data, config)
-    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
+    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_len")
     layout = _layout(config, group)
     needed = admission.entries_needed(config, group, e)
     assert_narrowest_row(needed, e, lambda width: _oracle_accepts(width, e, *layout),
@@ -67,9 +67,9 @@ def test_column_of_is_the_oracle_column(config: RunnerConfig, data: st.DataObjec
     group = _attention_group(data, config)
     position = data.draw(st.integers(0, 10 * MAX_TOKENS), label="position")
     layout = _layout(config, group)
-    kbs, dcp, interleave = layout
+    kbs, dcp_size, interleave = layout
     try:
-        self_attention_slots([], [position], kbs, dcp, interleave, 0, 1)
+        self_attention_slots([], [position], kbs, dcp_size, interleave, 0, 1)
     except ColumnOutOfRange as err:
         column = err.column
     else:  # the oracle's own contract (an empty row holds nothing), not the model under test
@@ -83,11 +83,11 @@ def test_entries_received_are_the_blocks_every_rank_fills(config: RunnerConfig, 
     """Allocation: each rank holds its share of ``e`` in manager blocks of ``bs``; the row receives
     the expanded ids of as many blocks as the fullest rank fills."""
     group = _attention_group(data, config)
-    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_tokens")
+    e = data.draw(st.integers(1, MAX_TOKENS), label="encoder_len")
     layout = _layout(config, group)
-    _, dcp, interleave = layout
+    _, dcp_size, interleave = layout
     context = case_lines(config, group, layout)
-    fullest = max(local_length(e, dcp, interleave, rank) for rank in range(dcp))
+    fullest = max(local_length(e, dcp_size, interleave, rank) for rank in range(dcp_size))
     blocks = -(-fullest // group.block_size)
     assert_agrees(f"blocks_allocated({e} tokens)", admission.blocks_allocated(config, group, e), blocks,
                   context)

@@ -283,7 +283,7 @@ CASES: list[Case] = [
     C("reproduce", "nemotron-parse", "--image-size", "10x10", says="image_size='10x10': must be at least"),
     C("reproduce", "nemotron-parse", "--image-size", "big", says="--image-size='big'"),
     C("reproduce", "nemotron-parse", "--max-model-len", "abc", says="--max-model-len 'abc': must be an integer"),
-    C("reproduce", "bart", "--encoder-len", "5000", says="encoder_tokens=5000: must be 1..1024"),
+    C("reproduce", "bart", "--encoder-len", "5000", says="encoder_len=5000: must be 1..1024"),
     C("reproduce", "whisper", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),
     C("reproduce", "t5", says="model='t5': must be one of"),
     C("reproduce", says="give a model name or --config FILE"),

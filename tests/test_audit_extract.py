@@ -444,7 +444,7 @@ def test_prefix_shape_fails_with_the_nemotron_counterexample(tmp_path):
     assert verdict.counterexample is not None
     assert verdict.counterexample.config == NEMOTRON
     assert verdict.nemotron == {
-        "encoder_tokens": 3329,
+        "encoder_len": 3329,
         "config": NEMOTRON.describe(),
         "columns_needed": 209,
         "columns_given": 128,

@@ -288,7 +288,7 @@ def test_prefix_sizing_fails_in_general_but_fits_whisper(tmp_path):
     assert verdict.outcome == Outcome.FAILS
     assert verdict.matches == ["mrv2-prefix"]
     assert verdict.whisper is not None and verdict.whisper["holds"] is True
-    assert verdict.whisper["encoder_tokens"] == 1500 and verdict.whisper["configs"] == 7
+    assert verdict.whisper["encoder_len"] == 1500 and verdict.whisper["configs"] == 7
     assert 0 < verdict.configs_failing < verdict.configs_checked == len(SAMPLE)
 
 

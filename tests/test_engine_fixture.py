@@ -101,12 +101,12 @@ def test_nemotron_shape_on_the_recorded_sizing(version: str, width: int) -> None
 @pytest.mark.parametrize(("version", "policy"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])
 def test_recorded_sizing_equals_the_modelled_policy(version: str, policy: str) -> None:
     """On a grid of shapes the executed code and the harness's model of it agree (both directions checked)."""
-    for m, e, s, bs, dcp in itertools.product(
+    for m, e, s, bs, dcp_size in itertools.product(
         (448, 2048), (2048, 3329), (None, 1500, 4096), (16, 48, 256), (1, 2)
     ):
         cfg = RunnerConfig(
             m, max(m, e), (KVCacheGroup("full", bs), KVCacheGroup("cross", bs)),
-            max_num_encoder_input_tokens=e, max_source_positions=s, dcp_size=dcp,
+            max_num_encoder_input_tokens=e, max_source_positions=s, dcp_size=dcp_size,
         )  # fmt: skip
         assert tuple(_fixture_blocks(version, cfg)) == BUILTIN_POLICIES[policy](cfg), cfg.describe()
 
@@ -367,8 +367,8 @@ def test_dependency_installer_names_and_refusals(tmp_path: Path, monkeypatch: py
 # prove through the batched path (widths_many) -------------------------------------------
 
 PROVE_GRID = Domain.parse(
-    block_sizes="16,48", kernel_block_sizes="16,48", dcp="1-2", max_model_len="448,2048,3329",
-    encoder_tokens="1-9000:733", source_positions="absent,1500",
+    block_sizes="16,48", kernel_block_sizes="16,48", dcp_sizes="1-2", max_model_lens="448,2048,3329",
+    encoder_budgets="1-9000:733", source_positions="absent,1500",
 )  # fmt: skip
 """1,794 configs: kernel blocks below the block, DCP with every interleave, E past M with S absent."""
 

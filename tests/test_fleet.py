@@ -96,7 +96,7 @@ def test_a_failure_found_by_one_worker_is_replayed_by_another_and_by_pytest(
 
     plain = plain_pytest(tmp_path, server)
     assert plain.returncode == 1, plain.stdout
-    assert FOUND in plain.stdout and "dcp=2" in plain.stdout  # a found DCP case, not a pinned one
+    assert FOUND in plain.stdout and "C=2" in plain.stdout  # a found DCP case, not a pinned one
     # Examples are stored per policy: a run of the fixed sizing neither replays nor deletes them.
     assert plain_pytest(tmp_path, server, "mrv2").returncode == 0
     assert plain_pytest(tmp_path, server).returncode == 1

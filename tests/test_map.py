@@ -33,11 +33,11 @@ def test_the_fix_covers_the_whole_plane_and_the_prefix_overflows_above_the_diago
 def test_markers_are_judged_with_their_own_config() -> None:
     by_label = {m.label: m for m in MARKERS}
     nemotron = by_label["Nemotron-Parse page, M=2048"]
-    assert nemotron.encoder_tokens == known_configs.NEMOTRON_PAGE_TOKENS
-    assert not covers(BUILTIN_POLICIES["mrv2-prefix"], nemotron.config, nemotron.encoder_tokens)
-    assert covers(BUILTIN_POLICIES["mrv2"], nemotron.config, nemotron.encoder_tokens)
+    assert nemotron.encoder_len == known_configs.NEMOTRON_PAGE_TOKENS
+    assert not covers(BUILTIN_POLICIES["mrv2-prefix"], nemotron.config, nemotron.encoder_len)
+    assert covers(BUILTIN_POLICIES["mrv2"], nemotron.config, nemotron.encoder_len)
     whisper = by_label["Whisper (S=1500)"]
-    assert covers(BUILTIN_POLICIES["mrv2-prefix"], whisper.config, whisper.encoder_tokens)
+    assert covers(BUILTIN_POLICIES["mrv2-prefix"], whisper.config, whisper.encoder_len)
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])

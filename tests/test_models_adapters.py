@@ -33,9 +33,9 @@ def test_whisper_fields() -> None:
 
 def test_whisper_always_has_s_frames() -> None:
     config = transformers.WhisperConfig(max_source_positions=750)
-    assert adapters.encoder_tokens(config).value == 750
+    assert adapters.encoder_len(config).value == 750
     with pytest.raises(ConfigError, match="Whisper always has 750"):
-        adapters.encoder_tokens(config, source_len=700)
+        adapters.encoder_len(config, source_len=700)
 
 
 @pytest.mark.parametrize("cls", [transformers.BartConfig, transformers.MBartConfig])
@@ -45,9 +45,9 @@ def test_bart_and_mbart_fields(cls: type) -> None:
     assert rc.max_source_positions is None  # no such field: the bug's trigger
     assert rc.max_model_len == 1024  # max_position_embeddings
     assert scenario.encoder_len.value == 1024  # the longest source it embeds
-    assert adapters.encoder_tokens(cls(), source_len=300).value == 300
+    assert adapters.encoder_len(cls(), source_len=300).value == 300
     with pytest.raises(ConfigError, match=r"1\.\.1024"):
-        adapters.encoder_tokens(cls(), source_len=1025)
+        adapters.encoder_len(cls(), source_len=1025)
 
 
 def test_nemotron_parse_fields() -> None:
@@ -102,16 +102,16 @@ def test_batched_tokens_that_cannot_start_are_refused() -> None:
 
 def test_image_size_only_applies_to_nemotron_parse() -> None:
     with pytest.raises(ConfigError, match="applies to nemotron-parse"):
-        adapters.encoder_tokens(transformers.BartConfig(), image_size=(2048, 1664))
+        adapters.encoder_len(transformers.BartConfig(), image_size=(2048, 1664))
     with pytest.raises(ConfigError, match="page size"):
-        adapters.encoder_tokens(NemotronParseConfig(), source_len=10)
+        adapters.encoder_len(NemotronParseConfig(), source_len=10)
 
 
 def test_an_unknown_model_needs_an_explicit_count() -> None:
     config = transformers.AutoConfig.for_model("t5")
     with pytest.raises(ConfigError, match="no encoder-token rule"):
-        adapters.encoder_tokens(config)
-    assert adapters.encoder_tokens(config, source_len=77).value == 77
+        adapters.encoder_len(config)
+    assert adapters.encoder_len(config, source_len=77).value == 77
 
 
 def test_config_json_round_trip_by_model_type() -> None:

@@ -17,25 +17,25 @@ from crossattn_sizing.models import nemotron_parse_config as stand_in
     ("image_size", "expected"),
     [((2048, 1648), 3201), ((2048, 1664), 3329), ((16, 64), 2), ((2048, 1663), 3201)],
 )
-def test_encoder_tokens_at_patch_16(image_size: tuple[int, int], expected: int) -> None:
+def test_encoder_len_at_patch_16(image_size: tuple[int, int], expected: int) -> None:
     # (H // p) * ((W // p) // 4) + 1: 1663 // 16 = 103 patch columns -> 25 neck columns, as 1648.
-    assert stand_in.encoder_tokens(image_size, 16) == expected
+    assert stand_in.encoder_len(image_size, 16) == expected
 
 
 def test_spec_pages() -> None:
-    assert stand_in.encoder_tokens((2048, 1648)) == 3201
-    assert stand_in.encoder_tokens((2048, 1664)) == 3329
+    assert stand_in.encoder_len((2048, 1648)) == 3201
+    assert stand_in.encoder_len((2048, 1664)) == 3329
 
 
 @pytest.mark.parametrize("size", [(15, 2048), (2048, 63), (0, 0)])
 def test_an_image_without_whole_patches_is_refused(size: tuple[int, int]) -> None:
     with pytest.raises(ConfigError, match="image_size"):
-        stand_in.encoder_tokens(size, 16)
+        stand_in.encoder_len(size, 16)
 
 
 def test_bad_patch_size_is_refused() -> None:
     with pytest.raises(ConfigError, match="patch_size"):
-        stand_in.encoder_tokens((2048, 1664), 0)
+        stand_in.encoder_len((2048, 1664), 0)
 
 
 @pytest.mark.parametrize(("text", "size"), [("2048x1664", (2048, 1664)), (" 10 X 20 ", (10, 20))])
@@ -80,8 +80,8 @@ def test_known_pages_agree_with_the_encoder_rule() -> None:
     """The figures the audit and the properties replay are what the encoder-token rule gives."""
     from crossattn_sizing.core import known_configs
 
-    assert stand_in.encoder_tokens(known_configs.NEMOTRON_PAGE) == known_configs.NEMOTRON_PAGE_TOKENS
-    narrow = stand_in.encoder_tokens(known_configs.NEMOTRON_NARROW_PAGE)
+    assert stand_in.encoder_len(known_configs.NEMOTRON_PAGE) == known_configs.NEMOTRON_PAGE_TOKENS
+    narrow = stand_in.encoder_len(known_configs.NEMOTRON_NARROW_PAGE)
     assert narrow == known_configs.NEMOTRON_NARROW_PAGE_TOKENS
     assert known_configs.nemotron_parse().max_source_positions is None
     assert known_configs.NEMOTRON_BATCHED_TOKENS >= known_configs.NEMOTRON_PAGE_TOKENS

@@ -35,9 +35,9 @@ from tests.broken_policies import BROKEN
 
 SMALL = {
     "block_sizes": "1-8,12,16",
-    "dcp": "1-3",
-    "max_model_len": "1-40:13",
-    "encoder_tokens": "1-300:23",
+    "dcp_sizes": "1-3",
+    "max_model_lens": "1-40:13",
+    "encoder_budgets": "1-300:23",
     "source_positions": "absent,0,7,200",
 }
 
@@ -60,7 +60,7 @@ def all_failures_by_loop(domain: Domain, policy) -> list[tuple]:  # type: ignore
     t = domain.groups
     lengths = list(zip(*(a.tolist() for a in domain.lengths(0, domain.num_lengths)), strict=True))
     out = []
-    for bs, kbs, dcp, inter in zip(*(a.tolist() for a in t), strict=True):
+    for bs, kbs, dcp_size, inter in zip(*(a.tolist() for a in t), strict=True):
         for m, e, s in lengths:
             config = RunnerConfig(
                 max_model_len=m,
@@ -68,7 +68,7 @@ def all_failures_by_loop(domain: Domain, policy) -> list[tuple]:  # type: ignore
                 groups=(KVCacheGroup(GroupKind.CROSS, bs, kbs),),
                 max_num_encoder_input_tokens=e,
                 max_source_positions=None if s == ABSENT else s,
-                dcp_size=dcp,
+                dcp_size=dcp_size,
                 dcp_interleave=inter,
             )
             found = scalar_check(policy, config)
@@ -80,7 +80,7 @@ def all_failures_by_loop(domain: Domain, policy) -> list[tuple]:  # type: ignore
 @functools.cache
 def expected_failures(name: str) -> tuple[Domain, list[prove_mod.Counterexample]]:
     """The loop's answer on the chunking test's domain, computed once per policy."""
-    domain = small_domain(block_sizes="1-8,12", dcp="1-2", encoder_tokens="1-300:37")
+    domain = small_domain(block_sizes="1-8,12", dcp_sizes="1-2", encoder_budgets="1-300:37")
     return domain, all_failures_by_loop(domain, BUILTIN_POLICIES[name])
 
 
@@ -101,7 +101,7 @@ def test_vector_widths_equal_scalar_widths_on_random_configs() -> None:
     n = 4000
     bs = rng.integers(1, 1025, n)
     kbs = np.array([rng.choice([d for d in range(1, b + 1) if b % d == 0]) for b in bs.tolist()])
-    dcp = rng.integers(1, 9, n)
+    dcp_size = rng.integers(1, 9, n)
     inter = np.array([rng.choice([d for d in range(1, k + 1) if k % d == 0]) for k in kbs.tolist()])
     m = rng.integers(1, 20000, n)
     e = rng.integers(1, 20000, n)
@@ -113,13 +113,13 @@ def test_vector_widths_equal_scalar_widths_on_random_configs() -> None:
             groups=(KVCacheGroup(GroupKind.CROSS, int(bs[i]), int(kbs[i])),),
             max_num_encoder_input_tokens=int(e[i]),
             max_source_positions=None if s[i] == ABSENT else int(s[i]),
-            dcp_size=int(dcp[i]),
-            dcp_interleave=int(inter[i]) if dcp[i] > 1 else 1,
+            dcp_size=int(dcp_size[i]),
+            dcp_interleave=int(inter[i]) if dcp_size[i] > 1 else 1,
         )
         for i in range(n)
     ]
     for length, alignment in itertools.product(("fixed", "prefix", "v1"), ("none", "pow2", "gcd")):
-        fast = vector_widths(length, alignment, bs, kbs, dcp, m, e, s)
+        fast = vector_widths(length, alignment, bs, kbs, dcp_size, m, e, s)
         slow = [widths(c, length, alignment)[0] for c in configs]
         assert fast.tolist() == slow, (length, alignment)
 
@@ -151,11 +151,11 @@ def test_first_n_counterexamples_are_the_canonical_first_n() -> None:
 
 def test_mrv2_prefix_counterexamples_are_nemotron_shaped() -> None:
     """Every failure of the pre-fix length has e > max(M, S): the encoder outgrows the row."""
-    domain = small_domain(block_sizes="1-8", dcp="1-2")
+    domain = small_domain(block_sizes="1-8", dcp_sizes="1-2")
     result = prove(domain, BUILTIN_POLICIES["mrv2-prefix-noalign"], examples=10**5)
     assert result.failures == len(result.counterexamples) > 0
     for c in result.counterexamples:
-        assert c.encoder_tokens > max(c.max_model_len, c.max_source_positions or 0)
+        assert c.encoder_len > max(c.max_model_len, c.max_source_positions or 0)
     assert any(c.max_source_positions is None for c in result.counterexamples)
 
 
@@ -164,8 +164,8 @@ def test_nemotron_parse_page_overflows_prefix_sizing() -> None:
     domain = Domain.parse(
         block_sizes="16",
         kernel_block_sizes="16",
-        max_model_len="2048,3328,9000",
-        encoder_tokens="3329",
+        max_model_lens="2048,3328,9000",
+        encoder_budgets="3329",
         source_positions="absent",
     )
     result = prove(domain, BUILTIN_POLICIES["mrv2-prefix"])
@@ -179,12 +179,12 @@ def test_nemotron_parse_page_overflows_prefix_sizing() -> None:
 @pytest.mark.parametrize("name", sorted(BUILTIN_POLICIES))
 def test_builtins_hold_exactly_when_expected(name: str) -> None:
     policy = BUILTIN_POLICIES[name]
-    result = prove(small_domain(dcp="1-4"), policy)
+    result = prove(small_domain(dcp_sizes="1-4"), policy)
     assert result.holds is policy.expected_to_hold
 
 
 def test_mrv2_holds_with_every_kernel_block_size_and_interleave() -> None:
-    domain = small_domain(block_sizes="1-64", dcp="1-8", encoder_tokens="1-2000:41")
+    domain = small_domain(block_sizes="1-64", dcp_sizes="1-8", encoder_budgets="1-2000:41")
     result = prove(domain, BUILTIN_POLICIES["mrv2"])
     assert result.holds and result.configs == domain.size > 10**6
 
@@ -199,7 +199,7 @@ OUTSIDE_SMALL = OUTSIDE_PROVE | {"capped_length", "floor_for_large_blocks"}
 @pytest.mark.parametrize("name", sorted(set(BROKEN) - OUTSIDE_SMALL))
 def test_broken_policies_are_caught_through_the_scalar_fallback(name: str) -> None:
     """Each broken width formula (tests/broken_policies.py) fails somewhere on a small domain."""
-    domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
+    domain = small_domain(block_sizes="1-8", dcp_sizes="1-2", max_model_lens="1-40:13")
     result = prove(domain, BROKEN[name], examples=3)
     assert not result.vectorised
     assert not result.holds
@@ -237,7 +237,7 @@ class Batched:
 def test_broken_policies_are_caught_through_widths_many(name: str) -> None:
     """Meta-test: the batched path finds exactly what one call per config finds, and calls singly only to
     cross-check a sample of each batch (prove.batches.cross_check) and to re-check counterexamples."""
-    domain = small_domain(block_sizes="1-8", dcp="1-2", max_model_len="1-40:13")
+    domain = small_domain(block_sizes="1-8", dcp_sizes="1-2", max_model_lens="1-40:13")
     policy = Batched(BROKEN[name])
     batched, single = prove(domain, policy, examples=3), prove(domain, BROKEN[name], examples=3)
     assert batched.batched and not single.batched and policy.batches > 0
@@ -251,7 +251,7 @@ def test_broken_policies_are_caught_through_widths_many(name: str) -> None:
 
 def test_a_batch_item_that_raised_stops_prove_at_that_config() -> None:
     """An exception answered for a config (a worker crash, say) is that config's failure, named."""
-    domain = small_domain(block_sizes="4,8", dcp="1", max_model_len="1,40")
+    domain = small_domain(block_sizes="4,8", dcp_sizes="1", max_model_lens="1,40")
     policy = Batched(BUILTIN_POLICIES["mrv2"], fail_on=lambda c: c.encoder_budget > 200)
     with pytest.raises(prove_mod.PolicyRaised, match="RuntimeError: worker died") as info:
         prove(domain, policy)
@@ -264,7 +264,7 @@ def test_widths_many_must_answer_each_config_once() -> None:
         def widths_many(self, configs: list[RunnerConfig]) -> list:  # type: ignore[type-arg]
             return [self.policy(c) for c in configs[1:]]
 
-    domain = small_domain(block_sizes="4", dcp="1", max_model_len="1,40")
+    domain = small_domain(block_sizes="4", dcp_sizes="1", max_model_lens="1,40")
     with pytest.raises(HarnessError, match=r"did not answer each of its \d+ configs exactly once"):
         prove(domain, Short(BUILTIN_POLICIES["mrv2"]))
 
@@ -309,7 +309,7 @@ def test_edge_domain_verdicts_of_the_builtins_and_its_edges() -> None:
     assert coverage.dense_held == coverage.dense_edges > 0
     assert 0 < coverage.held < coverage.all_edges
     for part in parts:
-        axis = part.encoder_tokens
+        axis = part.encoder_budgets
         assert axis.min() >= 1 and axis.max() <= edges.MAX_TOKENS
         assert {(1 << 20) - 1, 1 << 20, (1 << 20) + 1} <= set(axis.tolist())  # 1M contexts
         for u in edges.units(int(part.block_sizes[0]), int(part.dcp_sizes[0])):
@@ -318,7 +318,8 @@ def test_edge_domain_verdicts_of_the_builtins_and_its_edges() -> None:
 
 def test_policy_widths_fast_configs_equal_validated_ones() -> None:
     """The fast scalar path hands the policy configs equal to fully built ones."""
-    domain = small_domain(block_sizes="3,16", dcp="1-2", max_model_len="1,40", encoder_tokens="1-300:97")
+    domain = small_domain(block_sizes="3,16", dcp_sizes="1-2", max_model_lens="1,40",
+                          encoder_budgets="1-300:97")
     seen: list[RunnerConfig] = []
 
     def spy(config: RunnerConfig) -> tuple[int, ...]:
@@ -340,7 +341,7 @@ def test_subclass_overriding_call_is_not_trusted_to_be_vectorisable() -> None:
 
     policy = OffByOne("off-by-one", "fixed", "none", "broken", False)
     assert vector_form(policy) is None
-    domain = small_domain(block_sizes="1-4", dcp="1", max_model_len="1,9", encoder_tokens="1-30:7")
+    domain = small_domain(block_sizes="1-4", dcp_sizes="1", max_model_lens="1,9", encoder_budgets="1-30:7")
     result = prove(domain, policy, examples=1)
     assert not result.vectorised and not result.holds
     assert vector_form(BUILTIN_POLICIES["mrv2"]) == ("fixed", "gcd")
@@ -368,9 +369,9 @@ def test_group_table_is_every_valid_shape_in_canonical_order() -> None:
 
 
 def test_size_is_counted_without_materialising_the_product() -> None:
-    huge = {"max_model_len": "1-1000000", "encoder_tokens": "1-1000000",
+    huge = {"max_model_lens": "1-1000000", "encoder_budgets": "1-1000000",
             "source_positions": "absent,0-1000000"}  # fmt: skip
-    domain = Domain.parse(block_sizes="1-512", dcp="1-8", **huge)
+    domain = Domain.parse(block_sizes="1-512", dcp_sizes="1-8", **huge)
     assert domain.size == domain.groups.block_size.size * 10**12 * 1_000_002
     assert domain.size > 2**63  # a Python int: no numpy array of that size exists
 
@@ -430,7 +431,7 @@ def test_cli_exit_0_when_it_holds(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert f"covered: {n:,} of the domain's {n:,} configs (100%)" in out
     assert data["holds"] is True and data["counterexamples"] == []
     assert data["configs_checked"] == small_domain(
-        block_sizes="1-16", dcp="1-2", max_model_len="1-64:9", encoder_tokens="1-400:17",
+        block_sizes="1-16", dcp_sizes="1-2", max_model_lens="1-64:9", encoder_budgets="1-400:17",
         source_positions="absent,0,100",
     ).size  # fmt: skip
 
@@ -477,7 +478,7 @@ def test_cli_default_is_the_edge_domain_and_says_what_it_covers(capsys: pytest.C
 def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["prove", "--policy", "mrv2", "--max-model-len", "1-1000000", "--encoder-budget", "1-1000000"]
     assert main([*argv, "--source-positions", "absent", "--dry-run"]) == 0
-    domain = Domain.parse(max_model_len="1-1000000", encoder_tokens="1-1000000", source_positions="absent")
+    domain = Domain.parse(max_model_lens="1-1000000", encoder_budgets="1-1000000", source_positions="absent")
     assert f"domain: {domain.size:,} configs" in capsys.readouterr().out
 
 
@@ -508,7 +509,7 @@ class Unrepresentable:
 @pytest.mark.parametrize("batched", [False, True], ids=["one-call", "widths_many"])
 def test_configs_an_engine_cannot_represent_are_counted_not_judged(batched: bool) -> None:
     """They neither fail the row (the release cannot be asked) nor count as holding."""
-    domain = small_domain(block_sizes="4,8", dcp="1", max_model_len="1,40")
+    domain = small_domain(block_sizes="4,8", dcp_sizes="1", max_model_lens="1,40")
     split = sum(1 for kbs, bs in zip(domain.groups.kernel_block_size, domain.groups.block_size, strict=True)
                 if kbs < bs) * domain.num_lengths  # fmt: skip
     result = prove(domain, Unrepresentable(BUILTIN_POLICIES["mrv2"], batched))
@@ -521,11 +522,11 @@ def test_configs_an_engine_cannot_represent_are_counted_not_judged(batched: bool
 def test_a_domain_the_engine_cannot_represent_at_all_is_not_run(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    domain = small_domain(block_sizes="4", dcp="1", max_model_len="1,40")
+    domain = small_domain(block_sizes="4", dcp_sizes="1", max_model_lens="1,40")
     nothing = prove(domain, Unrepresentable(lambda c: (_ for _ in ()).throw(NotExpressible("never"))))
     assert nothing.judged == 0 and not nothing.holds and nothing.failures == 0
     row = prove_property(Unrepresentable(BUILTIN_POLICIES["mrv2"]), "engine", [small_domain(
-        block_sizes="4", dcp="1", max_model_len="1,40")])  # fmt: skip
+        block_sizes="4", dcp_sizes="1", max_model_lens="1,40")])  # fmt: skip
     assert row.outcome == "holds" and "not judged" in row.reason and row.examples < domain.size
     user_policy(tmp_path, monkeypatch, "my_unrepresentable", (
         "from crossattn_sizing.base.errors import NotExpressible\n"

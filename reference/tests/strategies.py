@@ -46,9 +46,9 @@ class Layout:
 @st.composite
 def layouts(draw: st.DrawFn, dcp_sizes: tuple[int, ...] = DCP_SIZES) -> Layout:
     kbs = draw(st.sampled_from(KERNEL_BLOCK_SIZES))
-    dcp = draw(st.sampled_from(dcp_sizes))
+    dcp_size = draw(st.sampled_from(dcp_sizes))
     interleave = draw(st.sampled_from(divisors(kbs)))
-    return Layout(kbs, dcp, interleave)
+    return Layout(kbs, dcp_size, interleave)
 
 
 def vectors(dim: int) -> st.SearchStrategy[list[float]]:

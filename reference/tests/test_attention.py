@@ -82,9 +82,9 @@ def problems(draw: st.DrawFn) -> tuple:
     q = draw(matrices(num_q, dim))
     keys = draw(matrices(num_k, dim))
     values = draw(matrices(num_k, dim))
-    num_ranks = draw(st.integers(1, 4))
-    owner = draw(st.lists(st.integers(0, num_ranks - 1), min_size=num_k, max_size=num_k))
-    return q, keys, values, num_ranks, owner
+    dcp_size = draw(st.integers(1, 4))
+    owner = draw(st.lists(st.integers(0, dcp_size - 1), min_size=num_k, max_size=num_k))
+    return q, keys, values, dcp_size, owner
 
 
 @FAST
@@ -92,14 +92,14 @@ def problems(draw: st.DrawFn) -> tuple:
 def test_merging_partials_over_any_split_equals_unsharded_attention(
     problem: tuple, scale: float, causal: bool, data: st.DataObject
 ) -> None:
-    q, keys, values, num_ranks, owner = problem
+    q, keys, values, dcp_size, owner = problem
     k_positions = list(range(len(keys)))
     q_positions = data.draw(st.lists(st.integers(-1, 8), min_size=len(q), max_size=len(q)))
     full_out, full_lse = attention(
         q, keys, values, scale, causal=causal, q_positions=q_positions, k_positions=k_positions
     )
     partials = []
-    for rank in range(num_ranks):
+    for rank in range(dcp_size):
         mine = [j for j in range(len(keys)) if owner[j] == rank]
         partials.append(
             attention(

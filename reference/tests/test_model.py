@@ -114,12 +114,12 @@ def test_paged_cross_attention_equals_dense_and_never_touches_poison(
     scenario: tuple, scale: float, seed: int, others: int
 ) -> None:
     layout, sharded, q, keys, values = scenario
-    kbs, dcp = layout.kernel_block_size, layout.dcp_size
+    kbs, dcp_size = layout.kernel_block_size, layout.dcp_size
     encoder_len = len(keys)
     # Other requests hold blocks too, so the request's ids are scattered through the pool.
     pool = BlockPool(NUM_BLOCKS, seed)
     pool.allocate(others)
-    columns = cdiv(encoder_len, kbs * dcp) if sharded else cdiv(encoder_len, kbs)
+    columns = cdiv(encoder_len, kbs * dcp_size) if sharded else cdiv(encoder_len, kbs)
     table = BlockTable(num_rows=2, width=columns)
     assert not table.append(1, pool.allocate(columns)).overflowed
     row = table.row(1)
@@ -128,7 +128,7 @@ def test_paged_cross_attention_equals_dense_and_never_touches_poison(
         q,
         keys,
         values,
-        Paging(row, kbs, NUM_BLOCKS, dcp, layout.interleave),
+        Paging(row, kbs, NUM_BLOCKS, dcp_size, layout.interleave),
         scale,
         sharded=sharded,
     )

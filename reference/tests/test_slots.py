@@ -101,8 +101,8 @@ def _row_for(layout: Layout, seq_len: int, seed: int) -> list[int]:
 
 def _slots(layout: Layout, row: list[int], seq_len: int, rank: int, pad_to: int) -> list[int]:
     """Rank ``rank``'s slots of positions ``0..seq_len-1`` under ``layout``: what each property writes."""
-    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
-    return self_attention_slots(row, range(seq_len), kbs, dcp, interleave, rank, pad_to=pad_to)
+    kbs, dcp_size, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    return self_attention_slots(row, range(seq_len), kbs, dcp_size, interleave, rank, pad_to=pad_to)
 
 
 @FAST
@@ -110,10 +110,10 @@ def _slots(layout: Layout, row: list[int], seq_len: int, rank: int, pad_to: int)
 def test_slots_are_injective_in_range_and_inside_the_rows_blocks(
     layout: Layout, seq_len: int, extra: int, seed: int
 ) -> None:
-    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    kbs, dcp_size, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
     row = _row_for(layout, seq_len, seed)
     owners = [0] * seq_len
-    for rank in range(dcp):
+    for rank in range(dcp_size):
         slots = _slots(layout, row, seq_len, rank, pad_to=seq_len + extra)
         assert slots[seq_len:] == [PAD_SLOT_ID] * extra
         live = [s for s in slots[:seq_len] if s != PAD_SLOT_ID]
@@ -122,9 +122,9 @@ def test_slots_are_injective_in_range_and_inside_the_rows_blocks(
         for p, slot in enumerate(slots[:seq_len]):
             if slot != PAD_SLOT_ID:
                 assert slot // kbs == row[p // layout.virtual_block_size]
-                assert owner_rank(p, kbs, dcp, interleave) == rank
+                assert owner_rank(p, kbs, dcp_size, interleave) == rank
                 owners[p] += 1
-        assert len(live) == local_length(seq_len, dcp, interleave, rank)
+        assert len(live) == local_length(seq_len, dcp_size, interleave, rank)
     assert owners == [1] * seq_len, "every position is owned by exactly one rank"
 
 
@@ -142,16 +142,16 @@ def test_local_offsets_are_a_bijection_onto_the_block_per_rank(layout: Layout) -
 @FAST
 @given(
     seq_len=st.integers(0, 100),
-    dcp=st.integers(1, 5),
+    dcp_size=st.integers(1, 5),
     interleave=st.integers(1, 8),
 )
 def test_local_lengths_count_owned_positions_and_sum_to_the_length(
-    seq_len: int, dcp: int, interleave: int
+    seq_len: int, dcp_size: int, interleave: int
 ) -> None:
-    lengths = [local_length(seq_len, dcp, interleave, r) for r in range(dcp)]
+    lengths = [local_length(seq_len, dcp_size, interleave, r) for r in range(dcp_size)]
     assert sum(lengths) == seq_len
     # Ownership by (p // I) % C, which is what the slot formula gives when I divides kbs.
-    counted = [sum(1 for p in range(seq_len) if (p // interleave) % dcp == r) for r in range(dcp)]
+    counted = [sum(1 for p in range(seq_len) if (p // interleave) % dcp_size == r) for r in range(dcp_size)]
     assert lengths == counted
 
 
@@ -160,14 +160,14 @@ def test_local_lengths_count_owned_positions_and_sum_to_the_length(
 def test_reads_through_the_row_find_exactly_the_written_cells(
     layout: Layout, seq_len: int, seed: int
 ) -> None:
-    kbs, dcp, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
+    kbs, dcp_size, interleave = layout.kernel_block_size, layout.dcp_size, layout.interleave
     row = _row_for(layout, seq_len, seed)
-    for rank in range(dcp):
+    for rank in range(dcp_size):
         write = _slots(layout, row, seq_len, rank, pad_to=seq_len)
         owned = [p for p in range(seq_len) if write[p] != PAD_SLOT_ID]
-        local_len = local_length(seq_len, dcp, interleave, rank)
+        local_len = local_length(seq_len, dcp_size, interleave, rank)
         assert local_slots(row, local_len, kbs) == [write[p] for p in owned]
-        assert [global_position(j, kbs, dcp, interleave, rank) for j in range(local_len)] == owned
+        assert [global_position(j, kbs, dcp_size, interleave, rank) for j in range(local_len)] == owned
 
 
 @FAST

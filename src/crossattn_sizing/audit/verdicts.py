@@ -65,7 +65,7 @@ def counterexample_json(found: Shortfall) -> dict[str, Any]:
         "describe": found.config.describe(),
         "group": found.group,
         "check": found.invariant,
-        "encoder_tokens": found.num_tokens,
+        "encoder_len": found.num_tokens,
         "columns_needed": found.needed,
         "columns_given": found.given,
     }
@@ -127,12 +127,12 @@ class RunnerVerdict:
 
 
 def shortfall_of(widths: tuple[int, ...], config: RunnerConfig,
-                 encoder_tokens: int | None = None) -> Shortfall | None:  # fmt: skip
+                 encoder_len: int | None = None) -> Shortfall | None:  # fmt: skip
     """The first cross group whose row of ``widths`` (in the entries ``config``'s rows store) cannot
-    hold ``encoder_tokens`` (default: the admitted bound)."""
+    hold ``encoder_len`` (default: the admitted bound)."""
     if len(widths) != len(config.groups):
         raise ReadError(f"{len(widths)} widths for {len(config.groups)} groups")
-    return capacity.cross_overflow(widths, config, encoder_tokens)
+    return capacity.cross_overflow(widths, config, encoder_len)
 
 
 def manager_twin(config: RunnerConfig) -> RunnerConfig:
@@ -189,7 +189,7 @@ def sweep_configs() -> list[RunnerConfig]:
     budgets = (None, 1500, 3329, 8192)
     sources = (None, 1500, 4096)
     block_shapes = ((16, 16), (32, 16), (48, 16), (64, 32), (96, 32), (128, 64), (256, 128))
-    for m, e, s, (bs, kbs), dcp in itertools.product(lengths, budgets, sources, block_shapes, (1, 2)):
+    for m, e, s, (bs, kbs), dcp_size in itertools.product(lengths, budgets, sources, block_shapes, (1, 2)):
         b = max(m, 4096)
         try:
             configs.append(
@@ -198,7 +198,7 @@ def sweep_configs() -> list[RunnerConfig]:
                     max_num_batched_tokens=b,
                     max_num_encoder_input_tokens=e,
                     max_source_positions=s,
-                    dcp_size=dcp,
+                    dcp_size=dcp_size,
                     groups=encoder_decoder_groups(bs, kbs),
                 )
             )
@@ -290,10 +290,10 @@ def whisper_check(checked: list[Checked]) -> dict[str, Any]:
     for item in checked:
         found = shortfall_of(item.widths, item.config, WHISPER_TOKENS)
         if found is not None:
-            return {"encoder_tokens": WHISPER_TOKENS, "configs": len(checked), "holds": False,
+            return {"encoder_len": WHISPER_TOKENS, "configs": len(checked), "holds": False,
                     "config": item.config.describe(), "columns_needed": found.needed,
                     "columns_given": found.given}  # fmt: skip
-    return {"encoder_tokens": WHISPER_TOKENS, "configs": len(checked), "holds": True,
+    return {"encoder_len": WHISPER_TOKENS, "configs": len(checked), "holds": True,
             "config": "M=448, S=1500, bs in {16, 32, 48, 64, 96, 128, 256}"}  # fmt: skip
 
 
@@ -333,7 +333,7 @@ def _read_and_check(index: ModuleIndex, runner: str, label: str,
         cross = NEMOTRON.cross_groups()[0]
         needed = admission.entries_needed(NEMOTRON, NEMOTRON.groups[cross], NEMOTRON_TOKENS)
         verdict.nemotron = {
-            "encoder_tokens": NEMOTRON_TOKENS,
+            "encoder_len": NEMOTRON_TOKENS,
             "config": NEMOTRON.describe(),
             "columns_needed": needed,
             "columns_given": nemo_widths[cross],

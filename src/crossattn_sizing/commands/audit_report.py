@@ -106,7 +106,7 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
         n = verdict.nemotron
         outcome = "overflows" if not n["holds"] else "fits"
         lines.append(
-            f"  Nemotron-Parse-like reproduction (2048x1664 page, {n['encoder_tokens']} encoder tokens; "
+            f"  Nemotron-Parse-like reproduction (2048x1664 page, {n['encoder_len']} encoder tokens; "
             f"{n['config']}): {n['columns_needed']} columns needed, {n['columns_given']} given: {outcome}"
         )
     if verdict.whisper is not None and verdict.outcome == Outcome.FAILS:
@@ -116,7 +116,7 @@ def detail_lines(verdict: RunnerVerdict) -> list[str]:
             if w["holds"]
             else (f"overflows at {w['config']}: {w['columns_needed']} needed, {w['columns_given']} given")
         )
-        lines.append(f"  Whisper ({w['encoder_tokens']} frames, {w['configs']} block shapes): {outcome}")
+        lines.append(f"  Whisper ({w['encoder_len']} frames, {w['configs']} block shapes): {outcome}")
     if verdict.outcome != Outcome.UNREADABLE:
         lines.extend(_rule_lines(verdict))
     if verdict.scope is not None:

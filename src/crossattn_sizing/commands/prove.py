@@ -52,19 +52,19 @@ from crossattn_sizing.specs.resolve import load_checked_policy
 DEFAULTS = {  # the grid's, used where some domain option is given
     "block_sizes": "1-512",
     "kernel_block_sizes": "all",
-    "dcp": "1",
+    "dcp_sizes": "1",
     # Odd steps so the values fall on both sides of block-size multiples.
-    "max_model_len": "1-4096:63",
-    "encoder_tokens": "1-8192:63",
+    "max_model_lens": "1-4096:63",
+    "encoder_budgets": "1-8192:63",
     "source_positions": "absent,0,448,1500,2048",
 }
 
 AXIS_OPTIONS = {  # the option of each axis: one spelling per quantity (docs/spec.md §1), a LIST here
     "block_sizes": "--block-size",
     "kernel_block_sizes": "--kernel-block-size",
-    "dcp": "--dcp",
-    "max_model_len": "--max-model-len",
-    "encoder_tokens": "--encoder-budget",
+    "dcp_sizes": "--dcp",
+    "max_model_lens": "--max-model-len",
+    "encoder_budgets": "--encoder-budget",
     "source_positions": "--source-positions",
 }
 
@@ -93,9 +93,9 @@ def register(subparsers: Any) -> None:
     axes = {
         "block_sizes": "bs, manager",
         "kernel_block_sizes": "kernel block sizes, kept where they divide bs; 'all' = every divisor",
-        "dcp": "DCP sizes; C > 1 adds every interleave dividing kbs",
-        "max_model_len": "M",
-        "encoder_tokens": "E",
+        "dcp_sizes": "DCP sizes; C > 1 adds every interleave dividing kbs",
+        "max_model_lens": "M",
+        "encoder_budgets": "E",
         "source_positions": "S; 'absent' = the config has no max_source_positions",
     }
     for key, what in axes.items():
@@ -106,7 +106,7 @@ def register(subparsers: Any) -> None:
             help=f"{what} (grid default {DEFAULTS[key]}; any of these options replaces the edge domain)",
         )
     for old, key in (("--block-sizes", "block_sizes"), ("--kernel-block-sizes", "kernel_block_sizes"),
-                     ("--encoder-tokens", "encoder_tokens")):  # fmt: skip
+                     ("--encoder-tokens", "encoder_budgets")):  # fmt: skip
         refuse_spelling(p.add_argument, old, AXIS_OPTIONS[key])
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
@@ -155,7 +155,7 @@ def _table(examples: list[Counterexample]) -> list[str]:
             c.max_num_encoder_input_tokens,
             "absent" if c.max_source_positions is None else c.max_source_positions,
             c.max_num_batched_tokens,
-            c.encoder_tokens,
+            c.encoder_len,
             c.entries_needed,
             c.entries_allocated,
             c.entries_given,
@@ -193,7 +193,7 @@ def _report(result: ProveResult, size: int) -> None:
 
 def describe_edges(domains: list[Domain]) -> dict[str, str]:
     """The edge domain's axes, one line each, and how many width edges it holds."""
-    e_sizes = [d.encoder_tokens.size for d in domains]
+    e_sizes = [d.encoder_budgets.size for d in domains]
     return {
         "parts": f"{len(domains)}: one per (bs, C), bs in {edges.BLOCK_SIZES}, C in {edges.DCP_SIZES}",
         "kbs": "bs and one smaller kernel block (16, or bs/2); I = 1 (the width formulas never read it)",

@@ -93,7 +93,7 @@ def build(args: argparse.Namespace) -> ModelScenario:
     """The scenario the options describe; every bad combination is a ConfigError."""
     if (args.model is None) == (args.config is None):
         raise ConfigError("model", args.model, "give a model name or --config FILE (exactly one)")
-    max_model_len, block_size, dcp = args.max_model_len, args.block_size, args.dcp
+    max_model_len, block_size, dcp_size = args.max_model_len, args.block_size, args.dcp
     tokens, batched = args.encoder_len, args.max_num_batched_tokens
     encoder_budget = args.encoder_budget
     image_size = nemotron_parse_config.parse_image_size(args.image_size) if args.image_size else None
@@ -105,8 +105,8 @@ def build(args: argparse.Namespace) -> ModelScenario:
                                   ("--encoder-budget", encoder_budget)):
                 if value is not None:
                     raise ConfigError(option, value, "applies to model configs; edit the RunnerConfig JSON")
-            return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp,
-                                           encoder_tokens=tokens)
+            return loading.runner_scenario(data, max_model_len=max_model_len, dcp_size=dcp_size,
+                                           encoder_len=tokens)
         hf_config = adapters.hf_config_from_dict(data)
         case = KnownCase()  # a config the user gave: its own values, no reproducer's defaults
     else:
@@ -122,7 +122,7 @@ def build(args: argparse.Namespace) -> ModelScenario:
         hf_config,
         max_model_len=case.max_model_len if default_m else max_model_len,
         block_size=block_size if block_size is not None else DEFAULT_BLOCK_SIZE,
-        dcp_size=dcp if dcp is not None else 1,
+        dcp_size=dcp_size if dcp_size is not None else 1,
         max_num_batched_tokens=batched,
         max_num_encoder_input_tokens=encoder_budget,
         image_size=image_size,

@@ -52,14 +52,14 @@ def demand(config: RunnerConfig, group: KVCacheGroup, num_tokens: int) -> Demand
 
 
 def cross_overflow(
-    widths: Sequence[int], config: RunnerConfig, encoder_tokens: int | None = None
+    widths: Sequence[int], config: RunnerConfig, encoder_len: int | None = None
 ) -> Shortfall | None:
-    """The first cross group (coverage before allocation) whose row cannot hold ``encoder_tokens``.
+    """The first cross group (coverage before allocation) whose row cannot hold ``encoder_len``.
 
-    ``encoder_tokens`` defaults to the largest admitted length, the one every
+    ``encoder_len`` defaults to the largest admitted length, the one every
     cross row must hold.
     """
-    e = admission.encoder_bound(config) if encoder_tokens is None else encoder_tokens
+    e = admission.encoder_bound(config) if encoder_len is None else encoder_len
     for gi in config.cross_groups():
         over = demand(config, config.groups[gi], e).overflows(widths[gi])
         if over:
@@ -86,10 +86,10 @@ def overflows_negated(
 
 
 def vector_overflows(
-    width: np.ndarray, tokens: np.ndarray, bs: np.ndarray, kbs: np.ndarray, dcp: np.ndarray
+    width: np.ndarray, tokens: np.ndarray, bs: np.ndarray, kbs: np.ndarray, dcp_size: np.ndarray
 ) -> np.ndarray:
     """Element-wise: does a DCP-sharded row of ``width`` entries break either invariant for ``tokens``?"""
-    w, n, b, k, c = (np.asarray(a, dtype=np.int64) for a in (width, tokens, bs, kbs, dcp))
+    w, n, b, k, c = (np.asarray(a, dtype=np.int64) for a in (width, tokens, bs, kbs, dcp_size))
     return overflows_negated(-w, -n, k * c, b * c, b // k)
 
 

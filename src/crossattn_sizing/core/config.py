@@ -253,10 +253,10 @@ class RunnerConfig:
             + ")"
             for g in self.groups
         )
-        dcp = f", dcp={self.dcp_size}x{self.dcp_interleave}" if self.dcp_size > 1 else ""
+        sharding = f", C={self.dcp_size}, I={self.dcp_interleave}" if self.dcp_size > 1 else ""
         return (
             f"M={self.max_model_len}, B={self.max_num_batched_tokens}, E={self.encoder_budget}, "
-            f"S={s}{dcp}, groups=[{groups}]"
+            f"S={s}{sharding}, groups=[{groups}]"
         )
 
 

@@ -41,11 +41,12 @@ class DistributedDcp:
         self.timeout_s = timeout_s
         self.pools: dict[int, RankPool] = {}
 
-    def pool(self, world: int) -> RankPool:
-        """The rank processes for ``world`` ranks, started once and reused by later scenarios."""
-        if world not in self.pools:
-            self.pools[world] = RankPool(self.backend, world, self.impl_spec, self.device, self.timeout_s)
-        return self.pools[world]
+    def pool(self, dcp_size: int) -> RankPool:
+        """The rank processes for ``dcp_size`` ranks, started once and reused by later scenarios."""
+        if dcp_size not in self.pools:
+            self.pools[dcp_size] = RankPool(self.backend, dcp_size, self.impl_spec, self.device,
+                                            self.timeout_s)
+        return self.pools[dcp_size]
 
     def __call__(self, config: RunnerConfig, widths: Sequence[int], impl: Impl, **kwargs: Any) -> Any:
         """A runner for ``config``: in process without DCP, over the rank processes with it."""

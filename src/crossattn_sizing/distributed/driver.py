@@ -48,8 +48,8 @@ class DistributedRunner:
 
     def __init__(self, pool: RankPool, config: RunnerConfig, widths: Sequence[int], impl: Impl,
                  **kwargs: Any) -> None:
-        if config.dcp_size != pool.world:
-            raise ValueError(f"config has dcp_size {config.dcp_size}; the pool has {pool.world} ranks")
+        if config.dcp_size != pool.dcp_size:
+            raise ValueError(f"config has dcp_size {config.dcp_size}; the pool has {pool.dcp_size} ranks")
         self.pool = pool
         self.config = config
         self.widths = tuple(widths)
@@ -66,7 +66,7 @@ class DistributedRunner:
             if not _same(answers[0], answer):
                 raise AssertionError(
                     f"DCP ranks disagree after {op!r}: rank {rank}'s result differs from rank 0's "
-                    f"({self.pool.backend}, {self.pool.world} ranks); every rank must hold the same "
+                    f"({self.pool.backend}, {self.pool.dcp_size} ranks); every rank must hold the same "
                     "block tables and, after the all-gather, the same merged output"
                 )
         return answers[0]

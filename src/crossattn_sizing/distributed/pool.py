@@ -58,16 +58,16 @@ CHILD_KIND = "dcp ranks"
 
 
 class RankPool:
-    """``world`` worker processes forming one process group, serving requests in lockstep."""
+    """``dcp_size`` worker processes forming one process group, serving requests in lockstep."""
 
-    def __init__(self, backend: str, world: int, impl_spec: str, device: str = "cpu",
+    def __init__(self, backend: str, dcp_size: int, impl_spec: str, device: str = "cpu",
                  timeout_s: float = 120.0) -> None:
         if backend not in BACKENDS:
             raise HarnessError(f"--dcp-backend {backend!r}: use one of {', '.join(BACKENDS)} or inprocess")
-        if world < 2:
-            raise ValueError(f"a distributed DCP group needs at least 2 ranks, got {world}")
+        if dcp_size < 2:
+            raise ValueError(f"a distributed DCP group needs at least 2 ranks, got {dcp_size}")
         self.backend = backend
-        self.world = world
+        self.dcp_size = dcp_size
         self.impl_spec = impl_spec
         self.device = device
         self.timeout_s = timeout_s
@@ -101,10 +101,10 @@ class RankPool:
         env.setdefault("OMP_NUM_THREADS", "1")
         register_child(self.close, kind=CHILD_KIND)
         self.starts += 1
-        for rank in range(self.world):
+        for rank in range(self.dcp_size):
             ours, theirs = socket.socketpair()
             cmd = [sys.executable, "-m", "crossattn_sizing.distributed.rank", "--fd", str(theirs.fileno()),
-                   "--rank", str(rank), "--world", str(self.world), "--backend", self.backend,
+                   "--rank", str(rank), "--dcp-size", str(self.dcp_size), "--backend", self.backend,
                    "--init-method", init_method, "--impl", self.impl_spec, "--device", self.device,
                    # The collectives' own timeout is far above ours, so the driver sees a hang first
                    # and can name the rank; theirs only stops ranks orphaned by a killed peer.
@@ -131,9 +131,9 @@ class RankPool:
         import torch
 
         found = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if found < self.world:
-            raise HarnessError(f"--dcp-backend nccl with {self.world} ranks needs {self.world} CUDA devices "
-                               f"(one per rank), found {found}")
+        if found < self.dcp_size:
+            raise HarnessError(f"--dcp-backend nccl with {self.dcp_size} ranks needs {self.dcp_size} "
+                               f"CUDA devices (one per rank), found {found}")
 
     def close(self) -> None:
         """End every rank's process group and forget the group; idempotent."""
@@ -169,7 +169,7 @@ class RankPool:
             own = [(r, reply) for r, reply in errors if not isinstance(reply[1], PeerFailed)] or errors
             rank, (_, exc, text) = own[0]
             _discard_if_not_run(exc)
-            note = f"(raised on DCP rank {rank} of {self.world}, {self.backend})"
+            note = f"(raised on DCP rank {rank} of {self.dcp_size}, {self.backend})"
             if not isinstance(exc, AssertionError | HarnessError):  # unexpected: keep the rank's traceback
                 note += "\n" + text
             exc.add_note(note)
@@ -191,20 +191,20 @@ class RankPool:
                 try:
                     reply = recv(conn)  # type: ignore[arg-type]
                 except (EOFError, OSError):
-                    self._fail(f"DCP rank {rank} of {self.world} ({self.backend}) died during {op!r}: "
+                    self._fail(f"DCP rank {rank} of {self.dcp_size} ({self.backend}) died during {op!r}: "
                                f"{describe_exit(self._exit_status(rank))}")
                 if reply[0] == "collective":
                     in_collective.add(rank)
                     continue
                 replies[rank] = reply
                 del pending[rank]
-        return [replies[r] for r in range(self.world)]
+        return [replies[r] for r in range(self.dcp_size)]
 
     def _hung(self, op: str, silent: list[int], in_collective: set[int], timeout_s: float) -> None:
         culprits = [r for r in silent if r not in in_collective] or silent
         waiting = sorted(in_collective & set(silent))
         names = ", ".join(str(r) for r in culprits)
-        message = (f"DCP rank{'s' if len(culprits) > 1 else ''} {names} of {self.world} ({self.backend}) "
+        message = (f"DCP rank{'s' if len(culprits) > 1 else ''} {names} of {self.dcp_size} ({self.backend}) "
                    f"did not answer {op!r} within {timeout_s:g}s (hung)")
         if waiting:
             message += f"; rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} " \

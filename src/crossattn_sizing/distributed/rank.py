@@ -70,7 +70,7 @@ def _error(exc: BaseException) -> tuple[str, Any, str]:
 class Rank:
     """The state of one rank and the handlers of the driver's requests."""
 
-    def __init__(self, conn: Connection, rank: int, world: int, backend: str, impl_spec: str,
+    def __init__(self, conn: Connection, rank: int, dcp_size: int, backend: str, impl_spec: str,
                  device: str) -> None:
         import torch.distributed as dist
 
@@ -78,7 +78,7 @@ class Rank:
 
         self.conn = conn
         self.rank = rank
-        self.world = world
+        self.dcp_size = dcp_size
         self.dist = dist
         # In process here: this rank is itself the worker the judge talks to, behind the pool's own
         # deadline, so a second worker inside it would only double the transport and hide how it died.
@@ -89,8 +89,8 @@ class Rank:
 
     def open(self, config: Any, widths: Any, kwargs: dict[str, Any]) -> None:
         """Open a scenario on this rank: its own runner over its shard."""
-        if config.dcp_size != self.world:
-            raise ValueError(f"config has dcp_size {config.dcp_size}, this group has {self.world} ranks")
+        if config.dcp_size != self.dcp_size:
+            raise ValueError(f"config has dcp_size {config.dcp_size}, this group has {self.dcp_size} ranks")
         self.runner = PagedRunner(config, widths, self.impl, rank=self.rank, **kwargs)
 
     def held(self) -> PagedRunner:
@@ -131,8 +131,8 @@ class Rank:
             raise PeerFailed("another DCP rank failed before the all-gather")
         out = outs[0].to(self.comm_device).contiguous()
         lse = lses[0].to(self.comm_device).contiguous()
-        all_outs = [torch.empty_like(out) for _ in range(self.world)]
-        all_lses = [torch.empty_like(lse) for _ in range(self.world)]
+        all_outs = [torch.empty_like(out) for _ in range(self.dcp_size)]
+        all_lses = [torch.empty_like(lse) for _ in range(self.dcp_size)]
         self.dist.all_gather(all_outs, out)
         self.dist.all_gather(all_lses, lse)
         dev = runner.device
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.rank")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)
-    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--dcp-size", type=int, required=True)
     parser.add_argument("--backend", choices=("gloo", "nccl"), required=True)
     parser.add_argument("--init-method", required=True)
     parser.add_argument("--impl", required=True)
@@ -180,8 +180,8 @@ def main(argv: list[str] | None = None) -> int:
             torch.cuda.set_device(args.rank)
             device = f"cuda:{args.rank}"
         dist.init_process_group(args.backend, init_method=args.init_method, rank=args.rank,
-                                world_size=args.world, timeout=timedelta(seconds=args.collective_timeout))
-        rank = Rank(conn, args.rank, args.world, args.backend, args.impl, device)
+                                world_size=args.dcp_size, timeout=timedelta(seconds=args.collective_timeout))
+        rank = Rank(conn, args.rank, args.dcp_size, args.backend, args.impl, device)
     except Exception as exc:
         send(conn, _error(exc))
         return 1

@@ -251,8 +251,8 @@ class ReleaseKernels:
         are summed (the all-reduce). Otherwise ``merge_attn_states`` folds them
         two at a time. The third item is the dotted name of what ran.
         """
-        dcp = self.provenance["merge"] != self.provenance["merge_pairs"]
-        if dcp and correctable(len(outs), outs[0].shape[-1]):
+        sharded = self.provenance["merge"] != self.provenance["merge_pairs"]
+        if sharded and correctable(len(outs), outs[0].shape[-1]):
             return (*self._corrected(outs, lses), str(self.provenance["merge"]))
         return (*self._folded(outs, lses), str(self.provenance["merge_pairs"]))
 

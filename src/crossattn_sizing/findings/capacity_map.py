@@ -44,7 +44,7 @@ class Marker:
 
     label: str
     config: RunnerConfig
-    encoder_tokens: int
+    encoder_len: int
     offset: tuple[int, int] = (8, 4)
 
 
@@ -61,9 +61,9 @@ MARKERS: tuple[Marker, ...] = (
 )  # fmt: skip
 
 
-def config_at(max_model_len: int, encoder_tokens: int, block_size: int) -> RunnerConfig:
+def config_at(max_model_len: int, encoder_len: int, block_size: int) -> RunnerConfig:
     """The plane's config at one point: the least budgets that admit the request, no ``S``."""
-    budget = max(max_model_len, encoder_tokens)
+    budget = max(max_model_len, encoder_len)
     return RunnerConfig(
         max_model_len=max_model_len,
         max_num_batched_tokens=budget,
@@ -72,9 +72,9 @@ def config_at(max_model_len: int, encoder_tokens: int, block_size: int) -> Runne
     )
 
 
-def covers(policy: Policy, config: RunnerConfig, encoder_tokens: int) -> bool:
-    """Whether ``policy``'s cross rows hold ``encoder_tokens`` under ``config``: one pixel of the map."""
-    return cross_overflow(checked_widths(policy, config), config, encoder_tokens) is None
+def covers(policy: Policy, config: RunnerConfig, encoder_len: int) -> bool:
+    """Whether ``policy``'s cross rows hold ``encoder_len`` under ``config``: one pixel of the map."""
+    return cross_overflow(checked_widths(policy, config), config, encoder_len) is None
 
 
 def axis(steps: int = STEPS) -> np.ndarray:
@@ -136,8 +136,8 @@ def draw(panels: Sequence[tuple[str, Policy, int]], out: Path, steps: int = STEP
         share = 100.0 * (1 - grid.mean())
         ax.set_title(f"{name}, block size {bs}: overflow in {share:.0f}% of the plane", fontsize=12)
         for marker in MARKERS:
-            ok = covers(policy, marker.config, marker.encoder_tokens)
-            x, y = marker.config.max_model_len, marker.encoder_tokens
+            ok = covers(policy, marker.config, marker.encoder_len)
+            x, y = marker.config.max_model_len, marker.encoder_len
             ax.plot(x, y, marker="o", ms=9, mec="black", mfc="white" if ok else "black", zorder=3)
             ax.annotate(f"{marker.label}{'' if ok else ': OVERFLOW'}", (x, y), xytext=marker.offset,
                         textcoords="offset points", fontsize=8.5, fontweight="normal" if ok else "bold",

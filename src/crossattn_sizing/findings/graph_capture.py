@@ -46,7 +46,7 @@ class KnownShape:
 
     name: str
     config: RunnerConfig
-    encoder_tokens: int  # one real request's (Nemotron page, Whisper's 30 s, BART's longest source)
+    encoder_len: int  # one real request's (Nemotron page, Whisper's 30 s, BART's longest source)
 
 
 KNOWN_SHAPES: tuple[KnownShape, ...] = (
@@ -91,14 +91,14 @@ class CaptureCase:
     @property
     def real_beyond_capture(self) -> bool:
         """Whether the model's real inputs are longer than the graph captured."""
-        return self.shape.encoder_tokens > self.captured
+        return self.shape.encoder_len > self.captured
 
     def line(self) -> str:
         """The case as one report line."""
         cfg = self.shape.config
         s = "absent" if cfg.max_source_positions is None else str(cfg.max_source_positions)
         mark = "ABOVE" if self.admits_beyond_capture else "within"
-        real = (f"its requests have {self.shape.encoder_tokens} encoder tokens"
+        real = (f"its requests have {self.shape.encoder_len} encoder tokens"
                 + (", more than captured" if self.real_beyond_capture else ""))  # fmt: skip
         return (f"{mark}: {self.shape.name}: S={s}, M={cfg.max_model_len} -> captured {self.captured} keys; "
                 f"admitted up to {self.admitted}; {real}")
@@ -153,14 +153,14 @@ def graph_capture_finding(
     return found if found.above else None
 
 
-def capture_lines(config: RunnerConfig, encoder_tokens: int) -> list[str]:
+def capture_lines(config: RunnerConfig, encoder_len: int) -> list[str]:
     """What ``reproduce`` prints about one request: its encoder length against the captured one."""
     captured = captured_key_length(config)
     where = "max_source_positions" if config.max_source_positions is not None else "max_model_len (no S)"
     head = f"graphs:    CUDA-graph capture uses {captured} encoder keys per request (from {where})"
-    if encoder_tokens <= captured:
-        return [f"{head}; this request's {encoder_tokens} are within it"]
+    if encoder_len <= captured:
+        return [f"{head}; this request's {encoder_len} are within it"]
     return [
-        f"{head}; this request has {encoder_tokens}: {encoder_tokens - captured} more than captured "
+        f"{head}; this request has {encoder_len}: {encoder_len - captured} more than captured "
         "(finding, not a sizing failure: docs/spec.md §5; `crossattn-sizing verify` lists it)"
     ]

@@ -90,7 +90,7 @@ def model_type(hf_config: Any) -> str:
     return str(getattr(hf_config, "model_type", "") or "")
 
 
-def encoder_tokens(
+def encoder_len(
     hf_config: Any,
     *,
     image_size: tuple[int, int] | None = None,
@@ -109,14 +109,14 @@ def encoder_tokens(
         takers = ", ".join(f.name for f in FAMILIES.values() if f.takes_image_size)
         raise ConfigError("image_size", shown, f"applies to {takers}, not {kind!r}")
     if family is not None:
-        return family.encoder_tokens(hf_config, image_size, source_len)
+        return family.encoder_len(hf_config, image_size, source_len)
     if source_len is None:
         known = ", ".join(sorted(MODEL_NAMES))
         raise ConfigError(
             "model_type", kind or None, f"has no encoder-token rule (known: {known}); give the count"
         )
     if isinstance(source_len, bool) or not isinstance(source_len, int) or source_len < 1:
-        raise ConfigError("encoder_tokens", source_len, "must be a positive integer")
+        raise ConfigError("encoder_len", source_len, "must be a positive integer")
     return Derived(source_len, f"given: {source_len} encoder tokens")
 
 
@@ -165,7 +165,7 @@ def build_scenario(
             f"model_type {model_type(hf_config)!r} is decoder-only: it has no cross-attention to size",
         )
     m = derive_max_model_len(hf_config, max_model_len)
-    e = encoder_tokens(hf_config, image_size=image_size, source_len=source_len)
+    e = encoder_len(hf_config, image_size=image_size, source_len=source_len)
     if max_num_batched_tokens is None:
         b = default_batched_tokens(m.value, e.value)
     else:

@@ -65,7 +65,7 @@ class Family:
 
     name: str  # the CLI name (``reproduce NAME``)
     model_type: str  # the config's ``model_type``
-    encoder_tokens: EncoderRule
+    encoder_len: EncoderRule
     config_class: Callable[..., Any] | None = None  # None: transformers' AutoConfig.for_model
     check_fields: Callable[[Mapping[str, Any]], None] | None = None
     takes_image_size: bool = False
@@ -80,7 +80,7 @@ class Family:
 def refuse_source_len(source_len: int | None, why: str) -> None:
     """A family whose encoder tokens are fixed by the config refuses a given count."""
     if source_len is not None:
-        raise ConfigError("encoder_tokens", source_len, why)
+        raise ConfigError("encoder_len", source_len, why)
 
 
 def edge_lengths(limit: int, block_size: int) -> list[int]:

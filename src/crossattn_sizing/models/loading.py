@@ -39,7 +39,7 @@ def runner_scenario(
     *,
     max_model_len: int | None = None,
     dcp_size: int | None = None,
-    encoder_tokens: int | None = None,
+    encoder_len: int | None = None,
 ) -> ModelScenario:
     """The scenario of a harness config: as written, with ``M`` and ``C`` overridable."""
     config = RunnerConfig.from_dict(data)
@@ -52,13 +52,13 @@ def runner_scenario(
     if not config.cross_groups():
         raise ConfigError("groups", [g.kind.value for g in config.groups], "has no cross-attention group")
     bound = admission.encoder_bound(config)
-    if encoder_tokens is None:
+    if encoder_len is None:
         e = Derived(bound, "the admitted bound min(E, B), the longest request the scheduler lets through")
-    elif not admission.admits(config, encoder_tokens):
+    elif not admission.admits(config, encoder_len):
         reason = f"is not admitted (1 <= e <= min(E, B) = {bound})"
-        raise ConfigError("--encoder-len", encoder_tokens, reason)
+        raise ConfigError("--encoder-len", encoder_len, reason)
     else:
-        e = Derived(encoder_tokens, "given")
+        e = Derived(encoder_len, "given")
     return ModelScenario(
         "config",
         config,

@@ -46,7 +46,7 @@ def parse_image_size(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def encoder_tokens(image_size: tuple[int, int], patch_size: int = DEFAULT_PATCH_SIZE) -> int:
+def encoder_len(image_size: tuple[int, int], patch_size: int = DEFAULT_PATCH_SIZE) -> int:
     """Encoder tokens of one page: ``(H // p) * ((W // p) // 4) + 1``.
 
     An image with no whole patch row, or fewer than four patch columns, would

@@ -26,7 +26,7 @@ class Counterexample:
     max_num_encoder_input_tokens: int
     max_source_positions: int | None
     max_num_batched_tokens: int
-    encoder_tokens: int
+    encoder_len: int
     entries_needed: int
     entries_allocated: int
     entries_given: int

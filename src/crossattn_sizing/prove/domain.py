@@ -102,7 +102,7 @@ class GroupTable(NamedTuple):
 
     block_size: np.ndarray
     kernel_block_size: np.ndarray
-    dcp: np.ndarray
+    dcp_size: np.ndarray
     interleave: np.ndarray
 
 
@@ -167,9 +167,9 @@ def group_table(
         else:
             owner, inter = _expand_divisors(kbs, offsets, divs)
             cols.append((bs[owner], kbs[owner], np.full(owner.size, c, dtype=np.int64), inter))
-    bs, kbs, dcp, inter = (np.concatenate(parts) for parts in zip(*cols, strict=True))
-    order = np.lexsort((inter, dcp, kbs, bs))
-    return GroupTable(bs[order], kbs[order], dcp[order], inter[order])
+    bs, kbs, c_col, inter = (np.concatenate(parts) for parts in zip(*cols, strict=True))
+    order = np.lexsort((inter, c_col, kbs, bs))
+    return GroupTable(bs[order], kbs[order], c_col[order], inter[order])
 
 
 @dataclass(frozen=True, eq=False)
@@ -182,7 +182,7 @@ class Domain:
     block_sizes: np.ndarray
     dcp_sizes: np.ndarray
     max_model_lens: np.ndarray
-    encoder_tokens: np.ndarray
+    encoder_budgets: np.ndarray
     source_positions: np.ndarray
     kernel_block_sizes: np.ndarray | None = None
     specs: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -195,9 +195,9 @@ class Domain:
         *,
         block_sizes: str = "1-512",
         kernel_block_sizes: str = "all",
-        dcp: str = "1",
-        max_model_len: str,
-        encoder_tokens: str,
+        dcp_sizes: str = "1",
+        max_model_lens: str,
+        encoder_budgets: str,
         source_positions: str,
     ) -> Domain:
         """A domain from the CLI's option texts; bad text raises :class:`DomainError`."""
@@ -208,9 +208,9 @@ class Domain:
         )
         domain = cls(
             block_sizes=parse_values(block_sizes, "--block-size", minimum=1, maximum=MAX_BLOCK_SIZE),
-            dcp_sizes=parse_values(dcp, "--dcp", minimum=1, maximum=MAX_DCP),
-            max_model_lens=parse_values(max_model_len, "--max-model-len", minimum=1, maximum=MAX_LENGTH),
-            encoder_tokens=parse_values(encoder_tokens, "--encoder-budget", minimum=1, maximum=MAX_LENGTH),
+            dcp_sizes=parse_values(dcp_sizes, "--dcp", minimum=1, maximum=MAX_DCP),
+            max_model_lens=parse_values(max_model_lens, "--max-model-len", minimum=1, maximum=MAX_LENGTH),
+            encoder_budgets=parse_values(encoder_budgets, "--encoder-budget", minimum=1, maximum=MAX_LENGTH),
             source_positions=parse_values(
                 source_positions, "--source-positions", minimum=0, maximum=MAX_LENGTH, allow_absent=True
             ),
@@ -218,9 +218,9 @@ class Domain:
             specs={
                 "block_sizes": block_sizes,
                 "kernel_block_sizes": kernel_block_sizes,
-                "dcp": dcp,
-                "max_model_len": max_model_len,
-                "encoder_tokens": encoder_tokens,
+                "dcp_sizes": dcp_sizes,
+                "max_model_lens": max_model_lens,
+                "encoder_budgets": encoder_budgets,
                 "source_positions": source_positions,
             },
         )
@@ -241,7 +241,7 @@ class Domain:
     @property
     def length_shape(self) -> tuple[int, int, int]:
         """Axis lengths of ``(M, E, S)``, row-major in that order."""
-        return (self.max_model_lens.size, self.encoder_tokens.size, self.source_positions.size)
+        return (self.max_model_lens.size, self.encoder_budgets.size, self.source_positions.size)
 
     @property
     def num_lengths(self) -> int:
@@ -260,7 +260,7 @@ class Domain:
         idx = np.arange(start, stop, dtype=np.int64)
         mi, rest = np.divmod(idx, n_e * n_s)
         ei, si = np.divmod(rest, n_s)
-        return self.max_model_lens[mi], self.encoder_tokens[ei], self.source_positions[si]
+        return self.max_model_lens[mi], self.encoder_budgets[ei], self.source_positions[si]
 
     def config(self, g: int, j: int) -> RunnerConfig:
         """The engine config at group row ``g`` and length index ``j``."""
@@ -273,7 +273,7 @@ class Domain:
             groups=(group,),
             max_num_encoder_input_tokens=e,
             max_source_positions=None if s == ABSENT else s,
-            dcp_size=int(t.dcp[g]),
+            dcp_size=int(t.dcp_size[g]),
             dcp_interleave=int(t.interleave[g]),
         )
 
@@ -295,7 +295,7 @@ class Domain:
             "C": span(self.dcp_sizes),
             "I": "every divisor of kbs when C > 1, 1 when C = 1",
             "M": span(self.max_model_lens),
-            "E": span(self.encoder_tokens),
+            "E": span(self.encoder_budgets),
             "S": span(self.source_positions),
             "B": "max(M, E): the smallest B the engine accepts that admits E, so e = E",
         }

@@ -59,9 +59,9 @@ def alignment_multiples(bs: int) -> tuple[int, ...]:
     return tuple(sorted({alignment_multiple(bs, "gcd"), alignment_multiple(bs, "pow2")}))
 
 
-def units(bs: int, dcp: int) -> tuple[int, ...]:
-    """Token spans whose multiples are width edges for block size ``bs`` under ``C = dcp``."""
-    out = {k * dcp for k in kernel_sizes(bs)} | {bs * dcp * a for a in alignment_multiples(bs)}
+def units(bs: int, dcp_size: int) -> tuple[int, ...]:
+    """Token spans whose multiples are width edges for block size ``bs`` under ``C = dcp_size``."""
+    out = {k * dcp_size for k in kernel_sizes(bs)} | {bs * dcp_size * a for a in alignment_multiples(bs)}
     return tuple(sorted(out))
 
 
@@ -82,21 +82,21 @@ def edges(u: int, limit: int = MAX_TOKENS) -> np.ndarray:
     return np.unique(out[(out >= 1) & (out <= limit)])
 
 
-def encoder_axis(bs: int, dcp: int) -> np.ndarray:
+def encoder_axis(bs: int, dcp_size: int) -> np.ndarray:
     """``E`` values of one part: its units' edges, the log grid and configured lengths, plus or minus one."""
     grid = np.array([1 << j for j in range(22) if 1 << j <= MAX_TOKENS] + list(FAMOUS), dtype=np.int64)
     near = np.concatenate([grid - 1, grid, grid + 1])
-    parts = [edges(u) for u in units(bs, dcp)] + [near[(near >= 1) & (near <= MAX_TOKENS)]]
+    parts = [edges(u) for u in units(bs, dcp_size)] + [near[(near >= 1) & (near <= MAX_TOKENS)]]
     return np.unique(np.concatenate(parts))
 
 
-def shapes(bs: int, dcp: int) -> GroupTable:
-    """The group shapes ``prove`` sweeps at block size ``bs`` and DCP size ``dcp``, kernel sizes ascending."""
+def shapes(bs: int, dcp_size: int) -> GroupTable:
+    """The group shapes ``prove`` sweeps at block size ``bs`` and DCP size ``dcp_size``, kbs ascending."""
     kbs = np.array(kernel_sizes(bs), dtype=np.int64)
     order = np.argsort(kbs)
     kbs = kbs[order]
     ones = np.ones_like(kbs)
-    return GroupTable(np.full_like(kbs, bs), kbs, np.full_like(kbs, dcp), ones)
+    return GroupTable(np.full_like(kbs, bs), kbs, np.full_like(kbs, dcp_size), ones)
 
 
 def edge_domain(
@@ -112,7 +112,7 @@ def edge_domain(
                     block_sizes=np.array([bs], dtype=np.int64),
                     dcp_sizes=np.array([c], dtype=np.int64),
                     max_model_lens=np.array(MODEL_LENS, dtype=np.int64),
-                    encoder_tokens=e,
+                    encoder_budgets=e,
                     source_positions=np.array(SOURCE_POSITIONS, dtype=np.int64),
                     specs={"domain": f"edges bs={bs} C={c}"},
                     shapes=shapes(bs, c),
@@ -152,7 +152,7 @@ def edge_coverage(parts: list[Domain]) -> EdgeCoverage:
     """Count the edges each part's encoder axis holds, against every edge of its units."""
     n_units = dense = dense_held = total = held = 0
     for part in parts:
-        axis = part.encoder_tokens
+        axis = part.encoder_budgets
         bs, c = int(part.block_sizes[0]), int(part.dcp_sizes[0])
         for u in units(bs, c):
             n_units += 1

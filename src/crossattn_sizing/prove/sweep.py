@@ -131,7 +131,7 @@ def _spot_check(domain: Domain, policy: Policy, form: tuple[Length, Alignment], 
     for g, j in zip(gs.tolist(), js.tolist(), strict=True):
         config = domain.config(g, j)
         m, e, s = (np.int64(a[0]) for a in domain.lengths(j, j + 1))
-        fast = vector_widths(*form, t.block_size[g], t.kernel_block_size[g], t.dcp[g], m, e, s)
+        fast = vector_widths(*form, t.block_size[g], t.kernel_block_size[g], t.dcp_size[g], m, e, s)
         slow = checked_widths(policy, config)[0]
         if int(fast) != slow:
             raise AssertionError(
@@ -167,10 +167,10 @@ def prove(
     a = alignment_multiples(t.block_size, form[1] if form is not None else "none")
     bpk = t.block_size // t.kernel_block_size
     cols = _Groups(
-        span=t.block_size * t.dcp * a,
+        span=t.block_size * t.dcp_size * a,
         per=a * bpk,
-        kbs_c=t.kernel_block_size * t.dcp,
-        bs_c=t.block_size * t.dcp,
+        kbs_c=t.kernel_block_size * t.dcp_size,
+        bs_c=t.block_size * t.dcp_size,
         bpk=bpk,
     )
     collector = _FailureCollector(examples)

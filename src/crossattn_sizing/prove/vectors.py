@@ -45,7 +45,7 @@ def _cdiv(a: Any, b: Any) -> Any:
 
 
 def row_entries(
-    big_l: np.ndarray, bs: np.ndarray, kbs: np.ndarray, dcp: np.ndarray, alignment: Alignment
+    big_l: np.ndarray, bs: np.ndarray, kbs: np.ndarray, dcp_size: np.ndarray, alignment: Alignment
 ) -> np.ndarray:
     """A cross row's width in entries: ``align(cdiv(L, bs*C), a) * bpk``.
 
@@ -53,7 +53,7 @@ def row_entries(
     one division instead of two, which is what :func:`prove` evaluates.
     """
     a = alignment_multiples(bs, alignment)
-    return _cdiv(big_l, bs * dcp * a) * (a * (bs // kbs))
+    return _cdiv(big_l, bs * dcp_size * a) * (a * (bs // kbs))
 
 
 def vector_widths(
@@ -61,13 +61,13 @@ def vector_widths(
     alignment: Alignment,
     bs: np.ndarray,
     kbs: np.ndarray,
-    dcp: np.ndarray,
+    dcp_size: np.ndarray,
     m: np.ndarray,
     encoder_budget: np.ndarray,
     s: np.ndarray,
 ) -> np.ndarray:
     """:func:`policies.widths` of one DCP-sharded cross group, over broadcast arrays."""
-    return row_entries(vector_length(length, m, encoder_budget, s), bs, kbs, dcp, alignment)
+    return row_entries(vector_length(length, m, encoder_budget, s), bs, kbs, dcp_size, alignment)
 
 
 def vector_form(policy: Policy) -> tuple[Length, Alignment] | None:

@@ -100,8 +100,8 @@ def prove_property(
     judged = f"{result.judged:,} judged" if result.not_judged else f"{size:,}"
     out.diagnosis = (
         f"coverage/allocation fail on {result.failures:,} of {judged} configs of the edge domain; "
-        f"first: {first.describe()}: {c.encoder_tokens} encoder tokens need {c.entries_needed} entries "
+        f"first: {first.describe()}: {c.encoder_len} encoder tokens need {c.entries_needed} entries "
         f"({c.entries_allocated} allocated), the row has {c.entries_given}"
     )
-    out.reproduce = check_line(spec, first, [c.encoder_tokens])
+    out.reproduce = check_line(spec, first, [c.encoder_len])
     return out

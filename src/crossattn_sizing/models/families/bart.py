@@ -12,7 +12,7 @@ from crossattn_sizing.models.family import Derived, Family, int_field, near_edge
 MAX_POSITIONS = 300  # the strategy's tiny configs
 
 
-def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
+def encoder_len(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
     """The source length, at most ``max_position_embeddings`` (the longest the encoder embeds)."""
     limit = int_field(hf_config, "max_position_embeddings")
     if limit is None or limit < 1:
@@ -21,7 +21,7 @@ def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_le
         return Derived(limit, f"max_position_embeddings={limit}, the longest source the encoder embeds")
     if isinstance(source_len, bool) or not isinstance(source_len, int) or not 1 <= source_len <= limit:
         raise ConfigError(
-            "encoder_tokens", source_len, f"must be 1..{limit} (max_position_embeddings of the encoder)"
+            "encoder_len", source_len, f"must be 1..{limit} (max_position_embeddings of the encoder)"
         )
     return Derived(source_len, f"a source of {source_len} tokens (<= max_position_embeddings={limit})")
 
@@ -50,7 +50,7 @@ def draw_lengths(draw: st.DrawFn, block_size: int, n: int) -> tuple[int, int | N
 FAMILY = Family(
     name="bart",
     model_type="bart",
-    encoder_tokens=encoder_tokens,
+    encoder_len=encoder_len,
     attention_class=attention_class,
     tiny_config=tiny_config,
     draw_lengths=draw_lengths,

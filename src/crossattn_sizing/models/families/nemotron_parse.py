@@ -14,12 +14,12 @@ from crossattn_sizing.models import nemotron_parse_config as stand_in
 from crossattn_sizing.models.family import Derived, Family, KnownCase, refuse_source_len
 
 
-def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
+def encoder_len(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
     """One page: ``(H // p) * ((W // p) // 4) + 1`` at the config's (or the given) page size."""
     refuse_source_len(source_len, "nemotron-parse counts them from the page size")
     p = stand_in.patch_size_of(hf_config)
     h, w = image_size if image_size is not None else stand_in.image_size_of(hf_config)
-    e = stand_in.encoder_tokens((h, w), p)
+    e = stand_in.encoder_len((h, w), p)
     rows, cols = h // p, (w // p) // stand_in.NECK_WIDTH_STRIDE
     return Derived(e, f"a {h}x{w} page at patch {p}: ({h} // {p}) * (({w} // {p}) // 4) + 1 = "
                       f"{rows} * {cols} + 1 = {e}")
@@ -33,7 +33,7 @@ def check_fields(fields: Mapping[str, Any]) -> None:
 FAMILY = Family(
     name="nemotron-parse",
     model_type=stand_in.MODEL_TYPE,
-    encoder_tokens=encoder_tokens,
+    encoder_len=encoder_len,
     config_class=stand_in.NemotronParseConfig,
     check_fields=check_fields,
     takes_image_size=True,

@@ -13,13 +13,13 @@ MAX_SOURCE_POSITIONS = 300  # the strategy's tiny configs
 MAX_TARGET_POSITIONS = 64
 
 
-def encoder_tokens(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
+def encoder_len(hf_config: Any, image_size: tuple[int, int] | None, source_len: int | None) -> Derived:
     """Whisper's encoder tokens: always ``max_source_positions`` (audio padded to 30 s); others refused."""
     s = int_field(hf_config, "max_source_positions")
     if s is None or s < 1:
         raise ConfigError("max_source_positions", s, "a Whisper config needs a positive one")
     if source_len is not None and source_len != s:
-        raise ConfigError("encoder_tokens", source_len, f"Whisper always has {s}")
+        raise ConfigError("encoder_len", source_len, f"Whisper always has {s}")
     return Derived(s, f"max_source_positions={s}: Whisper pads every input to 30 s of audio")
 
 
@@ -50,7 +50,7 @@ def draw_lengths(draw: st.DrawFn, block_size: int, n: int) -> tuple[int, int | N
 FAMILY = Family(
     name="whisper",
     model_type="whisper",
-    encoder_tokens=encoder_tokens,
+    encoder_len=encoder_len,
     attention_class=attention_class,
     query_prescaled=True,  # WhisperAttention multiplies q_proj's output by ``scaling``
     tiny_config=tiny_config,
