@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -49,24 +49,30 @@ from crossattn_sizing.prove.verify_row import stopped_on
 from crossattn_sizing.runs.outputs import check_outputs, output_file, write_json
 from crossattn_sizing.specs.resolve import load_checked_policy
 
-DEFAULTS = {  # the grid's, used where some domain option is given
-    "block_sizes": "1-512",
-    "kernel_block_sizes": "all",
-    "dcp_sizes": "1",
-    # Odd steps so the values fall on both sides of block-size multiples.
-    "max_model_lens": "1-4096:63",
-    "encoder_budgets": "1-8192:63",
-    "source_positions": "absent,0,448,1500,2048",
-}
 
-AXIS_OPTIONS = {  # the option of each axis: one spelling per quantity (docs/spec.md §1), a LIST here
-    "block_sizes": "--block-size",
-    "kernel_block_sizes": "--kernel-block-size",
-    "dcp_sizes": "--dcp",
-    "max_model_lens": "--max-model-len",
-    "encoder_budgets": "--encoder-budget",
-    "source_positions": "--source-positions",
-}
+class Axis(NamedTuple):
+    """One axis of the grid: its :meth:`Domain.parse` keyword, its option, its grid default, its help."""
+
+    key: str
+    option: str  # one spelling per quantity (docs/spec.md §1), taking a LIST here
+    default: str  # the grid's, used where some other domain option is given
+    what: str
+
+
+AXES = (
+    Axis("block_sizes", "--block-size", "1-512", "bs, manager"),
+    Axis("kernel_block_sizes", "--kernel-block-size", "all",
+         "kernel block sizes, kept where they divide bs; 'all' = every divisor"),
+    Axis("dcp_sizes", "--dcp", "1", "DCP sizes; C > 1 adds every interleave dividing kbs"),
+    # Odd steps so the values fall on both sides of block-size multiples.
+    Axis("max_model_lens", "--max-model-len", "1-4096:63", "M"),
+    Axis("encoder_budgets", "--encoder-budget", "1-8192:63", "E"),
+    Axis("source_positions", "--source-positions", "absent,0,448,1500,2048",
+         "S; 'absent' = the config has no max_source_positions"),
+)  # fmt: skip
+DEFAULTS = {axis.key: axis.default for axis in AXES}
+RETIRED = {"--block-sizes": "--block-size", "--kernel-block-sizes": "--kernel-block-size",
+           "--encoder-tokens": "--encoder-budget"}  # fmt: skip
 
 MAX_DOMAIN_SIZE = 10**10
 """The largest domain checked without ``--force``: about 70 times the old default grid, minutes
@@ -90,24 +96,15 @@ def register(subparsers: Any) -> None:
     )
     options.POLICY.add(p, required=True)
     options.add_isolation(p)
-    axes = {
-        "block_sizes": "bs, manager",
-        "kernel_block_sizes": "kernel block sizes, kept where they divide bs; 'all' = every divisor",
-        "dcp_sizes": "DCP sizes; C > 1 adds every interleave dividing kbs",
-        "max_model_lens": "M",
-        "encoder_budgets": "E",
-        "source_positions": "S; 'absent' = the config has no max_source_positions",
-    }
-    for key, what in axes.items():
+    for axis in AXES:
         p.add_argument(
-            AXIS_OPTIONS[key],
-            dest=key,
+            axis.option,
+            dest=axis.key,
             metavar="LIST",
-            help=f"{what} (grid default {DEFAULTS[key]}; any of these options replaces the edge domain)",
+            help=f"{axis.what} (grid default {axis.default}; any of these options replaces the edge domain)",
         )
-    for old, key in (("--block-sizes", "block_sizes"), ("--kernel-block-sizes", "kernel_block_sizes"),
-                     ("--encoder-tokens", "encoder_budgets")):  # fmt: skip
-        refuse_spelling(p.add_argument, old, AXIS_OPTIONS[key])
+    for old, new in RETIRED.items():
+        refuse_spelling(p.add_argument, old, new)
     p.add_argument("--examples", default="5", metavar="N", help="counterexamples to show (%(default)s)")
     p.add_argument(
         "--chunk-size",
@@ -243,7 +240,7 @@ def run(args: argparse.Namespace) -> int:
             f"note: policy {policy_name(policy)} has no vectorised form; {how} ({size:,} configs)",
             file=sys.stderr,
         )
-    asked = {key: DEFAULTS[key] for key in DEFAULTS} | given if given else {"domain": "edges"}
+    asked = DEFAULTS | given if given else {"domain": "edges"}
     domain_info = {"options": asked, "axes": described, "configs": size}
     quiet = args.no_progress or not err.is_terminal
     checked = [0]  # configs done so far, for a partial result

@@ -167,9 +167,9 @@ def group_table(
         else:
             owner, inter = _expand_divisors(kbs, offsets, divs)
             cols.append((bs[owner], kbs[owner], np.full(owner.size, c, dtype=np.int64), inter))
-    bs, kbs, c_col, inter = (np.concatenate(parts) for parts in zip(*cols, strict=True))
-    order = np.lexsort((inter, c_col, kbs, bs))
-    return GroupTable(bs[order], kbs[order], c_col[order], inter[order])
+    bs, kbs, dcp_size, inter = (np.concatenate(parts) for parts in zip(*cols, strict=True))
+    order = np.lexsort((inter, dcp_size, kbs, bs))
+    return GroupTable(bs[order], kbs[order], dcp_size[order], inter[order])
 
 
 @dataclass(frozen=True, eq=False)
