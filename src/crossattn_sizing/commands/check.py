@@ -106,9 +106,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    """``check --engine sglang==X``: one batch through that tree's own builder (commands/sglang_check.py)."""
-    from crossattn_sizing.commands.sglang_check import run_check
-    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+    """``check --engine sglang==X``: one batch through that tree's own builder (engine/sglang/check.py)."""
+    from crossattn_sizing.engine.sglang.check import run_check
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
     if not is_sglang_spec(args.engine):
         raise OptionError("--engine", args.engine, "check takes sglang==X or sglang@PATH (vLLM releases are "

@@ -86,7 +86,7 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy and report the verdicts; the exit status."""
     if args.engine is not None:
-        from crossattn_sizing.commands.sglang_verify import run_engine_verify
+        from crossattn_sizing.runs.engine_verify import run_engine_verify
 
         return run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)
