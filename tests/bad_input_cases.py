@@ -164,7 +164,11 @@ def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[
 CASES: list[Case] = [
     # verify ------------------------------------------------------------------
     C("verify", "--policy", "nope", says="unknown sizing policy 'nope'"),
-    C("verify", "--engine", "vllm==0.25.0", says="verify takes sglang==X or sglang@PATH"),
+    C("verify", "--engine", "vllm==0.25.0", "--policy", "mrv2", says="--policy mrv2: does not apply with --engine vllm==0.25.0"),
+    C("verify", "--engine", SGLANG_TREE, "--impl", "triton", says="--impl triton: does not apply with --engine sglang@"),
+    C("verify", "--engine", SGLANG_TREE, "--device", "cuda", says="--device cuda: does not apply with --engine sglang@"),
+    C("verify", "--engine", "nope==1", says="--engine nope==1: names no engine the harness runs"),
+    C("verify", "--engine", "vllm==abc", says="--engine vllm==abc: not a release"),
     C("verify", "--engine", "sglang@{d}", says="has no sglang package"),
     C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
@@ -230,7 +234,8 @@ CASES: list[Case] = [
       says="policy:"),
     C("check", "--config", NEMOTRON, "--encoder-len", "3329", status=0, says="policy:"),
     C("check", "--engine", "sglang==0.5.23", says="--context-len, --kv-capacity, --requests: required with"),
-    C("check", "--engine", "vllm==0.25.0", *SGLANG_BATCH, says="check takes sglang==X or sglang@PATH"),
+    C("check", "--engine", "vllm==0.25.0", *SGLANG_BATCH, says="--context-len 64: does not apply with --engine vllm==0.25.0"),
+    C("check", "--engine", SGLANG_TREE, "--encoder-len", "5", *SGLANG_BATCH, says="--encoder-len 5: does not apply with --engine sglang@"),
     C("check", "--engine", "sglang==abc", *SGLANG_BATCH, says="sglang==abc: not a release version"),
     C("check", "--engine", "sglang@{d}", *SGLANG_BATCH, says="has no sglang package"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "60:3:4",
@@ -270,6 +275,10 @@ CASES: list[Case] = [
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
     # reproduce ---------------------------------------------------------------
     C("reproduce", "mllama-mixed-batch", says="mllama-mixed-batch takes sglang==X or sglang@PATH"),
+    C("reproduce", "whisper", "--engine", SGLANG_TREE, says="SGLang reproduces mllama-mixed-batch only"),
+    C("fuzz", "--engine", SGLANG_TREE, says="fuzz cannot run sglang"),
+    C("audit", "--engine", SGLANG_TREE, says="audit cannot run sglang"),
+    C("map", "--engine", "vllm==0.25.0", "--context-len", "64", "--out", "{d}/m.png", says="--context-len 64: does not apply with --engine vllm==0.25.0"),
     C("reproduce", "--config", "{d}/gpt2.json", "--encoder-len", "3000", says="'gpt2' is decoder-only"),
     C("reproduce", "--config", "{d}/llama.json", "--encoder-len", "3000", says="'llama' is decoder-only"),
     C("reproduce", "--config", "{d}/whisper-abc.json", says="max_source_positions='abc'"),
