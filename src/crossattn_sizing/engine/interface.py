@@ -82,9 +82,9 @@ class EngineFamily(Protocol):
     ranges: tuple[ReleaseRange, ...]
     """Per release range: what runs as the engine's own code, what stands in."""
 
-    def check_spec(self, spec: str) -> str:
-        """``spec`` stripped and checked without obtaining the release; raise a HarnessError (one line,
-        exit 2) for a version that cannot be one or a path that holds no such package."""
+    def check_spec(self, spec: str, option: str = "--engine") -> str:
+        """``spec`` stripped and checked without obtaining the release; raise a HarnessError naming
+        ``option`` (one line, exit 2) for a version that cannot be one or a path without the package."""
         ...
 
     def subject_spec(self, spec: str) -> str | None:
