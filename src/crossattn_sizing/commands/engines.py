@@ -20,7 +20,8 @@ from crossattn_sizing.engine.interface import EngineCommand, EngineFamily
 from crossattn_sizing.engine.registry import family_of
 
 DESTS = {"--encoder-len": "encoder_lens", "-k": "select"}
-"""Options whose parsed name is not the flag's (the rest: ``--call-timeout`` -> ``call_timeout``)."""
+"""Options whose parsed name is not the flag's in some command (``check --encoder-len``); the flag's
+own name (``--call-timeout`` -> ``call_timeout``) is tried too."""
 
 
 @dataclass(frozen=True)
@@ -46,8 +47,11 @@ class Engine:
 
 def given(args: argparse.Namespace, flag: str) -> object:
     """The value of ``flag`` when the user gave it (None, False and [] are "not given")."""
-    value = getattr(args, DESTS.get(flag, flag.lstrip("-").replace("-", "_")), None)
-    return None if value is None or value is False or value == [] else value
+    for dest in (DESTS.get(flag), flag.lstrip("-").replace("-", "_")):
+        value = getattr(args, dest, None) if dest else None
+        if not (value is None or value is False or value == []):
+            return value
+    return None
 
 
 def engine_of(args: argparse.Namespace, command: str) -> Engine | None:
@@ -60,6 +64,7 @@ def engine_of(args: argparse.Namespace, command: str) -> Engine | None:
     spec = family.check_spec(text)
     for flag, why in family.refused(command).items():
         value = given(args, flag)
-        if value is not None:
-            raise OptionError(flag, value, f"does not apply with --engine {spec}: {why}")
+        if value is not None:  # a repeatable option's values as typed: ``--policy a b``
+            typed = " ".join(map(str, value)) if isinstance(value, list) else value
+            raise OptionError(flag, typed, f"does not apply with --engine {spec}: {why}")
     return Engine(family, spec)

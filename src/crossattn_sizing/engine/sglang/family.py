@@ -61,6 +61,8 @@ CPU_ONLY = "SGLang's metadata builder runs on CPU in its own worker (Triton inte
 ONE_WORKER = "the engine's questions go to one worker process per release"
 USER_CODE = "applies to a module:attr policy or implementation, which --engine sglang does not run"
 CHECK_FORM = "check --engine sglang judges one batch: --context-len, --kv-capacity, --requests"
+PAGE_SIZE = "SGLang's table is drawn at page size 1, one column per token"
+MIXED_BATCH = "reproduce --engine sglang runs mllama-mixed-batch, its shape from a transformers config"
 
 
 class SglangFamily:
@@ -96,6 +98,12 @@ class SglangFamily:
             out |= {"--device": CPU_ONLY, "--jobs": ONE_WORKER}
         if command == "check":
             out |= {"--config": CHECK_FORM, "--encoder-len": CHECK_FORM}
+        if command == "map":
+            out["--block-size"] = PAGE_SIZE
+        if command == "reproduce":
+            out |= {flag: MIXED_BATCH for flag in (
+                "--config", "--image-size", "--max-model-len", "--block-size", "--dcp", "--encoder-len",
+                "--max-num-batched-tokens", "--encoder-budget")}  # fmt: skip
         return out
 
     def obtain(self, spec: str) -> str:
