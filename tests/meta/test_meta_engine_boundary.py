@@ -89,3 +89,21 @@ def test_check_on_an_adapter_gap_exits_3_in_one_line_per_path(case: str, tmp_pat
     assert code == 3, out + err
     assert "FAIL" not in out and "Traceback" not in out + err
     assert any(line.startswith("NOT RUN") and piece in line for line in out.splitlines()), out
+
+
+def test_verify_on_an_adapter_gap_is_not_run_never_holds(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """The whole pipeline: a release the adapter cannot run gives the read side "not run" (not "n/a",
+    which would let the row hold) and exit 3, never "holds" and never "fails"."""
+    import json
+
+    (rel, change), *_ = CHANGES["function renamed"]
+    tree = copy_tree(tmp_path / "t", {rel: change})
+    out = tmp_path / "v.json"
+    code = main(["verify", "--engine", f"sglang@{tree}", "--max-examples", "3", "--seed", "1",
+                 "--json", str(out)])  # fmt: skip
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    outcomes = {p["name"].split("::")[-1]: p for p in data["policies"][0]["properties"]}
+    read = outcomes["test_gathers_stay_in_row_and_own_columns"]
+    assert read["outcome"] == "not run" and "alloc_for_decode_default" in read["reason"], read
+    assert (code, data["verdict"], data["policies"][0]["verdict"]) == (3, "not run", "not run")

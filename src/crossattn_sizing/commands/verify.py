@@ -27,6 +27,7 @@ from crossattn_sizing.base.settings import PROFILES
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.runs.engine_verify import engine_verify
 from crossattn_sizing.runs.outputs import ReportFiles
@@ -73,7 +74,7 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 
     maps: dict[str, str] = {}
     for spec in specs:
-        if spec.strip().startswith("vllm"):
+        if engine_name(spec) in ENGINES:
             maps[subjects[spec].name] = (
                 "not drawn (an engine policy answers through its worker, one config at a "
                 f"time; draw it with crossattn-sizing map --policy {spec})"
