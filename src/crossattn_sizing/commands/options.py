@@ -134,10 +134,11 @@ CONFIG = Option(
 )
 ENGINE = Option(
     "--engine",
-    "an engine's own code: vllm==X, vllm@PATH or vllm (reproduce: its sizing, block tables and kernels; sets "
-    "--policy and --impl to it), or sglang==X, sglang@PATH (check, verify, reproduce mllama-mixed-batch: "
-    "its attention metadata builder under the read-side property); audit: vllm==X, a release, or vllm@PATH, "
-    "a folder holding vllm/ (also executed) or an installed vllm package directory (read only)",
+    "an engine's own code, NAME==X (a release) or NAME@PATH (a tree), the same in every command: vllm==X, "
+    "vllm@PATH or vllm runs as --policy and --impl set to it (audit: PATH may also be an installed vllm "
+    "package directory, read only); sglang==X, sglang@PATH answers in its own worker (verify, check, map, "
+    "reproduce mllama-mixed-batch: its decode metadata builder under the read-side property). An option "
+    "that does not apply to the engine is refused",
     metavar="ENGINE",
 )
 JOBS = Option(

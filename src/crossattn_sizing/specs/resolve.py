@@ -4,7 +4,7 @@ A spec is a built-in name (``mrv2``, ``torch``), a ``module:attr``, or an
 engine release's own code: ``vllm`` (the installed one), ``vllm==X`` or
 ``vllm@PATH`` (:mod:`crossattn_sizing.engine.specs`). The core modules
 (:mod:`crossattn_sizing.core.policies`, :mod:`crossattn_sizing.impl`) know the first
-two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm`
+two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm.adapters`
 from here, so the core never imports the engine (tests/test_layers.py), and the
 commands, the pytest plugin and verify's worker all read specs the same way.
 The engine is imported only when a spec names it; :func:`check_engine_spec`
@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.callables import check_form
-from crossattn_sizing.base.errors import ReleaseUnavailable, shown
 from crossattn_sizing.core import policies
-from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
+from crossattn_sizing.engine.specs import is_engine_spec
 
 if TYPE_CHECKING:
     import torch
@@ -75,7 +74,7 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     obtained or run) with the reason.
     """
     if is_engine_spec(spec):
-        from crossattn_sizing.engine.vllm import load_engine_policy
+        from crossattn_sizing.engine.vllm.adapters import load_engine_policy
 
         return load_engine_policy(spec)
     isolation = isolation or Isolation.from_settings()
@@ -103,7 +102,7 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
     from crossattn_sizing import impl
 
     if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
-        from crossattn_sizing.engine.vllm import load_engine_impl
+        from crossattn_sizing.engine.vllm.adapters import load_engine_impl
 
         return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d))
     isolation = isolation or Isolation.from_settings()
@@ -117,33 +116,18 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
 
 
 def check_engine_spec(option: str, spec: str) -> str:
-    """The engine spec typed after ``option``, stripped and checked, without obtaining the release.
+    """The vLLM spec typed after ``option``, stripped and checked, without obtaining the release.
 
     ``vllm`` (the installed one), ``vllm==X.Y.Z`` (a release number; the
-    version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``).
-    ``reproduce --engine`` and the plugin's ``--impl`` both check here, so one
-    spec is refused in the same words wherever it is typed. Raises
+    version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``): vLLM's
+    family checks it (:meth:`~crossattn_sizing.engine.interface.EngineFamily.check_spec`),
+    so one spec is refused in the same words wherever it is typed (``--engine``,
+    the plugin's ``--impl``, ``audit``). Raises
     :class:`~crossattn_sizing.releases.sources.ReleaseUnavailable` naming ``option``.
     """
-    from crossattn_sizing.releases.sources import check_version
+    from crossattn_sizing.engine.registry import family
 
-    spec = spec.strip()
-    if spec == "vllm":
-        return spec
-    if spec.startswith(TREE_PREFIX):
-        try:
-            tree_root(spec)
-        except ReleaseUnavailable as exc:
-            raise ReleaseUnavailable(f"{option} {exc}") from None
-        return spec
-    if not spec.startswith("vllm=="):
-        raise ReleaseUnavailable(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
-    try:
-        return "vllm==" + check_version(spec.removeprefix("vllm=="))
-    except ReleaseUnavailable:
-        raise ReleaseUnavailable(
-            f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)"
-        ) from None
+    return family("vllm").check_spec(spec, option)
 
 
 @dataclass(frozen=True)

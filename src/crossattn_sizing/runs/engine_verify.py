@@ -1,0 +1,56 @@
+"""``verify --engine SPEC`` for an engine that answers in its own worker: one verdict row, the same report.
+
+The engine family says what its verify runs (an
+:class:`~crossattn_sizing.engine.interface.EngineSuite`: property files, the
+plugin options that point them at the release, the properties the release is
+known to fail). They run through the suite runner verify uses for policies
+(:func:`crossattn_sizing.runs.suite.run_suite`), so a verdict means what it
+means there: "holds" only when the property ran examples and held, a failure
+comes with its shrunk case and the line that replays it. The result is a
+:class:`~crossattn_sizing.runs.verify_report.VerifyReport` with one row named
+by the spec, so the table, ``--json``, ``--junit-xml`` and ``--markdown`` are
+written by the same code as a policy's (:mod:`crossattn_sizing.runs.outputs`).
+An engine whose release is itself a sizing policy (vLLM) never comes here: its
+verify is the policy's, with ``--policy`` and ``--impl`` set to the spec.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+from crossattn_sizing.base import interrupts
+from crossattn_sizing.engine.interface import EngineSuite
+from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.runs.profiles import with_max_examples
+from crossattn_sizing.runs.suite import run_suite
+from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
+
+DEVICE = "cpu"
+"""Where an engine's own worker runs its code (the report's device column)."""
+
+
+def engine_verify(
+    spec: str, suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
+    select: list[str], notes: list[str],
+) -> VerifyReport:  # fmt: skip
+    """Run ``suite`` on ``spec``; its report (one row, ``spec``; the implementation column says so too).
+
+    Everything is expected to hold but :attr:`EngineSuite.known_failures`. A
+    property with no example run is "not run", as for a policy.
+    """
+    interrupted = True
+    results: list[PropertyResult] = []
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # the report says it all once
+            results, code = run_suite(
+                "mrv2", profile=with_max_examples(profile, max_examples), seed=seed, select=select,
+                only=list(suite.files), extra_args=list(suite.pytest_args),
+            )  # fmt: skip
+        interrupted = code == 2 or interrupts.requested()
+    except KeyboardInterrupt:  # outside pytest: before or after the suite
+        pass
+    verdict = PolicyVerdict(spec, True, results, interrupted=interrupted,
+                            known_failures=tuple(sorted(suite.known_failures)))  # fmt: skip
+    return VerifyReport(profile, spec, DEVICE, seed, [verdict], [], interrupted,
+                        notes=[n for n in (suite.heading, *notes) if n])  # fmt: skip
