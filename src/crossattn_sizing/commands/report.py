@@ -18,7 +18,7 @@ range not in the repository, a path that is not a git checkout is one line, exit
 from __future__ import annotations
 
 import argparse
-import json
+import contextlib
 import shlex
 from pathlib import Path
 
@@ -30,9 +30,9 @@ from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
 from crossattn_sizing.runs.bisect import BisectResult, bisect, checkout_of, commit_range
 from crossattn_sizing.runs.check_runs import run_check
-from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run_engine
+from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run_engine, tree_of
 from crossattn_sizing.runs.issue_report import FixCheck, IssueReport
-from crossattn_sizing.runs.outputs import output_dir
+from crossattn_sizing.runs.outputs import output_dir, write_json, write_text
 from crossattn_sizing.runs.patched_tree import patched_copy
 
 EPILOG = (
@@ -107,8 +107,6 @@ def run(args: argparse.Namespace) -> int:
     assert out is not None  # has a default
     releases = _releases(args, facts)
     table_file = release_table.from_audit_file(args.release_table) if args.release_table is not None else None
-    if args.fix is not None and not args.fix.is_file():
-        raise OptionError("--fix", str(args.fix), "is not a file (a unified diff against the tree)")
     span = None
     if args.bisect is not None:
         if "@" not in spec:
@@ -116,7 +114,17 @@ def run(args: argparse.Namespace) -> int:
         tree = Path(spec.split("@", 1)[1]).expanduser().resolve()
         top = checkout_of(tree)
         span = (top, tree, *commit_range(top, args.bisect))
-    verdicts = run_engine(spec, profile="ci", seed=args.seed, select=args.select)
+    with contextlib.ExitStack() as stack:
+        # The patch is applied (to a copy) before any property runs: one that does not apply is bad input.
+        copy = (
+            stack.enter_context(patched_copy(tree_of(spec), args.fix, spec)) if args.fix is not None else None
+        )
+        verdicts = run_engine(spec, profile="ci", seed=args.seed, select=args.select)
+        fix = (
+            _check_fix(args.fix, copy, verdicts, facts, args)
+            if copy is not None and verdicts.failing
+            else None
+        )
     failing = verdicts.failing
     if not failing:
         judged = [p for p in verdicts.properties if p.outcome.judged]
@@ -130,7 +138,6 @@ def run(args: argparse.Namespace) -> int:
         ]
         print(f"nothing fails on {spec}, but not everything ran: " + ("; ".join(unrun) or "no property ran"))
         return 3
-    fix = _check_fix(args.fix, verdicts, facts, args) if args.fix is not None else None
     audit_table = None
     if table_file is None and releases and facts.release_source == "audit":
         audit_table = release_table.by_audit(releases)
@@ -139,8 +146,8 @@ def run(args: argparse.Namespace) -> int:
         if span is not None:
             report.bisect, report.bisect_note = _bisect(result, facts, spec, span)
         stem = out / report.slug
-        stem.with_suffix(".md").write_text(report.markdown(), encoding="utf-8")
-        stem.with_suffix(".json").write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+        write_text("--out", stem.with_suffix(".md"), report.markdown())
+        write_json(stem.with_suffix(".json"), report.to_json(), option="--out")
         print(f"wrote {stem.with_suffix('.md')}")
         print(f"wrote {stem.with_suffix('.json')}")
     return 1
@@ -209,22 +216,21 @@ def _report(
 
 
 def _check_fix(
-    patch: Path, verdicts: EngineVerdicts, facts: ReportFacts, args: argparse.Namespace
+    patch: Path, copy: Path, verdicts: EngineVerdicts, facts: ReportFacts, args: argparse.Namespace
 ) -> FixCheck:
-    """Apply ``patch`` to a copy of the tree; the failure's case and every property on it."""
+    """The failures' cases and every property on ``copy``, the tree with ``patch`` applied."""
     before = {p.name: p.outcome for p in verdicts.properties}
-    with patched_copy(verdicts.root, patch, verdicts.spec) as copy:
-        patched = f"{facts.engine}@{copy}"
-        print(f"--fix: {patch} applies; running the properties on the patched copy")
-        replays = {}
-        for failure in verdicts.failing:
-            argv = _argv(failure)
-            replays[failure.name] = (
-                run_check(with_spec(argv, facts.spec_option, patched)).verdict
-                if argv is not None
-                else Outcome.NOT_RUN
-            )
-        after = run_engine(patched, profile="ci", seed=args.seed, select=args.select)
+    patched = f"{facts.engine}@{copy}"
+    print(f"--fix: {patch} applies; running the properties on the patched copy")
+    replays = {}
+    for failure in verdicts.failing:
+        argv = _argv(failure)
+        replays[failure.name] = (
+            run_check(with_spec(argv, facts.spec_option, patched)).verdict
+            if argv is not None
+            else Outcome.NOT_RUN
+        )
+    after = run_engine(patched, profile="ci", seed=args.seed, select=args.select)
     return FixCheck(str(patch), replays, before, {p.name: p.outcome for p in after.properties})
 
 
