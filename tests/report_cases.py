@@ -151,11 +151,24 @@ def golden_name(engine: str) -> str:
     return f"report_{engine}.md"
 
 
+DOCS = ROOT / "docs" / "reporting.md"
+
+
+def in_docs(engine: str, golden: str, docs: str) -> str:
+    """``docs`` with the engine's worked example (between its markers) set to ``golden``."""
+    start, end = f"<!-- golden:{engine} -->\n", f"<!-- /golden:{engine} -->"
+    head, _, rest = docs.partition(start)
+    _, _, tail = rest.partition(end)
+    return f"{head}{start}````markdown\n{golden}````\n{end}{tail}"
+
+
 if __name__ == "__main__":  # python -m tests.report_cases DIR: rerun the examples, rewrite the goldens
     where = Path(sys.argv[1]).resolve()
     where.mkdir(parents=True, exist_ok=True)
     for engine, (done, folder, paths) in examples(where).items():
         print(done.stdout, done.stderr, sep="\n")
         (md,) = sorted(folder.glob("*.md"))
-        (GOLDEN / golden_name(engine)).write_text(normalise(md.read_text(), paths))
-        print(f"wrote {GOLDEN / golden_name(engine)}")
+        golden = normalise(md.read_text(), paths)
+        (GOLDEN / golden_name(engine)).write_text(golden)
+        DOCS.write_text(in_docs(engine, golden, DOCS.read_text()))
+        print(f"wrote {GOLDEN / golden_name(engine)} and its example in {DOCS}")

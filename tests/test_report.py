@@ -125,6 +125,13 @@ def test_the_worked_examples_match_their_goldens(worked, engine: str) -> None:  
     )
 
 
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_docs_show_the_goldens(engine: str) -> None:
+    golden = (rc.GOLDEN / rc.golden_name(engine)).read_text()
+    docs = rc.DOCS.read_text()
+    assert rc.in_docs(engine, golden, docs) == docs, f"docs/reporting.md's {engine} example is not the golden"
+
+
 def test_json_holds_what_the_markdown_says(worked) -> None:  # type: ignore[no-untyped-def]
     for _done, folder, _ in worked[0].values():
         md, data = only_report(folder)

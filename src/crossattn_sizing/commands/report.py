@@ -25,7 +25,8 @@ from pathlib import Path
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
-from crossattn_sizing.engine.report_facts import ReportFacts, check_args, facts_for, with_spec
+from crossattn_sizing.engine.report_engines import facts_for
+from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
 from crossattn_sizing.runs.bisect import BisectResult, bisect, checkout_of, commit_range

@@ -122,14 +122,3 @@ def first_line_with(root: Path, file: str, needle: str) -> int | None:
         if needle in text:
             return n
     return None
-
-
-def facts_for(spec: str) -> ReportFacts:
-    """The facts of the engine a spec names; one line naming the accepted spellings otherwise."""
-    from crossattn_sizing.engine import sglang_report_facts, vllm_report_facts
-
-    registry = {f.engine: f for f in (vllm_report_facts.FACTS, sglang_report_facts.FACTS)}
-    name = spec.strip().split("==")[0].split("@")[0]
-    if name not in registry:
-        raise OptionError("--engine", spec, "report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH")
-    return registry[name]

@@ -80,7 +80,12 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
 
     engine = engine_of(spec)
     root = tree_of(spec)  # resolves (downloads) now: a bad spec is bad input before any property
-    notes = [f"{spec}: the release's own code, from {root}"]
+    notes = [
+        f"{spec}: the release's own code, from {root}",
+        f"properties run as verify runs them: Hypothesis profile {profile}"
+        + (f", seed {seed}" if seed is not None else "")
+        + "".join(f", -k {k}" for k in select),
+    ]
     if engine == "sglang":
         from crossattn_sizing.engine.sglang import sglang_worker
 

@@ -186,7 +186,7 @@ class IssueReport:
         )
         rows = ["| release | verdict | how |", "| --- | --- | --- |"]
         rows += [f"| {r.release} | {r.verdict.value} | {r.how} |" for r in table.rows]
-        return [head, "", f"Each row from that release's own code ({table.source}):", "", *rows]
+        return [head, "", f"Each row comes from that release's own code: {table.source}.", "", *rows]
 
     def _site(self) -> list[str]:
         site = self.site

@@ -106,7 +106,7 @@ def audit_rows(data: Any, where: str) -> list[ReleaseRow]:
 def from_audit_file(path: Path) -> ReleaseTable:
     """The table from a recorded ``audit --json`` file."""
     data = read_json_option("--release-table", str(path))
-    return ReleaseTable(f"audit ({path.name})", audit_rows(data, str(path)))
+    return ReleaseTable(f"the sizing audit's ModelRunner V2 rows in {path.name}", audit_rows(data, str(path)))
 
 
 def by_audit(releases: Sequence[str]) -> ReleaseTable:
@@ -122,7 +122,7 @@ def by_audit(releases: Sequence[str]) -> ReleaseTable:
                 rows += audit_rows(json.loads(out.read_text()), str(out))
             else:
                 rows.append(ReleaseRow(version, Outcome.NOT_RUN, f"not run: {run.line}"))
-    return ReleaseTable("audit (run now)", rows)
+    return ReleaseTable("the sizing audit's ModelRunner V2 row of each release, run now", rows)
 
 
 def by_check(releases: Sequence[str], argv_for: Any) -> ReleaseTable:
@@ -132,4 +132,4 @@ def by_check(releases: Sequence[str], argv_for: Any) -> ReleaseTable:
         run = run_check(argv_for(version))
         how = "check line" if run.verdict != Outcome.NOT_RUN else f"not run: {run.line}"
         rows.append(ReleaseRow(version, run.verdict, how))
-    return ReleaseTable("check line on each release", rows)
+    return ReleaseTable("the failure's check line, run on each release", rows)
