@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome
@@ -105,28 +104,3 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
     verdict = PolicyVerdict(spec, expected_to_hold=True, properties=results)
     report = VerifyReport(profile, "torch", "cpu", seed, [verdict], notes=notes)
     return EngineVerdicts(spec, engine, root, report)
-
-
-def from_verify_json(data: dict[str, Any], spec: str) -> EngineVerdicts:
-    """A report ``verify --json`` wrote for ``spec`` (its policy row named ``spec``)."""
-    rows = [p for p in data.get("policies", []) if p.get("policy") == spec]
-    if not rows:
-        raise OptionError("verify JSON", spec, "has no policy row for this spec")
-    verdicts = [
-        PolicyVerdict(
-            spec,
-            bool(r.get("expected_to_hold", True)),
-            [PropertyResult(**p) for p in r.get("properties", [])],
-            r.get("error", ""),
-        )
-        for r in rows
-    ]
-    report = VerifyReport(
-        str(data.get("profile", "")),
-        str(data.get("impl", "")),
-        str(data.get("device", "")),
-        data.get("seed"),
-        verdicts,
-        notes=list(data.get("notes", [])),
-    )
-    return EngineVerdicts(spec, engine_of(spec), tree_of(spec), report)
