@@ -184,6 +184,11 @@ class IssueReport:
             if first
             else "No release in the table fails."
         )
+        names = [r.release for r in table.rows]
+        before = table.rows[: names.index(first)] if first else []
+        unjudged = [r.release for r in before if r.verdict == Outcome.NOT_RUN]
+        if unjudged:
+            head += f" Earlier releases not judged (they did not run here): {', '.join(unjudged)}."
         rows = ["| release | verdict | how |", "| --- | --- | --- |"]
         rows += [f"| {r.release} | {r.verdict.value} | {r.how} |" for r in table.rows]
         return [head, "", f"Each row comes from that release's own code: {table.source}.", "", *rows]
