@@ -1,9 +1,9 @@
 """What ``report`` needs to know about an engine to phrase an issue its maintainers can act on.
 
 The report itself (``runs/issue_report.py``) is engine-neutral: it reads a
-verify run's verdicts. Each engine adds small facts here, in its own module
-(``vllm_report_facts.py``, ``sglang_report_facts.py``; they move under the
-engine's sub-package with the rest of its code):
+verify run's verdicts. Each engine adds small facts declared here, in its own
+sub-package (``engine/vllm/report_facts.py``, ``engine/sglang/report_facts.py``,
+found by :mod:`crossattn_sizing.engine.report_engines`):
 
 - per failing property: the step that failed, the title's wording and what the
   failure does on a GPU;

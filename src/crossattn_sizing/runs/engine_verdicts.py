@@ -63,8 +63,8 @@ def tree_of(spec: str) -> Path:
     """The folder holding the engine's package for ``spec``: the tree itself, or the release in the cache."""
     engine = engine_of(spec)
     if engine == "sglang":
-        from crossattn_sizing.engine.sglang_install import resolve_sglang
-        from crossattn_sizing.engine.sglang_source import sglang_tree_root
+        from crossattn_sizing.engine.sglang.install import resolve_sglang
+        from crossattn_sizing.engine.sglang.source import sglang_tree_root
 
         return sglang_tree_root(spec) if "@" in spec else resolve_sglang(spec.strip())[0]
     from crossattn_sizing.engine.install import resolve_release
@@ -74,7 +74,13 @@ def tree_of(spec: str) -> Path:
 
 
 def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) -> EngineVerdicts:
-    """Run the engine's properties on ``spec`` as verify does; its report (never read from printed text)."""
+    """Run the engine's properties on ``spec`` as verify does; its report (never read from printed text).
+
+    An engine whose release is a sizing policy (vLLM) runs every property under ``--policy SPEC``; any
+    other runs its family's verify suite (:func:`crossattn_sizing.runs.engine_verify.engine_verify`).
+    """
+    from crossattn_sizing.engine.registry import family_of
+    from crossattn_sizing.runs.engine_verify import engine_verify
     from crossattn_sizing.runs.suite import run_suite
 
     engine = engine_of(spec)
@@ -85,22 +91,16 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
         + (f", seed {seed}" if seed is not None else "")
         + "".join(f", -k {k}" for k in select),
     ]
-    if engine == "sglang":
-        from crossattn_sizing.engine.sglang import sglang_worker
-
-        note = getattr(sglang_worker(spec).release, "note", "")
-        notes += [note] if note else []
-        results, _ = run_suite(
-            "mrv2",
-            profile=profile,
-            seed=seed,
-            select=select,
-            only=[SGLANG_PROPERTIES],
-            extra_args=["--read-builder", spec],
-            allow_empty=bool(select),
-        )
-    else:
-        results, _ = run_suite(spec, profile=profile, seed=seed, select=select, allow_empty=bool(select))
+    family = family_of(spec)
+    suite = family.verify_suite(spec)
+    if family.subject_spec(spec) is None and suite is not None:
+        note = family.obtain(spec)  # its worker started: a tree that cannot load is bad input here
+        report = engine_verify(spec, suite, profile=profile, max_examples=None, seed=seed,
+                               select=select, notes=[*notes, note])  # fmt: skip
+        return EngineVerdicts(spec, engine, root, report)
+    if family.subject_spec(spec) is None:
+        raise OptionError("--engine", spec, "its engine has no verify suite: report has nothing to run")
+    results, _ = run_suite(spec, profile=profile, seed=seed, select=select, allow_empty=bool(select))
     verdict = PolicyVerdict(spec, expected_to_hold=True, properties=results)
     report = VerifyReport(profile, "torch", "cpu", seed, [verdict], notes=notes)
     return EngineVerdicts(spec, engine, root, report)

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
-from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, not_run
+from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
@@ -444,26 +444,10 @@ def run_metadata(
             "column": err.column,
             "width": err.width,
             "message": str(err),
-            "where": release_frame(err, rel.root),
+            "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
     except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
         return not_run(exc, step, rel.root)
-
-
-def release_frame(err: BaseException, root: Path) -> str:
-    """``file:line`` (relative to ``root``) of the innermost traceback frame in the release's own source.
-
-    The release's files run under their own names (:func:`~crossattn_sizing.engine.sglang_source.execute`),
-    so the last such frame of a guarded read is the release's line that indexed; "" when none is.
-    """
-    where = ""
-    tb = err.__traceback__
-    while tb is not None:
-        name = Path(tb.tb_frame.f_code.co_filename)
-        if name.is_relative_to(root):
-            where = f"{name.relative_to(root).as_posix()}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return where
 
 
 def _judge(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 The read side's observation is a guarded read of ``req_to_token``: the worker
 records the innermost frame of the release's own source that indexed
-(:func:`crossattn_sizing.engine.sglang_run.release_frame`), so the file and
+(:func:`crossattn_sizing.engine.adapter.engine_frame`), so the file and
 line quoted are the release's, whatever release it is. Users state a case as
 the server's ``--context-length``, the KV pool's ``--max-total-tokens``, the
 attention backend and the requests: image (encoder) tokens, prompt and output
@@ -113,7 +113,7 @@ def site(name: str, root: Path, spec: str, argv: Sequence[str]) -> CodeSite | No
     """The release's line that indexed past the row: the frame the worker recorded on replaying the case."""
     if name != READ_SIDE:
         return None
-    from crossattn_sizing.engine.sglang import SglangReads
+    from crossattn_sizing.engine.sglang.client import SglangReads
 
     context = int(option_value(argv, "--context-len") or 0)
     for verdict in SglangReads(spec).verdicts(context, _batch(argv)).values():
