@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # Repeated: one panel per policy, side by side; one row of panels per block size.
     options.POLICY.add(p, repeatable=True)  # required unless --engine sglang (checked in run)
     options.BLOCK_SIZE.add(p, shown_default=str(DEFAULT_BLOCK_SIZE), repeatable=True)
-    p.add_argument("--out", required=True, help="the picture to write: a .png or .svg file")
+    options.OUT.add(p, required=True)
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p, default=None, shown_default="8192")
     p.set_defaults(func=run)

@@ -148,6 +148,10 @@ JOBS = Option(
 )  # fmt: skip
 CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
+OUT = Option(
+    "--out", "where the command writes: map, the picture (a .png or .svg file); report, the folder its "
+    "Markdown and JSON files go into (created if missing)", metavar="PATH",
+)  # fmt: skip
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")
 BLOCK_SIZE = Option(
     "--block-size", "tokens per KV-cache block", metavar="N", parse=integer(1, MAX_BLOCK_SIZE),

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
-from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, not_run
+from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
@@ -444,6 +444,7 @@ def run_metadata(
             "column": err.column,
             "width": err.width,
             "message": str(err),
+            "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
     except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
         return not_run(exc, step, rel.root)
