@@ -36,8 +36,8 @@ def test_verify_json_fields(tmp_path: Path) -> None:
     text = written(tmp_path, report.to_json())
     assert text.endswith("}\n") and text.startswith('{\n  "profile": "ci",\n')
     data = json.loads(text)
-    assert list(data) == ["profile", "impl", "device", "seed", "exit_status", "verdict", "interrupted",
-                          "output_error", "policies", "findings", "notes"]  # fmt: skip
+    assert list(data) == ["profile", "database", "impl", "device", "seed", "exit_status", "verdict",
+                          "interrupted", "output_error", "policies", "findings", "notes"]  # fmt: skip
     assert (data["exit_status"], data["verdict"]) == (0, "holds")
     policy = data["policies"][0]
     assert list(policy) == ["policy", "expected_to_hold", "verdict", "unexpected", "error", "properties"]

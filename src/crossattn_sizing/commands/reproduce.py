@@ -209,10 +209,12 @@ def run(args: argparse.Namespace) -> int:
     if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
         return run_mllama_mixed_batch(args.engine)
     if args.engine:
-        for option, given in (("--policy", args.policy), ("--impl", args.impl)):
-            if given is not None:  # two answers to one question: refused, never one of them dropped
+        for option, dest in (("--policy", "policy"), ("--impl", "impl")):
+            if options.typed(args, dest):  # two answers to one question: refused, never one dropped
+                given = getattr(args, dest)
                 rule = f"sets --policy and --impl to the engine's own code; drop {option} {given}"
                 raise OptionError("--engine", args.engine, rule)
+        # An option beats a variable: --engine overrides CROSSATTN_SIZING_POLICY and CROSSATTN_IMPL.
         args.policy = args.impl = check_engine_spec("--engine", args.engine)
     args.policy = "mrv2" if args.policy is None else args.policy
     args.impl = "torch" if args.impl is None else args.impl

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from crossattn_sizing.base.errors import described
+
 
 def failure(exc: BaseException) -> dict[str, Any]:
     """An error as the protocol sends it: its text, its kind and, for a missing module, that module.
@@ -19,7 +21,7 @@ def failure(exc: BaseException) -> dict[str, Any]:
     error (``ModuleNotFoundError.name``), so the client installs what is
     missing without reading it out of the message.
     """
-    out: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+    out: dict[str, Any] = {"error": described(exc), "kind": type(exc).__name__}
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         out["missing_module"] = exc.name
     return out

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from crossattn_sizing.base.errors import described
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.sglang_source import (
     Missing,
@@ -439,7 +440,7 @@ def run_metadata(
             "message": str(err),
         }
     except (StandInMissing, KernelCalled, AttributeError) as exc:
-        return {"verdict": "not run", "reason": f"{type(exc).__name__}: {exc}"}
+        return {"verdict": "not run", "reason": described(exc)}
     return _judge(meta, prepared, batch)
 
 
