@@ -107,11 +107,12 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def _command(argv: Sequence[str] | None) -> int:
+    args = None
     try:
         args = parse(argv)
         status = int(args.func(args))
     except HarnessError as exc:
-        print(f"{PROG}: error: {bounded(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: error: {bounded(options.named_by_variable(args, str(exc)))}", file=sys.stderr)
         return interrupts.EXIT_STATUS if interrupts.requested() else 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -247,6 +247,17 @@ def settle(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     args.settled = settled
 
 
+def named_by_variable(args: argparse.Namespace | None, message: str) -> str:
+    """An error about a value a ``CROSSATTN_*`` variable gave (not the command line) says so: the
+    loader that refuses ``'nope'`` knows it as ``--policy``; the user set ``CROSSATTN_SIZING_POLICY``."""
+    for dest, source in getattr(args, "settled", {}).items():
+        value = getattr(args, dest, None)
+        value = value[0] if isinstance(value, list) and len(value) == 1 else value
+        if source in settings.READERS and isinstance(value, str) and repr(value) in message:
+            return f"{message} (the value of {source})"
+    return message
+
+
 def typed(args: argparse.Namespace, dest: str) -> bool:
     """Whether the option ``dest`` was typed on the command line (not its variable, not the default)."""
     return str(getattr(args, "settled", {}).get(dest, "")).startswith("-")
