@@ -69,8 +69,8 @@ def described(exc: BaseException) -> str:
     (``ZeroDivisionError``, ``AssertionError``) is part of what the user needs: ``Kind: message``.
     """
     text = str(exc).strip()
-    if type(exc).__module__.split(".")[0] == __name__.split(".")[0] and text:
-        return text
+    if type(exc).__module__.split(".")[0] == __name__.split(".")[0]:  # one of ours
+        return text or (type(exc).__doc__ or "an error of the harness").strip().splitlines()[0]
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 

@@ -81,7 +81,7 @@ class Option:
     parse: Parse | None = None
     choices: tuple[str, ...] | None = None
     dest: str | None = None
-    switch: bool = False  # a flag that takes no value (store_true)
+    switch: bool = False  # a flag that takes no value: --flag, and --no-flag to override its variable
     variable: str | None = None
     """The ``CROSSATTN_*`` variable that stands for this option where it is not typed."""
 
