@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.commands import options
 from crossattn_sizing.findings.capacity_map import FORMATS, check_out, draw, require_matplotlib
@@ -47,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine is not None:
         return run_sglang(args)
     if not args.policy:
-        raise HarnessError("the following arguments are required: --policy")
+        raise HarnessError(f"the following arguments are required: --policy (or {settings.SIZING_POLICY})")
     require_matplotlib()
     out = output_file("--out", args.out)  # absolute before a policy's module is imported
     assert out is not None  # required
