@@ -113,6 +113,7 @@ def test_user_lines_name_no_class_of_the_harness_but_keep_the_kind_of_foreign_er
     result = PropertyResult("p")
     result.fail(unavailable, "", "", "")
     assert result.diagnosis == "vllm==0.19.0 does not import on this machine"
-    assert failure(unavailable)["error"] == str(unavailable)  # the worker's answer, as the judge shows it
-    assert failure(unavailable)["kind"] == "ReleaseUnavailable"  # still told apart by the code
+    answer = failure(unavailable)  # a worker's answer: what a user line says, and what the judge parses
+    assert answer["said"] == str(unavailable) and answer["kind"] == "ReleaseUnavailable"
+    assert answer["error"] == f"ReleaseUnavailable: {unavailable}"
     assert str(PolicyRaised(None, KeyError("x"))) == "KeyError: 'x'"  # type: ignore[arg-type]
