@@ -535,6 +535,19 @@ CASES: list[Case] = [
                    ("prove", "--policy", "mrv2", *SMALL_DOMAIN),
                    ("reproduce", "whisper"),
                    ("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "5"))),
+    # --- issue 35: one precedence rule (option > CROSSATTN_* variable > default, docs/settings.md) ---
+    # verify reads CROSSATTN_PROFILE now: an unknown one is refused, even under an option that overrides it
+    C("verify", says="CROSSATTN_PROFILE='nope': unknown Hypothesis profile", env={"CROSSATTN_PROFILE": "nope"}),
+    C("verify", "--hypothesis-profile", "dev", says="CROSSATTN_PROFILE='nope': unknown Hypothesis profile", env={"CROSSATTN_PROFILE": "nope"}),
+    # a bad value a variable gave is told as the variable's
+    C("check", "--config", NEMOTRON, "--encoder-len", "1", says="unknown sizing policy 'nope'", env={"CROSSATTN_SIZING_POLICY": "nope"}),
+    C("prove", *SMALL_DOMAIN, says="(the value of CROSSATTN_SIZING_POLICY)", env={"CROSSATTN_SIZING_POLICY": "nope"}),
+    C("verify", "--policy", "mrv2", says="unknown implementation 'nope': use one of torch, triton or module:attr (the value of CROSSATTN_IMPL)", env={"CROSSATTN_IMPL": "nope"}),
+    C("fuzz", says="CROSSATTN_DEVICE='tpu': use one of cpu, cuda", env={"CROSSATTN_DEVICE": "tpu"}),
+    C("prove", *SMALL_DOMAIN, says="the following arguments are required: --policy (or CROSSATTN_SIZING_POLICY)"),
+    # reproduce --engine overrides the variables (an option), but still refuses a typed --policy
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="--policy mrv2-prefix: does not apply with --engine vllm==0.25.0", env={"CROSSATTN_SIZING_POLICY": "v1"}),
+    C("verify", "--in-process=1", says="argument --in-process/--no-in-process: ignored explicit argument '1'"),
 ]
 """Every row; the report and the test read the same list."""
 

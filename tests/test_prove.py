@@ -306,8 +306,8 @@ def test_edge_domain_verdicts_of_the_builtins_and_its_edges() -> None:
     for name, policy in BUILTIN_POLICIES.items():
         assert prove_all(parts, policy, examples=0).holds is policy.expected_to_hold, name
     coverage = edges.edge_coverage(parts)
-    assert coverage.dense_held == coverage.dense_edges > 0
-    assert 0 < coverage.held < coverage.all_edges
+    assert coverage.dense_checked == coverage.dense_edges > 0
+    assert 0 < coverage.checked < coverage.all_edges
     for part in parts:
         axis = part.encoder_budgets
         assert axis.min() >= 1 and axis.max() <= edges.MAX_TOKENS
@@ -472,7 +472,7 @@ def test_cli_default_is_the_edge_domain_and_says_what_it_covers(capsys: pytest.C
     out = capsys.readouterr().out
     size = sum(p.size for p in edges.edge_domain())
     assert f"domain: {size:,} configs (edge domain, 24 parts)" in out
-    assert "edges of the first 8 multiples of each: 1,584 of 1,584 held" in out
+    assert "edges of the first 8 multiples of each: 1,584 of 1,584 checked" in out
 
 
 def test_cli_dry_run_counts_only(capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,8 +36,8 @@ def test_verify_json_fields(tmp_path: Path) -> None:
     text = written(tmp_path, report.to_json())
     assert text.endswith("}\n") and text.startswith('{\n  "profile": "ci",\n')
     data = json.loads(text)
-    assert list(data) == ["profile", "impl", "device", "seed", "exit_status", "verdict", "interrupted",
-                          "output_error", "policies", "findings", "notes"]  # fmt: skip
+    assert list(data) == ["profile", "database", "impl", "device", "seed", "exit_status", "verdict",
+                          "interrupted", "output_error", "policies", "findings", "notes"]  # fmt: skip
     assert (data["exit_status"], data["verdict"]) == (0, "holds")
     policy = data["policies"][0]
     assert list(policy) == ["policy", "expected_to_hold", "known_failures", "verdict", "unexpected", "error",
@@ -60,8 +60,8 @@ def test_verify_engine_json_fields_and_known_failures(tmp_path: Path) -> None:
         return VerifyReport("ci", spec, "cpu", 0, [verdict], notes=[f"{spec}: SGLang's own builder"])
 
     data = json.loads(written(tmp_path, report(Outcome.FAILS, Outcome.HOLDS).to_json()))
-    assert list(data) == ["profile", "impl", "device", "seed", "exit_status", "verdict", "interrupted",
-                          "output_error", "policies", "findings", "notes"]  # fmt: skip
+    assert list(data) == ["profile", "database", "impl", "device", "seed", "exit_status", "verdict",
+                          "interrupted", "output_error", "policies", "findings", "notes"]  # fmt: skip
     policy = data["policies"][0]
     assert (policy["policy"], policy["known_failures"]) == (spec, [read.split("::")[-1]])
     assert (data["exit_status"], policy["unexpected"]) == (0, False)

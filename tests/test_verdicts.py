@@ -97,3 +97,23 @@ def test_a_policy_that_raises_inside_the_suite_is_bad_input_not_a_failure() -> N
     proc = run(cli("verify", "--policy", "tests.unusable_policies:raises_for_dcp", "-k", "test_capacity"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "raised NotImplementedError" in proc.stderr and "UNEXPECTED" not in proc.stdout
+
+
+def test_user_lines_name_no_class_of_the_harness_but_keep_the_kind_of_foreign_errors() -> None:
+    """A harness error reads as its message (``ReleaseUnavailable`` is a word for the code, not the
+    user); an error of the code under test or of Python keeps its kind, which is part of the story."""
+    from crossattn_sizing.base.errors import ReleaseUnavailable, described
+    from crossattn_sizing.engine.protocol import failure
+    from crossattn_sizing.prove.batches import PolicyRaised
+
+    unavailable = ReleaseUnavailable("vllm==0.19.0 does not import on this machine")
+    assert described(unavailable) == "vllm==0.19.0 does not import on this machine"
+    assert described(ZeroDivisionError("division by zero")) == "ZeroDivisionError: division by zero"
+    assert described(ReleaseUnavailable()) == ReleaseUnavailable.__doc__.splitlines()[0]  # type: ignore[union-attr]
+    result = PropertyResult("p")
+    result.fail(unavailable, "", "", "")
+    assert result.diagnosis == "vllm==0.19.0 does not import on this machine"
+    answer = failure(unavailable)  # a worker's answer: what a user line says, and what the judge parses
+    assert answer["said"] == str(unavailable) and answer["kind"] == "ReleaseUnavailable"
+    assert answer["error"] == f"ReleaseUnavailable: {unavailable}"
+    assert str(PolicyRaised(None, KeyError("x"))) == "KeyError: 'x'"  # type: ignore[arg-type]

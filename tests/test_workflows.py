@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
 import yaml  # in the test extra
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -122,3 +128,34 @@ def test_ci_has_a_package_job() -> None:
     """The wheel as a user installs it is built and run on every push (``nox -s package``)."""
     job = load("ci.yml")["jobs"]["package"]
     assert any("nox -s package" in step.get("run", "") for step in job["steps"])
+
+
+@pytest.mark.slow
+def test_the_recipe_verify_uses_the_profile_and_the_database_it_names(tmp_path: Path) -> None:
+    """docs/ci.md's job, its variables and its verify line as written, from a vLLM tree's folder, and
+    what that verify reports as its profile and its example database: the ones the recipe names.
+
+    Added to the line, only what makes it short and readable here: ``-k test_capacity`` (the
+    recipe's own way to judge only the tree's sizing), one example, and ``--json`` to read the report.
+    """
+    from tests.engine_tree import build_tree
+
+    job = ci_recipe()["jobs"]["sizing"]
+    named = {str(k): str(v) for k, v in job["env"].items()}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSATTN_")}
+    env.update(named)
+    line = {step.get("name"): step for step in job["steps"]}[VERIFY_STEP]["run"]
+    argv = shlex.split(line)
+    assert argv[:2] == ["crossattn-sizing", "verify"]
+    build_tree(tmp_path, "0.25.0", kernels=True)
+    out = tmp_path / "report.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "crossattn_sizing", *argv[1:], "-k", "test_capacity", "--max-examples", "1",
+         "--json", str(out)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    said = done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode in (0, 1, 3) and out.exists(), said  # a verdict, whatever it is: not bad input
+    report = json.loads(out.read_text())
+    assert report["profile"] == named["CROSSATTN_PROFILE"] == "dev", said
+    assert report["database"] == named["CROSSATTN_DB"], said

@@ -60,6 +60,20 @@ class HarnessError(Exception):
     """Base class of errors the CLI reports as one line with a non-zero exit."""
 
 
+def described(exc: BaseException) -> str:
+    """What raised, for a line a user reads: the harness's own errors by their message alone.
+
+    The harness's classes (``ReleaseUnavailable``, ``SizingExecError``, ``WrongAnswer``, ...) are how
+    its code tells errors apart, not words for users; their messages say what went wrong. Any other
+    exception comes from the code under test, a library or Python itself, and its kind
+    (``ZeroDivisionError``, ``AssertionError``) is part of what the user needs: ``Kind: message``.
+    """
+    text = str(exc).strip()
+    if type(exc).__module__.split(".")[0] == __name__.split(".")[0]:  # one of ours
+        return text or (type(exc).__doc__ or "an error of the harness").strip().splitlines()[0]
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 class ConfigError(HarnessError, ValueError):
     """A runner config that the engine would refuse at start-up.
 

@@ -8,6 +8,11 @@ plugin), never a traceback or a verdict on something that was not checked.
 the plugin call it before any work, and each reader below checks its own
 variable again, so a module used on its own is never fed a bad value either.
 
+One precedence rule for every variable (``docs/settings.md``): an option typed on
+the command line beats its variable, which beats the command's default. A reader
+here takes that default where commands differ (``verify``'s profile is ``ci``, the
+plugin's ``dev``); :func:`is_set` says whether the user set a variable at all.
+
 Only what the user set is read here: the harness never writes these variables
 into its own process (``fuzz`` hands its folders to the property suite as the
 plugin's options). Values are read when asked for, not at import.
@@ -74,6 +79,11 @@ def raw(name: str) -> str | None:
     return value.strip()
 
 
+def is_set(name: str) -> bool:
+    """Whether the user set ``name`` (blank reads as unset): whether it, not the default, decides."""
+    return raw(name) is not None
+
+
 def _choice(name: str, allowed: tuple[str, ...], default: str) -> str:
     value = raw(name)
     if value is None:
@@ -127,19 +137,20 @@ def _optional_folder(name: str) -> Path | None:
 
 
 # Readers, one per variable. ------------------------------------------------------
-def sizing_policy() -> str:
-    """The plugin's default ``--policy`` (checked when the policy loads)."""
-    return raw(SIZING_POLICY) or "mrv2"
+def sizing_policy(default: str = "mrv2") -> str:
+    """``--policy`` where it is not typed: ``CROSSATTN_SIZING_POLICY``, else ``default`` (checked when
+    the policy loads)."""
+    return raw(SIZING_POLICY) or default
 
 
-def impl() -> str:
-    """The plugin's default ``--impl`` (checked when the implementation loads)."""
-    return raw(IMPL) or "torch"
+def impl(default: str = "torch") -> str:
+    """``--impl`` where it is not typed: ``CROSSATTN_IMPL``, else ``default`` (checked when it loads)."""
+    return raw(IMPL) or default
 
 
-def device() -> str:
-    """The device from ``CROSSATTN_DEVICE`` (cpu or cuda; default cpu)."""
-    return _choice(DEVICE, DEVICES, "cpu")
+def device(default: str = "cpu") -> str:
+    """``--device`` where it is not typed: ``CROSSATTN_DEVICE`` (cpu or cuda), else ``default``."""
+    return _choice(DEVICE, DEVICES, default)
 
 
 def dcp_backend() -> str:
@@ -192,12 +203,13 @@ def in_process() -> bool:
     return _flag(IN_PROCESS)
 
 
-def profile() -> str:
-    """The Hypothesis profile: ``CROSSATTN_PROFILE``, else ``dev``."""
+def profile(default: str = "dev") -> str:
+    """The Hypothesis profile: ``CROSSATTN_PROFILE``, else the reader's ``default`` (the plugin's
+    ``dev``, verify's ``ci``)."""
     value = raw(PROFILE)
     if value is not None and value not in PROFILES:
         raise SettingError(PROFILE, value, f"unknown Hypothesis profile; use one of {', '.join(PROFILES)}")
-    return value or "dev"
+    return value or default
 
 
 def database_dir(default: Path) -> Path:

@@ -37,6 +37,11 @@ from crossattn_sizing.releases.sources import (
 from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.specs.resolve import check_engine_spec
 
+OFFLINE = options.Option(
+    "--offline", "never download: use only wheels already in the cache; --no-offline: download what is "
+    "missing", switch=True, variable=settings.OFFLINE,
+)  # fmt: skip
+
 ACCEPTED = (
     "audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH (a folder holding vllm/, "
     "or an installed vllm package directory)"
@@ -74,8 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="audit only this runner (repeatable; default: all)")  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help=f"wheel cache (default: {default_cache_dir()})")  # fmt: skip
-    parser.add_argument("--offline", action="store_true",
-                        help="never download: use only wheels already in the cache")  # fmt: skip
+    OFFLINE.add(parser, default=False, shown_default="no")
     options.JSON.add(parser)
     options.MARKDOWN.add(parser)  # its first line: the command that regenerates it
     parser.add_argument("--read-only", action="store_true",
@@ -171,9 +175,9 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
 def run(args: argparse.Namespace) -> int:
     """Audit the releases asked for; the exit status says whether every verdict held."""
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
-    # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
-    args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
-    args.offline = args.offline or settings.offline()
+    # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download),
+    # --no-offline overrides it; settled by the CLI (options.settle), which says which decided.
+    args.offline_by = "--offline" if options.typed(args, "offline") else f"{settings.OFFLINE}=1"
     for text in args.engine or []:  # an engine that is not vLLM runs the audit its own way, or says why not
         if engine_name(text) in ENGINES and engine_name(text) != "vllm":
             family = family_of(text)

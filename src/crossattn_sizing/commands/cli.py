@@ -22,6 +22,7 @@ from crossattn_sizing import commands
 from crossattn_sizing.base import interrupts, settings, standard_output
 from crossattn_sizing.base.errors import HarnessError, bounded
 from crossattn_sizing.base.processes import end_children
+from crossattn_sizing.commands import options
 
 PROG = "crossattn-sizing"
 
@@ -49,6 +50,18 @@ def build_parser() -> argparse.ArgumentParser:
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub)
     return parser
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line as its command receives it: parsed, every ``CROSSATTN_*`` variable checked, and
+    each option that stands for one settled by the one rule, option > variable > default
+    (:func:`~crossattn_sizing.commands.options.settle`, ``docs/settings.md``)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    settings.check_environment()  # a bad CROSSATTN_* variable is bad input, like a bad option
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    options.settle(sub.choices[args.command], args)
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,12 +107,12 @@ def _run(argv: Sequence[str] | None) -> int:
 
 
 def _command(argv: Sequence[str] | None) -> int:
+    args = None
     try:
-        args = build_parser().parse_args(argv)
-        settings.check_environment()  # a bad CROSSATTN_* variable is bad input, like a bad option
+        args = parse(argv)
         status = int(args.func(args))
     except HarnessError as exc:
-        print(f"{PROG}: error: {bounded(str(exc))}", file=sys.stderr)
+        print(f"{PROG}: error: {bounded(options.named_by_variable(args, str(exc)))}", file=sys.stderr)
         return interrupts.EXIT_STATUS if interrupts.requested() else 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

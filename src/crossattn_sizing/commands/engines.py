@@ -46,8 +46,12 @@ class Engine:
 
 
 def given(args: argparse.Namespace, flag: str) -> object:
-    """The value of ``flag`` when the user gave it (None, False and [] are "not given")."""
+    """The value of ``flag`` when the user typed it (None, False and [] are "not given"; a value the
+    option's ``CROSSATTN_*`` variable or its default settled is not typed: ``--engine`` beats it)."""
+    settled = getattr(args, "settled", {})
     for dest in (DESTS.get(flag), flag.lstrip("-").replace("-", "_")):
+        if dest in settled and not str(settled[dest]).startswith("-"):
+            continue
         value = getattr(args, dest, None) if dest else None
         if not (value is None or value is False or value == []):
             return value

@@ -28,12 +28,11 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from crossattn_sizing.base import interrupts
+from crossattn_sizing.base import interrupts, settings
 from crossattn_sizing.base.errors import OptionError, refuse_spelling
 from crossattn_sizing.base.limits import float_arg, int_arg
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.base.processes import describe_exit
-from crossattn_sizing.base.settings import DB, REDIS_URL
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.engines import engine_of
 from crossattn_sizing.findings.results import PropertyResult
@@ -43,6 +42,17 @@ from crossattn_sizing.runs.outputs import ReportFiles, output_dir
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PLAIN
 from crossattn_sizing.specs.resolve import load_checked_policy
+
+DB_OPTION = options.Option(
+    "--db", "example database directory", metavar="DIR", parse=options.path, variable=settings.DB
+)
+REGRESSIONS = options.Option(
+    "--regressions", "new regression files go here", metavar="DIR", parse=options.path,
+    variable=settings.REGRESSIONS_DIR,
+)  # fmt: skip
+REDIS = options.Option(
+    "--redis-url", "fleet example database, a Redis URL", metavar="URL", variable=settings.REDIS_URL
+)
 
 MAX_MINUTES = 7 * 24 * 60
 """The longest budget accepted (a week): anything longer is a typo, and the timer needs a finite one."""
@@ -70,15 +80,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
     )
-    p.add_argument("--db", type=Path, help=f"example database directory (default ${DB})")
-    p.add_argument(
-        "--regressions", type=Path, help="new regression files go here (default properties/regressions)"
-    )
+    DB_OPTION.add(p, shown_default=str(profiles.DEFAULT_DB))
+    REGRESSIONS.add(p, shown_default="properties/regressions")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     options.JSON.add(p)
     options.JOBS.add(p, default=1)
     refuse_spelling(p.add_argument, "--workers", "--jobs")
-    p.add_argument("--redis-url", help=f"fleet example database, a Redis URL (default ${REDIS_URL})")
+    REDIS.add(p, shown_default="none")
     p.set_defaults(func=run, parser=p)
 
 

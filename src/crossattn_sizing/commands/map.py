@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.engines import engine_of
@@ -54,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     if engine is not None:
         args.policy = [engine.subject]
     if not args.policy:
-        raise HarnessError("the following arguments are required: --policy")
+        raise HarnessError(f"the following arguments are required: --policy (or {settings.SIZING_POLICY})")
     require_matplotlib()
     out = output_file("--out", args.out)  # absolute before a policy's module is imported
     assert out is not None  # required

@@ -23,7 +23,6 @@ from rich.console import Console
 from crossattn_sizing.base import standard_output
 from crossattn_sizing.base.errors import OptionError, refuse_spelling
 from crossattn_sizing.base.limits import int_arg
-from crossattn_sizing.base.settings import PROFILES
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
@@ -47,10 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "but something did not run; 130 Ctrl-C",
     )
     options.POLICY.add(p, shown_default="every built-in", repeatable=True)
-    options.IMPL.add(p, shown_default="torch")  # None when not typed: --engine refuses it
-    options.DEVICE.add(p, shown_default="cpu")
-    p.add_argument("--hypothesis-profile", dest="profile", default="ci", choices=PROFILES,
-                   help="Hypothesis settings profile (default ci)")  # fmt: skip
+    options.IMPL.add(p, default="torch")  # from CROSSATTN_IMPL when not typed; --engine refuses it typed
+    options.DEVICE.add(p, default="cpu")
+    options.PROFILE.add(p, default="ci")
     refuse_spelling(p.add_argument, "--profile", "--hypothesis-profile")
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
     options.SEED.add(p, shown_default="random, or fixed by the profile")
@@ -87,32 +85,38 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
     return maps
 
 
+def plan_of(args: argparse.Namespace) -> VerifyPlan:
+    """What the run will do, read off the settled options (each typed, else its variable, else the
+    default): every policy loaded and checked, so a bad one is bad input before any suite runs."""
+    if args.jobs < 1:
+        raise OptionError("--jobs", args.jobs, "must be >= 1")
+    specs = args.policy or list(BUILTIN_POLICIES)
+    isolation = options.isolation(args)
+    return VerifyPlan(
+        specs=specs, subjects={spec: resolve_policy(spec, isolation) for spec in specs}, impl=args.impl,
+        device=args.device, profile=args.profile, max_examples=args.max_examples, seed=args.seed,
+        select=args.select, jobs=args.jobs, isolation=isolation,
+    )  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy (or an engine's own code) and report; the exit status."""
-    engine = engine_of(args, "verify")  # options that do not apply to the engine: refused first
+    engine = engine_of(args, "verify")  # options typed that do not apply to the engine: refused first
     if engine is not None and engine.subject is not None:  # the release is the policy and the impl
         args.policy, args.impl = [engine.subject], engine.subject
-    args.impl = "torch" if args.impl is None else args.impl
-    args.device = "cpu" if args.device is None else args.device
     args.jobs = min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs
-    specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).
     files = ReportFiles.checked(json=args.json, junit_xml=args.junit_xml, markdown=args.markdown)
-    if args.jobs < 1:
-        raise OptionError("--jobs", args.jobs, "must be >= 1")
     if files.markdown is not None:
         require_matplotlib()
     if engine is not None and engine.subject is None:
         report = run_engine(args, engine)
+        specs = [engine.spec]
         maps = {engine.spec: "not drawn (an engine answering in its own worker is not a sizing policy)"}
     else:
-        isolation = options.isolation(args)
-        plan = VerifyPlan(
-            specs=specs, subjects={spec: resolve_policy(spec, isolation) for spec in specs}, impl=args.impl,
-            device=args.device, profile=args.profile, max_examples=args.max_examples, seed=args.seed,
-            select=args.select, jobs=args.jobs, isolation=isolation,
-        )  # fmt: skip
+        plan = plan_of(args)
+        specs = plan.specs
         report = verify(plan)
         maps = {}
     interrupted = report.interrupted

@@ -36,7 +36,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.base.errors import HarnessError
+from crossattn_sizing.base.errors import HarnessError, described
 from crossattn_sizing.base.processes import (
     describe_exit,
     end_children,
@@ -119,7 +119,7 @@ class RankPool:
             for rank, reply in enumerate(self._collect("start", max(self.timeout_s, 300.0))):
                 if reply[0] == "error":
                     raise HarnessError(f"DCP rank {rank} ({self.backend}) could not start: "
-                                       f"{type(reply[1]).__name__}: {reply[1]}")
+                                       f"{described(reply[1])}")
         except BaseException:
             self.close()
             raise

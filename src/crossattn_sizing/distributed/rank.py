@@ -35,6 +35,7 @@ from typing import Any
 
 import torch
 
+from crossattn_sizing.base.errors import described
 from crossattn_sizing.impl.runner import PagedRunner, Reads
 
 
@@ -64,7 +65,7 @@ def _error(exc: BaseException) -> tuple[str, Any, str]:
         pickle.loads(pickle.dumps(exc))
         return ("error", exc, text)
     except Exception:
-        return ("error", RuntimeError(f"{type(exc).__name__}: {exc}"), text)
+        return ("error", RuntimeError(described(exc)), text)
 
 
 class Rank:

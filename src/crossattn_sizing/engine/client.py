@@ -211,7 +211,7 @@ class EngineWorker:
                     record_shims(self.release, ready)
                 return ready
             self.close()
-            error = str(ready.get("error"))
+            error = str(ready.get("said") or ready.get("error"))  # a user line: no class of the harness
             module = top_level(ready.get("missing_module"))
             if module == "vllm":
                 raise ReleaseUnavailable(f"{self.release.label} lacks a module the adapter imports: {error}")
@@ -316,7 +316,7 @@ class EngineWorker:
     def refusal(self, op: str, reply: dict[str, Any]) -> ReleaseUnavailable:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
         error = Inexpressible if reply.get("kind") == "Unrepresentable" else ReleaseUnavailable
-        refused = error(f"{self.label}: {op} failed: {reply.get('error')}")
+        refused = error(f"{self.label}: {op} failed: {reply.get('said') or reply.get('error')}")
         refused.missing_module = reply.get("missing_module")  # type: ignore[attr-defined]
         return refused
 

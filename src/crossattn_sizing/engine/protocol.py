@@ -11,15 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from crossattn_sizing.base.errors import described
+
 
 def failure(exc: BaseException) -> dict[str, Any]:
-    """An error as the protocol sends it: its text, its kind and, for a missing module, that module.
+    """An error as the protocol sends it: its text (``Kind: message``, which the judge parses), its kind,
+    what a user line says of it (``said``: :func:`~crossattn_sizing.base.errors.described`, no class of
+    the harness) and, for a missing module, that module.
 
     ``missing_module`` is the dotted name Python's import system gives the
     error (``ModuleNotFoundError.name``), so the client installs what is
     missing without reading it out of the message.
     """
-    out: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__}
+    out: dict[str, Any] = {"error": f"{type(exc).__name__}: {exc}", "kind": type(exc).__name__,
+                           "said": described(exc)}  # fmt: skip
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         out["missing_module"] = exc.name
     return out

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.base.errors import described
 from crossattn_sizing.base.outcome import Outcome
 
 NOT_RUN_MARK = "[not run] "
@@ -187,7 +188,7 @@ class PropertyResult:
             self.diagnosis, self.reproduce = leaf.diagnosis, leaf.reproduce
             self.reruns_test = leaf.reruns_test
         elif leaf is not None:
-            self.diagnosis = f"{type(leaf).__name__}: {leaf}".strip()
+            self.diagnosis = described(leaf)
         else:
             self.diagnosis = message
         self.falsifying_example, self.replay_decorator = example, blob

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import numpy as np
 
 from crossattn_sizing.base import usercode
-from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError
+from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError, described
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.prove.domain import ABSENT, Domain
@@ -29,7 +29,7 @@ class PolicyRaised(Exception):
     """
 
     def __init__(self, config: RunnerConfig, error: Exception) -> None:
-        super().__init__(f"{type(error).__name__}: {error}")
+        super().__init__(described(error))
         self.config = config
         self.error = error
 
@@ -143,7 +143,7 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
             single = exc
         if isinstance(single, Exception) or tuple(batch) != single:
             if isinstance(single, Exception):
-                said = usercode.shown(f"{type(single).__name__}: {single}")
+                said = usercode.shown(described(single))
             else:
                 said = usercode.shown(single, as_repr=True)
             raise PolicyRaised(configs[i], BatchDisagrees(

@@ -126,31 +126,32 @@ class EdgeCoverage:
     """How many width edges of the domain's units its encoder axes hold.
 
     ``dense_edges``: edges of the first :data:`DENSE_MULTIPLES` multiples of
-    every unit (all held, by construction, and checked here); ``all_edges``: every
+    every unit (all in the domain, by construction, and counted here); ``all_edges``: every
     ``k*u +- 1`` up to :data:`MAX_TOKENS` for every unit, of which the domain
-    holds ``held`` (two multiples per octave past the dense ones).
+    checks ``checked`` (two multiples per octave past the dense ones). These count the
+    edges the domain puts under check, not a verdict on them: the line says "checked".
     """
 
     units: int
     dense_edges: int
-    dense_held: int
+    dense_checked: int
     all_edges: int
-    held: int
+    checked: int
 
     def describe(self) -> str:
         """The coverage of the edges as one line of ``prove``'s report."""
         return (
             f"{self.units} (unit, part) pairs; edges of the first {DENSE_MULTIPLES} multiples of each: "
-            f"{self.dense_held:,} of {self.dense_edges:,} held; all edges k*unit-1..k*unit+1 up to "
-            f"{MAX_TOKENS:,} tokens: {self.held:,} of {self.all_edges:,} held "
-            f"({100 * self.held / max(1, self.all_edges):.2f}%, two multiples per octave past the "
+            f"{self.dense_checked:,} of {self.dense_edges:,} checked; all edges k*unit-1..k*unit+1 up to "
+            f"{MAX_TOKENS:,} tokens: {self.checked:,} of {self.all_edges:,} checked "
+            f"({100 * self.checked / max(1, self.all_edges):.2f}%, two multiples per octave past the "
             f"first {DENSE_MULTIPLES})"
         )
 
 
 def edge_coverage(parts: list[Domain]) -> EdgeCoverage:
     """Count the edges each part's encoder axis holds, against every edge of its units."""
-    n_units = dense = dense_held = total = held = 0
+    n_units = dense = dense_checked = total = checked = 0
     for part in parts:
         axis = part.encoder_budgets
         bs, c = int(part.block_sizes[0]), int(part.dcp_sizes[0])
@@ -162,7 +163,7 @@ def edge_coverage(parts: list[Domain]) -> EdgeCoverage:
             first = np.concatenate([ks - 1, ks, ks + 1])
             first = first[(first >= 1) & (first <= MAX_TOKENS)]
             dense += first.size
-            dense_held += int(np.isin(first, axis).sum())
+            dense_checked += int(np.isin(first, axis).sum())
             on_edge = axis[(axis % u <= 1) | (axis % u == u - 1)]
-            held += int(on_edge.size)
-    return EdgeCoverage(n_units, dense, dense_held, total, held)
+            checked += int(on_edge.size)
+    return EdgeCoverage(n_units, dense, dense_checked, total, checked)

@@ -22,7 +22,7 @@ import io
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.engine.interface import EngineSuite
 from crossattn_sizing.findings.results import PropertyResult
-from crossattn_sizing.runs.profiles import with_max_examples
+from crossattn_sizing.runs.profiles import database_folder, with_max_examples
 from crossattn_sizing.runs.suite import run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 
@@ -52,5 +52,7 @@ def engine_verify(
         pass
     verdict = PolicyVerdict(spec, True, results, interrupted=interrupted,
                             known_failures=tuple(sorted(suite.known_failures)))  # fmt: skip
+    folder = database_folder(profile)  # the report names the database its profile used, as verify's does
     return VerifyReport(profile, spec, DEVICE, seed, [verdict], [], interrupted,
-                        notes=[n for n in (suite.heading, *notes) if n])  # fmt: skip
+                        notes=[n for n in (suite.heading, *notes) if n],
+                        database=None if folder is None else str(folder))  # fmt: skip

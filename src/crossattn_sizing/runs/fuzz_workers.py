@@ -128,6 +128,8 @@ def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop
         flag = action.option_strings[-1]
         if isinstance(action, argparse._StoreTrueAction | argparse._StoreFalseAction):
             out.append(flag)
+        elif isinstance(action, argparse.BooleanOptionalAction):
+            out.append(action.option_strings[0 if value else 1])
         elif isinstance(action, argparse._AppendAction):
             for item in value:
                 out += [flag, str(item)]

@@ -2,9 +2,11 @@
 
 ``dev`` is the default at a desk, ``ci`` is derandomized with no database and
 prints the reproduce blob, ``nightly`` samples many examples and keeps a
-database, ``gpu`` drops the deadline (kernel compilation and first launches
-are slow and not what we measure). Selected with ``--hypothesis-profile`` or
-the ``CROSSATTN_PROFILE`` environment variable.
+database, ``gpu`` is ``ci``'s budget with a database, ``replay`` runs only the
+pinned examples and ``reuse`` those and what the database holds. None has a
+deadline: a slow example is never a failing one. Selected with
+``--hypothesis-profile``, else the ``CROSSATTN_PROFILE`` environment variable,
+else the command's default (``docs/settings.md``).
 
 The database is a local directory (``CROSSATTN_DB``, default
 ``.hypothesis/examples``); a read-only shared copy named by
@@ -18,6 +20,7 @@ every example found by any worker is saved to both and replayed by all.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.database import (
@@ -51,45 +54,41 @@ def example_database(directory: Path | None = None, url: str | None = None) -> E
     return layers[0] if len(layers) == 1 else MultiplexedDatabase(*layers)
 
 
+def database_folder(profile: str) -> Path | None:
+    """The folder where ``profile`` saves its examples (its local layer), or None for a profile that keeps
+    none (``ci``, ``replay``): what ``verify`` reports, read off the registered profile itself."""
+    register_profiles()
+    database = settings.get_profile(profile).database
+    while isinstance(database, MultiplexedDatabase):  # example_database() puts the local folder first
+        database = database._wrapped[0]
+    return database.path if isinstance(database, DirectoryBasedExampleDatabase) else None
+
+
 def register_profiles() -> None:
-    """Register the four profiles with Hypothesis (idempotent)."""
+    """Register the six profiles with Hypothesis (idempotent), none with a deadline.
+
+    A slow example is not a failing one: Hypothesis's default deadline (200 ms per example) turns a
+    loaded machine, a first kernel compilation or a transformers model's first forward into "fails"
+    (DeadlineExceeded, exit 1). How long a call into user code may take is bounded where it runs, by
+    its worker's ``--call-timeout``; speed is measured by the benchmarks. Profiles derived from these
+    (``--max-examples``, fuzz rounds, the engine budget, a scoped database) inherit ``deadline=None``.
+    """
     # Strategies here filter little, but DCP-valid interleaves and divisors can
     # make some draws slow on a loaded 2-core box: too_slow is not a defect.
     quiet = [HealthCheck.too_slow]
-    settings.register_profile(
-        "dev", max_examples=100, deadline=None, suppress_health_check=quiet, database=example_database()
-    )
-    settings.register_profile(
-        "ci",
-        max_examples=200,
-        derandomize=True,
-        database=None,
-        print_blob=True,
-        deadline=None,  # CI machines are noisy; speed is measured by benchmarks, not deadlines
-        suppress_health_check=quiet,
-    )
-    settings.register_profile(
-        "nightly",
-        max_examples=5000,
-        deadline=None,
-        database=example_database(),
-        print_blob=True,
-        suppress_health_check=quiet,
-    )
-    settings.register_profile(
-        "gpu", max_examples=200, deadline=None, print_blob=True, suppress_health_check=quiet,
-        database=example_database(),
-    )
-
-
+    common: dict[str, Any] = {"deadline": None, "suppress_health_check": quiet}
+    blob = {**common, "print_blob": True}  # the failure's @reproduce_failure line
+    settings.register_profile("dev", max_examples=100, database=example_database(), **common)
+    settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **blob)
+    settings.register_profile("nightly", max_examples=5000, database=example_database(), **blob)
+    settings.register_profile("gpu", max_examples=200, database=example_database(), **blob)
     # Only the pinned examples (hand-pinned shapes and regression files), no generation:
     # the quick check that what the fuzzer found still fails (or is fixed).
-    settings.register_profile("replay", phases=[Phase.explicit], database=None, print_blob=True)
+    settings.register_profile("replay", phases=[Phase.explicit], database=None, **blob)
     # Pinned examples and what the example database holds (a fleet's Redis included), no
     # generation: a failure here was found earlier, by this machine or by any fleet worker.
     settings.register_profile(
-        "reuse", phases=[Phase.explicit, Phase.reuse], database=example_database(), print_blob=True,
-        deadline=None, suppress_health_check=quiet,
+        "reuse", phases=[Phase.explicit, Phase.reuse], database=example_database(), **blob
     )
 
 
@@ -111,10 +110,11 @@ def with_max_examples(name: str, max_examples: int | None) -> str:
     return child
 
 
-def selected_profile(explicit: str | None = None) -> str:
-    """The profile to load: an explicit choice, else the environment, else ``dev``."""
+def selected_profile(explicit: str | None = None, default: str = "dev") -> str:
+    """The profile to load: ``--hypothesis-profile``, else ``CROSSATTN_PROFILE``, else the command's
+    ``default`` (the one precedence rule of every setting, docs/settings.md)."""
     if explicit is None:
-        return env.profile()
+        return env.profile(default)
     if explicit not in env.PROFILES:
         from crossattn_sizing.base.errors import HarnessError, shown
 

@@ -172,6 +172,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="UNSAFE, for a debugger: run module:attr code inside the judge's process (the verdict is "
         "then not isolated from it)",
     )
+    group.addoption(  # an option beats its variable both ways: this one overrides CROSSATTN_IN_PROCESS=1
+        "--no-in-process", action="store_false", dest="in_process", default=None,
+        help="run module:attr code in its worker process (the default; overrides CROSSATTN_IN_PROCESS)",
+    )
     group.addoption(
         "--regressions",
         default=None,  # CROSSATTN_REGRESSIONS_DIR, else properties/regressions
@@ -182,6 +186,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         default=None,  # CROSSATTN_RECORD_REGRESSIONS, else no
         help="write each new shrunk capacity failure as a regression file (what fuzz does)",
+    )
+    group.addoption(
+        "--no-record-regressions", action="store_false", dest="record_regressions", default=None,
+        help="write no regression file (the default; overrides CROSSATTN_RECORD_REGRESSIONS)",
     )
     group.addoption(
         "--read-builder",

@@ -36,7 +36,7 @@ from typing import Any, cast
 
 import pytest
 
-from crossattn_sizing.base.errors import PolicyCallError
+from crossattn_sizing.base.errors import PolicyCallError, described
 from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.findings.results import PropertyResult, property_name
 
@@ -260,7 +260,7 @@ class SharedPolicies:
         exc, example = failure
         name = property_name(self._current)
         result = PropertyResult(name, nodeids=[self._current], shared=SAME_ANSWERS)
-        result.fail(exc, f"{type(exc).__name__}: {exc}", "", "")
+        result.fail(exc, described(exc), "", "")
         result.reason = NOT_SHRUNK.format(spec=spec, test=name.split("::")[-1], example=example)
         self.failures.setdefault(self._current, {})[spec] = result
 

@@ -116,6 +116,8 @@ class VerifyReport:
     interrupted: bool = False
     notes: list[str] = field(default_factory=list)  # how the run was done (e.g. shared across policies)
     output_error: str | None = None  # standard output could not be written: the process exits 2
+    database: str | None = None
+    """The folder the profile saves examples in (``CROSSATTN_DB``, else ``.hypothesis/examples``), or None."""
 
     @property
     def exit_status(self) -> int:
@@ -147,6 +149,7 @@ class VerifyReport:
         """The report as ``verify --json`` writes it."""
         return {
             "profile": self.profile,
+            "database": self.database,
             "impl": self.impl,
             "device": self.device,
             "seed": self.seed,

@@ -38,7 +38,7 @@ from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
-from crossattn_sizing.runs.profiles import with_max_examples
+from crossattn_sizing.runs.profiles import database_folder, with_max_examples
 from crossattn_sizing.runs.share_process import ShareWorker, split
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
@@ -94,8 +94,9 @@ def verify(plan: VerifyPlan) -> VerifyReport:
     verdicts += [verdict(plan.subjects[s], []) for s in plan.specs[len(verdicts) :]]
     # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
     findings = [] if interrupted else collect_findings()
+    folder = database_folder(profile)
     return VerifyReport(plan.profile, plan.impl, plan.device, plan.seed, verdicts, findings, interrupted,
-                        notes=notes)  # fmt: skip
+                        notes=notes, database=None if folder is None else str(folder))  # fmt: skip
 
 
 def verdict(subject: Subject, results: list[PropertyResult], interrupted: bool = False) -> PolicyVerdict:
