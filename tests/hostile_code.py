@@ -58,6 +58,27 @@ def sleeps(config: RunnerConfig) -> tuple[int, ...]:
     return (0,) * len(config.groups)
 
 
+def leaves_a_setsid_grandchild(config: RunnerConfig) -> tuple[int, ...]:
+    """The right widths; on its first call it starts a grandchild in a session of its own (a double
+    fork: the child calls ``setsid()``, forks, and exits), which sleeps. Its pid goes where
+    ``HOSTILE_PID_FILE`` says, so a test can check that the grandchild did not outlive the run."""
+    path = os.environ.get("HOSTILE_PID_FILE")
+    if path and not os.path.exists(path):
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open(path + ".part", "w") as out:
+                    out.write(str(os.getpid()))
+                os.rename(path + ".part", path)
+                time.sleep(3600)
+            os._exit(0)
+        os.waitpid(child, 0)
+        while not os.path.exists(path):
+            time.sleep(0.01)
+    return BUILTIN_POLICIES["mrv2"](config)
+
+
 class LyingBatch:
     """Single calls give the pre-fix sizing (which fails); the batch method the fixed one (which holds)."""
 

@@ -8,7 +8,9 @@ shares its process, so the isolated test could have failed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import sys
 import time
@@ -324,6 +326,44 @@ def test_a_policy_that_leaves_a_thread_running_does_not_keep_check_alive() -> No
     assert done.returncode == 0, done.stdout + done.stderr
     assert time.monotonic() - start < 120
     assert gone(f"{HOSTILE}:starts_thread")
+
+
+def test_a_grandchild_in_a_session_of_its_own_does_not_outlive_check(tmp_path: Path) -> None:
+    """The worker's supervisor is a child subreaper: a grandchild that called ``setsid()`` (out of the
+    worker's process group, its parent gone) is still found and ended by its id when check ends.
+
+    Meta: the same policy called by a plain process in a session of its own leaves the grandchild
+    running after that process and its whole group are gone, so the check above could fail."""
+    import subprocess
+
+    from crossattn_sizing.base.processes import alive
+
+    spec = f"{HOSTILE}:leaves_a_setsid_grandchild"
+    isolated, plain = tmp_path / "isolated.pid", tmp_path / "plain.pid"
+    pids = []
+    try:
+        done = run(cli("check", "--policy", spec, "--config", NEMOTRON, "--encoder-len", "3329"),
+                   env={"HOSTILE_PID_FILE": str(isolated)})  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        pids.append(int(isolated.read_text()))
+        ends = time.monotonic() + 10.0  # killed before check exits; a SIGKILL lands within moments
+        while alive(pids[0]) and time.monotonic() < ends:
+            time.sleep(0.1)
+        assert not alive(pids[0]), "the setsid grandchild outlived check"
+        call = f"from crossattn_sizing.core.policies import PROBE_CONFIG; import {HOSTILE} as h; " \
+               "h.leaves_a_setsid_grandchild(PROBE_CONFIG)"
+        proc = subprocess.run(
+            [sys.executable, "-c", call], env={**os.environ, "HOSTILE_PID_FILE": str(plain)},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, timeout=300, check=True, cwd=Path(__file__).parents[1],
+        )  # fmt: skip
+        assert proc.returncode == 0
+        pids.append(int(plain.read_text()))
+        assert alive(pids[1]), "meta: without a subreaper the grandchild should have outlived its process"
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize(("name", "kind"), [("answers_dict", "dict"), ("answers_generator", "generator")])
