@@ -172,6 +172,69 @@ class IgnoresSigterm(TorchImpl):
         signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+class CountsStartsThenExits(TorchImpl):
+    """Records each start of its worker (a line in ``HOSTILE_STARTS_FILE``), then ``os._exit(3)`` in
+    every slot mapping: how many workers a crashing implementation costs a run is countable."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        super().__init__(device)
+        path = os.environ.get("HOSTILE_STARTS_FILE")
+        if path:
+            with open(path, "a") as out:
+                out.write(f"{os.getpid()}\n")
+
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        os._exit(3)
+
+
+class ReturnsMeta(TorchImpl):
+    """Right attention, handed back on the ``meta`` device (which holds no values)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.to("meta"), lse.to("meta")
+
+
+class ReturnsGraph(TorchImpl):
+    """Right attention values, still requiring grad (a graph, not a result)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.clone().requires_grad_(True), lse
+
+
+class ReturnsHalf(TorchImpl):
+    """Attention in fp16, not the fp32 the interface asks for."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.half(), lse
+
+
+class ReturnsInfinity(TorchImpl):
+    """Attention whose output is +inf everywhere (no right answer holds an infinite output)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return torch.full_like(out, float("inf")), lse
+
+
 class Honest(TorchImpl):
     """A user's subclass of the torch implementation that changes nothing (every check must stay quiet)."""
 
