@@ -398,7 +398,7 @@ class IsolatedImpl:
                 "not the tuple (out, lse) of tensors"
             )
         self._check_facts("paged attention", zip(("out", "lse"), parts, strict=True), query.device)
-        return decode_answer(data, query.device)  # type: ignore[no-any-return]
+        return decode_answer(data, query.device)
 
     def _check_facts(self, method: str, parts: Any, device: torch.device) -> None:
         """The facts the worker read off each returned tensor (device, dtype, ``requires_grad``), checked
@@ -419,7 +419,7 @@ class IsolatedImpl:
             raise WrongAnswer(f"implementation {self.spec}: merge returned {_kind(decode_answer(data))}, "
                               "not a tensor")  # fmt: skip
         self._check_facts("merge", [("out", data)], device)
-        return decode_answer(data, device)  # type: ignore[no-any-return]
+        return decode_answer(data, device)
 
     def close(self) -> None:
         """End the worker and forget it at exit."""

@@ -136,8 +136,8 @@ def policy_ops(spec: str) -> tuple[Ops, dict[str, Any]]:
     base_exception, error = BaseException, PolicyCallError
     name = f"sizing policy {spec}"
     policy = policy_from_spec(spec)  # the user's module is imported here, after every binding above
-    many = getattr(policy, "widths_many", None)
-    many = many if callable_(many) else None
+    found = getattr(policy, "widths_many", None)
+    many: Callable[..., Any] | None = found if callable_(found) else None
 
     def one(config: RunnerConfig) -> Any:
         given = copy(config)

@@ -79,7 +79,7 @@ def bind_loop(proto: Any, deadline: float | None) -> Any:
     fork, fail = forked, bind_failure()
 
     def reply(ops: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
-        op = ops.get(request.get("op"))
+        op = ops.get(str(request.get("op")))
         if op is None:
             return {"ok": False, "error": f"Unknown: no op {request.get('op')!r}", "kind": "Unknown"}
         try:
