@@ -121,6 +121,7 @@ class CodeWorker(EngineWorker):
         """Start the worker and load the user's code; a module that does not import is refused once."""
         if self.proc is not None and self.proc.poll() is None:
             return self.ready
+        register_child(self.close, "code")  # again: ending the children forgets it, and a call restarts it
         ready = self._spawn()
         if not ready.get("ready"):
             self.close()
