@@ -81,7 +81,9 @@ class CodeWorker(EngineWorker):
         self.start_deadline = max(deadline, IMPORT_DEADLINE)
         self.call_deadline = deadline
         self.forking = False  # set by the first crash or timeout: each call then runs in a forked child
-        self.broken_in: set[str] = set()  # the tests in which it crashed or answered unusably (broke())
+        # test -> the example in which it crashed or answered unusably (broke()); that example's every
+        # turn (verify's shared run asks it once per policy) still runs, later examples do not
+        self.broken_in: dict[str, int] = {}
         self.kind, self.spec = kind, spec
         register_child(self.close, "code")
 
@@ -141,7 +143,8 @@ class CodeWorker(EngineWorker):
         fork, not a fresh worker's imports.
         """
         test = current_test()
-        if test is not None and test in self.broken_in and not final_replay():
+        if test is not None and self.broken_in.get(test, current_example()) != current_example() \
+                and not final_replay():  # fmt: skip
             skip_after_break(self.label)
         try:
             return self._request(op, payload)
@@ -157,7 +160,7 @@ class CodeWorker(EngineWorker):
         rest of that test's examples are not run (see :func:`skip_after_break`), its final replay is."""
         test = current_test()
         if test is not None:
-            self.broken_in.add(test)
+            self.broken_in.setdefault(test, current_example())
 
     def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
         """A worker's failure as the user's error: a timeout, a crash, or what their code raised."""
@@ -185,6 +188,17 @@ def refusal(reply: dict[str, Any]) -> Exception:
     return RaisedInWorker(error)
 
 
+def forget_breaks() -> None:
+    """A new test starts (the plugin calls this at each test's setup): no worker has broken in it yet.
+
+    Why per test run, not per test name: ``verify``'s shared run turns each
+    example over several policies and reruns a property for a policy alone;
+    each such run must see the code under test fail for itself.
+    """
+    for subject in _SUBJECTS.values():
+        subject.worker.broken_in.clear()
+
+
 def current_test() -> str | None:
     """The pytest test whose Hypothesis example is running (its node id), or None outside one."""
     try:
@@ -194,6 +208,13 @@ def current_test() -> str | None:
     if not currently_in_test_context():
         return None
     return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or None
+
+
+def current_example() -> int:
+    """Which Hypothesis example is running (the identity of its data), inside a test."""
+    from hypothesis.control import current_build_context
+
+    return id(current_build_context().data)
 
 
 def final_replay() -> bool:
