@@ -528,6 +528,13 @@ CASES: list[Case] = [
     C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="--policy mrv2-prefix: does not apply with --engine vllm==0.25.0"),
     C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--impl", "triton", says="--impl triton: does not apply with --engine vllm==0.25.0"),
     # a stdout that cannot be written: status 2 and one line, never 1 (a verdict) or a traceback
+    # --- issue 35: code under test that patches its worker, crashes a reproduce, answers on meta ---
+    C("check", "--config", NEMOTRON, "--encoder-len", "3329", "--policy", "tests.hostile_modules.patches_checker:widths",
+      status=1, says="tests.hostile_modules.patches_checker:widths"),
+    C("reproduce", "nemotron-parse", "--impl", "tests.hostile_code:ExitsInSlotMapping", status=1,
+      says="reproduce nemotron-parse under sizing policy"),
+    C("verify", "--impl", "tests.hostile_code:ReturnsMeta", "--max-examples", "1", "-k", "test_cross_attention_matches_dense",
+      status=1, says="crossattn-sizing verify", isolated=True),
     *(C(*args, says=f"standard output cannot be written ({why})", stdout=kind)
       for kind, why in (("full", "No space left on device"), ("closed", "Broken pipe"))
       for args in (("check", "--config", NEMOTRON, "--encoder-len", "3329"),

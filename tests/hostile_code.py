@@ -58,6 +58,27 @@ def sleeps(config: RunnerConfig) -> tuple[int, ...]:
     return (0,) * len(config.groups)
 
 
+def leaves_a_setsid_grandchild(config: RunnerConfig) -> tuple[int, ...]:
+    """The right widths; on its first call it starts a grandchild in a session of its own (a double
+    fork: the child calls ``setsid()``, forks, and exits), which sleeps. Its pid goes where
+    ``HOSTILE_PID_FILE`` says, so a test can check that the grandchild did not outlive the run."""
+    path = os.environ.get("HOSTILE_PID_FILE")
+    if path and not os.path.exists(path):
+        child = os.fork()
+        if child == 0:
+            os.setsid()
+            if os.fork() == 0:
+                with open(path + ".part", "w") as out:
+                    out.write(str(os.getpid()))
+                os.rename(path + ".part", path)
+                time.sleep(3600)
+            os._exit(0)
+        os.waitpid(child, 0)
+        while not os.path.exists(path):
+            time.sleep(0.01)
+    return BUILTIN_POLICIES["mrv2"](config)
+
+
 class LyingBatch:
     """Single calls give the pre-fix sizing (which fails); the batch method the fixed one (which holds)."""
 
@@ -149,6 +170,69 @@ class IgnoresSigterm(TorchImpl):
         super().__init__(device)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+class CountsStartsThenExits(TorchImpl):
+    """Records each start of its worker (a line in ``HOSTILE_STARTS_FILE``), then ``os._exit(3)`` in
+    every slot mapping: how many workers a crashing implementation costs a run is countable."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        super().__init__(device)
+        path = os.environ.get("HOSTILE_STARTS_FILE")
+        if path:
+            with open(path, "a") as out:
+                out.write(f"{os.getpid()}\n")
+
+    def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
+        os._exit(3)
+
+
+class ReturnsMeta(TorchImpl):
+    """Right attention, handed back on the ``meta`` device (which holds no values)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.to("meta"), lse.to("meta")
+
+
+class ReturnsGraph(TorchImpl):
+    """Right attention values, still requiring grad (a graph, not a result)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.clone().requires_grad_(True), lse
+
+
+class ReturnsHalf(TorchImpl):
+    """Attention in fp16, not the fp32 the interface asks for."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return out.half(), lse
+
+
+class ReturnsInfinity(TorchImpl):
+    """Attention whose output is +inf everywhere (no right answer holds an infinite output)."""
+
+    def paged_attention(
+        self, *, query: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, step: AttentionStep
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        out, lse = super().paged_attention(
+            query=query, key_cache=key_cache, value_cache=value_cache, step=step
+        )
+        return torch.full_like(out, float("inf")), lse
 
 
 class Honest(TorchImpl):

@@ -38,11 +38,11 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
 
 
 def run(
-    command: list[str], env: dict[str, str] | None = None, timeout: float = HUNG
+    command: list[str], env: dict[str, str] | None = None, timeout: float = HUNG, cwd: Path = ROOT
 ) -> subprocess.CompletedProcess[str]:
-    """Run to completion (its own process group, killed if it hangs or the test is stopped)."""
+    """Run to completion in ``cwd`` (its own process group, killed if it hangs or the test is stopped)."""
     proc = subprocess.Popen(
-        command, cwd=ROOT, env={**os.environ, **(env or {})}, text=True, start_new_session=True,
+        command, cwd=cwd, env={**os.environ, **(env or {})}, text=True, start_new_session=True,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     try:

@@ -188,3 +188,49 @@ def test_a_method_the_harness_can_call_by_keyword_is_accepted(form: object) -> N
 def test_the_builtin_implementations_take_the_call_keywords() -> None:
     assert keyword_call_problems(TorchImpl("cpu")) == []
     assert CALL_KEYWORDS["slot_mapping"] == ("step", "out")
+
+
+CWD_MODULE = """
+from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.impl import TorchImpl
+
+
+def policy(config):
+    return BUILTIN_POLICIES["mrv2"](config)
+
+
+class Kernels(TorchImpl):
+    name = "beside-the-user"
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="PYTHONSAFEPATH (3.11) is how the test starts the "
+                    "harness as its console script does, without the current folder on sys.path")
+def test_a_module_in_the_current_folder_loads_as_policy_and_implementation(tmp_path: Path) -> None:
+    """``module:attr`` is looked for in the current folder first, in the judge and in every worker, for
+    a policy and an implementation alike, however the harness was started (issue 35, item 3).
+
+    ``PYTHONSAFEPATH=1`` starts every process as the console script starts the judge: without the
+    current folder on ``sys.path``. Before the fix ``--impl`` said "does not import" there while
+    ``--policy`` loaded."""
+    from tests.bad_input_cases import NEMOTRON
+    from tests.processes import cli, run
+
+    (tmp_path / "beside.py").write_text(CWD_MODULE)
+    env = {"PYTHONSAFEPATH": "1", "PYTHONPATH": ""}
+    checked = run(cli("check", "--policy", "beside:policy", "--config", NEMOTRON, "--encoder-len", "3329"),
+                  env=env, cwd=tmp_path)  # fmt: skip
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    in_process = run(cli("check", "--policy", "beside:policy", "--in-process", "--config", NEMOTRON,
+                         "--encoder-len", "3329"), env=env, cwd=tmp_path)  # fmt: skip
+    assert in_process.returncode == 0, in_process.stdout + in_process.stderr
+    verified = run(cli("verify", "--policy", "beside:policy", "--impl", "beside:Kernels", "--jobs", "1",
+                       "--max-examples", "2", "-k", "test_slot_mapping_matches_reference"),
+                   env=env, cwd=tmp_path)  # fmt: skip
+    out = verified.stdout + verified.stderr
+    assert verified.returncode == 0, out
+    assert "does not import" not in out and "holds" in out
+    missing = run(cli("verify", "--policy", "mrv2", "--impl", "elsewhere:Kernels", "-k", "test_slot_mapping"),
+                  env=env, cwd=tmp_path)  # fmt: skip  # meta: a module that is nowhere is still refused
+    assert missing.returncode != 0 and "does not import" in missing.stderr, missing.stderr

@@ -8,7 +8,10 @@ shares its process, so the isolated test could have failed.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import signal
 import sys
 import time
@@ -63,7 +66,8 @@ def workers_of(spec: str) -> list[int]:
         except OSError:
             continue
         loads = [part for part in cmdline if part.startswith((b"impl=", b"policy="))]
-        if state != "Z" and any(spec.encode() in part for part in loads):
+        ours = cmdline[0] == sys.executable.encode()  # not another checkout's run on this machine
+        if ours and state != "Z" and any(spec.encode() in part for part in loads):
             found.append(int(entry.name))
     return found
 
@@ -264,6 +268,62 @@ def test_an_answer_of_the_wrong_shape_fails_naming_both_shapes() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("ReturnsMeta", "returned out on device meta (expected cpu)"),
+        ("ReturnsGraph", "returned out requiring grad"),
+        ("ReturnsHalf", "returned out of dtype torch.float16 (expected torch.float32)"),
+        ("ReturnsInfinity", "returned out with infinite values"),
+    ],
+)
+def test_a_returned_tensor_is_checked_before_use_in_a_worker_and_in_process(spec: str, says: str) -> None:
+    """Device, dtype, requires_grad and finiteness of what a kernel returns, checked by one check whether
+    the kernel ran in its worker or in the judge's process; the violation names the method, what was
+    expected and what came back. Meta: the honest kernel passes the same check."""
+    from crossattn_sizing.impl.runner import WrongAnswer, checked_attention
+
+    query, cache = torch.ones(1, 1, 4), torch.ones(1, 1, 1, 4)
+    for isolation in (Isolation(timeout=30.0), Isolation(in_process=True)):
+        impl = load_impl(f"{HOSTILE}:{spec}", "cpu", isolation)
+        with pytest.raises(WrongAnswer, match=rf"^paged attention of .*{spec}.* {re.escape(says)}"):
+            checked_attention(spec, attend(impl), query, cache)  # type: ignore[arg-type]
+    honest = load_impl(f"{HOSTILE}:Honest", "cpu", Isolation(timeout=30.0))
+    checked_attention("Honest", attend(honest), query, cache)  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+def test_a_crashing_implementation_costs_verify_two_workers_not_one_per_shrink_step(tmp_path: Path) -> None:
+    """A worker that dies is one failed example with its exit status; after it the test's examples are
+    not run, so no shrink step starts a worker (counted, not timed). Two policies: each property's
+    worker is the restarted, forking one."""
+    starts = tmp_path / "starts"
+    spec = f"{HOSTILE}:CountsStartsThenExits"
+    status, out, data = verify(
+        "--policy", "mrv2-prefix", "--impl", spec, "--max-examples", "50",
+        "-k", "test_slot_mapping_matches_reference or test_cross_slot_mapping",
+        env={"HOSTILE_STARTS_FILE": str(starts)}, json_path=tmp_path / "v.json",
+    )  # fmt: skip
+    assert status == 1, out
+    assert set(outcomes(data).values()) == {"fails"}, out
+    assert "worker died (exit status 3) while running slot_mapping" in out
+    assert "Traceback" not in out
+    started = starts.read_text().split()
+    assert 1 <= len(started) <= 4, f"{len(started)} worker starts: {out[-2000:]}"
+    assert gone(spec)
+
+
+@pytest.mark.slow
+def test_an_implementation_answering_on_meta_fails_verify_with_one_example(tmp_path: Path) -> None:
+    status, out, data = verify(
+        "--impl", f"{HOSTILE}:ReturnsMeta", "--max-examples", "1", "-k", "test_cross_attention_matches_dense",
+        json_path=tmp_path / "v.json",
+    )  # fmt: skip
+    assert status == 1, out
+    assert set(outcomes(data).values()) == {"fails"}, out
+    assert "returned out on device meta (expected cpu)" in out
+
+
 @pytest.mark.slow
 def test_an_implementation_ignoring_sigterm_does_not_keep_verify_running(tmp_path: Path) -> None:
     spec = f"{HOSTILE}:IgnoresSigterm"
@@ -300,6 +360,19 @@ def test_a_policy_rebinding_the_capacity_check_still_fails_check() -> None:
     assert "FAIL" in done.stdout
 
 
+def test_a_policy_patching_the_workers_checks_and_encoders_still_fails_check() -> None:
+    """The worker sends the policy's raw answer, encoded by code bound before the policy's module was
+    imported: rebinding the harness's width checks and ``json.dumps`` in the worker changes nothing.
+    Meta: in the judge's own process (``--in-process``) the same patches fool the judge."""
+    argv = ("check", "--policy", "tests.hostile_modules.patches_checker:widths", "--config", NEMOTRON,
+            "--encoder-len", "3329")  # fmt: skip
+    done = run(cli(*argv))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "FAIL" in done.stdout and "(1, 1)" in done.stdout
+    fooled = run(cli(*argv, "--in-process"))
+    assert fooled.returncode == 0, fooled.stdout + fooled.stderr
+
+
 def test_the_rebinding_stays_in_the_policys_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     """In the worker the rebinding cannot reach the judge; in process (the meta-test) it does."""
     monkeypatch.setenv("HOSTILE_CODE_REBINDS", "1")
@@ -324,6 +397,44 @@ def test_a_policy_that_leaves_a_thread_running_does_not_keep_check_alive() -> No
     assert done.returncode == 0, done.stdout + done.stderr
     assert time.monotonic() - start < 120
     assert gone(f"{HOSTILE}:starts_thread")
+
+
+def test_a_grandchild_in_a_session_of_its_own_does_not_outlive_check(tmp_path: Path) -> None:
+    """The worker's supervisor is a child subreaper: a grandchild that called ``setsid()`` (out of the
+    worker's process group, its parent gone) is still found and ended by its id when check ends.
+
+    Meta: the same policy called by a plain process in a session of its own leaves the grandchild
+    running after that process and its whole group are gone, so the check above could fail."""
+    import subprocess
+
+    from crossattn_sizing.base.processes import alive
+
+    spec = f"{HOSTILE}:leaves_a_setsid_grandchild"
+    isolated, plain = tmp_path / "isolated.pid", tmp_path / "plain.pid"
+    pids = []
+    try:
+        done = run(cli("check", "--policy", spec, "--config", NEMOTRON, "--encoder-len", "3329"),
+                   env={"HOSTILE_PID_FILE": str(isolated)})  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        pids.append(int(isolated.read_text()))
+        ends = time.monotonic() + 10.0  # killed before check exits; a SIGKILL lands within moments
+        while alive(pids[0]) and time.monotonic() < ends:
+            time.sleep(0.1)
+        assert not alive(pids[0]), "the setsid grandchild outlived check"
+        call = f"from crossattn_sizing.core.policies import PROBE_CONFIG; import {HOSTILE} as h; " \
+               "h.leaves_a_setsid_grandchild(PROBE_CONFIG)"
+        proc = subprocess.run(
+            [sys.executable, "-c", call], env={**os.environ, "HOSTILE_PID_FILE": str(plain)},
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True, timeout=300, check=True, cwd=Path(__file__).parents[1],
+        )  # fmt: skip
+        assert proc.returncode == 0
+        pids.append(int(plain.read_text()))
+        assert alive(pids[1]), "meta: without a subreaper the grandchild should have outlived its process"
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.parametrize(("name", "kind"), [("answers_dict", "dict"), ("answers_generator", "generator")])

@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -52,6 +53,7 @@ def fleet_cmd(tmp: Path) -> list[str]:
 def fleet(tmp: Path) -> Iterator[tuple[Running, list[int]]]:
     """A running ``fuzz --jobs 2`` whose workers are both fuzzing; its workers are killed on exit."""
     pids: list[int] = []
+    folder: Path | None = None
     try:
         with running(fleet_cmd(tmp)) as child:
             line = child.wait_for(lambda line: line.startswith("fuzz: 2 workers"))
@@ -66,6 +68,8 @@ def fleet(tmp: Path) -> Iterator[tuple[Running, list[int]]]:
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pid, signal.SIGKILL)
+        if folder is not None:  # a parent killed outright (SIGKILL) runs no exit hook to remove it
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_killing_the_fleet_parent_outright_leaves_no_worker(tmp_path: Path) -> None:

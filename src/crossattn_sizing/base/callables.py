@@ -4,17 +4,40 @@ Sizing policies and implementations are both named this way on the command
 line; one loader serves both, so both give the same one-line
 :class:`~crossattn_sizing.base.errors.PolicyLoadError` for every way a name can be
 wrong. It is kept out of the code under test (``policies.py``, ``impl.py``).
+
+A ``module:attr`` is looked for in one place everywhere, in the judge and in
+every worker (:func:`user_path_first`): the current folder, then
+``PYTHONPATH``, then the rest of ``sys.path``. Why: the console script's
+``sys.path`` starts with its own folder, ``python -m`` with the current one; a
+module beside the user must load the same way whichever started the run, and
+whichever process (the judge, a policy's worker, an implementation's) reads it.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import os
+import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import PolicyCallError, PolicyLoadError
+
+
+def user_path() -> list[str]:
+    """Where a ``module:attr`` is looked for first, in order: the current folder, then ``PYTHONPATH``."""
+    extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return list(dict.fromkeys(os.path.abspath(p) for p in [os.getcwd(), *extra]))
+
+
+def user_path_first() -> None:
+    """Put :func:`user_path` at the front of this process's ``sys.path`` (each folder once), before a
+    ``module:attr`` is found or imported: in the judge as in a worker, whatever started the process."""
+    first = user_path()
+    rest = [p for p in sys.path if (os.path.abspath(p) if p else os.getcwd()) not in first]
+    sys.path[:] = [*first, *rest]
 
 
 def check_form(spec: str, builtins: Mapping[str, Any], what: str) -> None:
@@ -43,6 +66,7 @@ def check_findable(spec: str, builtins: Mapping[str, Any], what: str) -> None:
         return
     module_name = spec.partition(":")[0]
     top = module_name.split(".")[0]
+    user_path_first()
     try:
         found = importlib.util.find_spec(top)
     except (ImportError, ValueError):
@@ -66,6 +90,7 @@ def load_callable(spec: str, builtins: Mapping[str, Any], what: str) -> Callable
         return builtins[spec]  # type: ignore[no-any-return]
     check_form(spec, builtins, what)
     module_name, _, attr = spec.partition(":")
+    user_path_first()
     try:
         module = usercode.call(importlib.import_module, module_name, what="import")
     except PolicyCallError as exc:  # any import failure is the user's path, reported as such

@@ -15,15 +15,27 @@ hook of its own. A child registered with a ``kind`` can also be ended with the
 others of its kind before exit (:func:`end_children` with ``kind``: the DCP
 ranks at the end of a pytest session), so no owner keeps a second list of its
 live children.
+
+A process group does not hold a descendant that starts its own session
+(``setsid()``), and one whose parent died is handed to init, out of anyone's
+reach. So a process that runs the code under test becomes a *child
+subreaper* (:func:`become_subreaper`, Linux): every orphan among its
+descendants is handed to it instead, and :func:`end_tree` finds each one by
+its parent chain in ``/proc`` and ends it by its id.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
+import functools
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -111,3 +123,126 @@ def describe_exit(code: int | None) -> str:
         except ValueError:
             return f"signal {-code}"
     return f"exit status {code}"
+
+
+PR_SET_CHILD_SUBREAPER = 36
+"""``prctl`` option (linux/prctl.h): orphaned descendants are re-parented to this process, not to init."""
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of its orphaned descendants (Linux); False where that is not possible.
+
+    Not inherited across ``fork``: only the process that calls it holds the
+    orphans, so :func:`end_tree` from it (or from its parent, while it lives)
+    reaches every descendant, those in a session of their own included.
+    """
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _parents() -> dict[int, int]:
+    """``pid -> parent pid`` of every process this user can see in ``/proc`` (Linux; empty elsewhere)."""
+    out: dict[int, int] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return out
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as stat:
+                text = stat.read()
+        except OSError:  # ended while we looked
+            continue
+        fields = text[text.rfind(b")") + 2 :].split()  # the command name may hold spaces and ")"
+        if len(fields) > 1 and fields[0] != b"Z":  # a zombie needs no ending
+            out[int(name)] = int(fields[1])
+    return out
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process whose parent chain leads to ``root`` (children first), read from ``/proc``."""
+    parents = _parents()
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, queue = [], [root]
+    while queue:
+        for child in children.get(queue.pop(), []):
+            if child != root and child not in found:
+                found.append(child)
+                queue.append(child)
+    return found
+
+
+def _signal_pid(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+MAX_TREE_ROUNDS = 64
+"""Rounds of stopping newly found descendants before the kill (a fork bomb outruns no more than this)."""
+
+
+def end_tree(root: int, *, include_root: bool = False) -> None:
+    """Kill every descendant of ``root`` by its id (``root`` too with ``include_root``).
+
+    Each one found is stopped first (``SIGSTOP``: a stopped process forks no
+    more), the walk repeated until it finds no new one, then each is killed.
+    Orphans reach ``root``'s parent chain only when ``root`` is a subreaper
+    (:func:`become_subreaper`) that still lives, so call this before ending ``root``.
+    """
+    stopped: list[int] = []
+    if include_root and root != os.getpid():
+        _signal_pid(root, signal.SIGSTOP)
+        stopped.append(root)
+    for _ in range(MAX_TREE_ROUNDS):
+        new = [pid for pid in descendants(root) if pid not in stopped and pid != os.getpid()]
+        if not new:
+            break
+        for pid in new:
+            _signal_pid(pid, signal.SIGSTOP)
+        stopped += new
+    for pid in reversed(stopped):
+        _signal_pid(pid, signal.SIGKILL)
+        _signal_pid(pid, signal.SIGCONT)  # a stopped process takes its SIGKILL at once; harmless after
+
+
+
+_TEMP_FOLDERS: dict[Path, Callable[[], None]] = {}
+"""Each temporary folder still standing, with the registered call that removes it."""
+
+
+def temp_folder(prefix: str) -> Path:
+    """A fresh folder in the system temp folder, removed at exit (success, failure or Ctrl-C) unless
+    :func:`remove_temp_folder` removed it first.
+
+    Registered as a child is: one made before a worker that writes into it is
+    removed after that worker has ended (newest first).
+    """
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    remove = functools.partial(_remove_folder, path)
+    _TEMP_FOLDERS[path] = remove
+    register_child(remove, "temp")
+    return path
+
+
+def _remove_folder(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    _TEMP_FOLDERS.pop(path, None)
+
+
+def remove_temp_folder(path: Path) -> None:
+    """Remove a folder :func:`temp_folder` made, now (idempotent)."""
+    remove = _TEMP_FOLDERS.get(path)
+    if remove is not None:
+        forget_child(remove)
+        remove()
+    else:
+        shutil.rmtree(path, ignore_errors=True)

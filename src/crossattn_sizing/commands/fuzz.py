@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
@@ -351,9 +352,10 @@ def run_fleet(args: argparse.Namespace) -> int:
     render(console, totals, sorted(new_files), interrupted or bool(dead))
     for w in dead:
         console.print(f"\n[red]worker {w.index} (pid {w.pid}) died with {describe_exit(w.proc.returncode)}"
-                      f"[/]; what it had found is in the example database; its log: {w.log}")
+                      "[/]; what it had found is in the example database; its log ended: "
+                      f"{escape(w.log_tail())}")
     workers = [
-        {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log": str(w.log),
+        {"index": w.index, "pid": w.pid, "exit_status": w.proc.returncode, "log_tail": w.log_tail(),
          "died": w in dead}
         for w in fleet.workers
     ]

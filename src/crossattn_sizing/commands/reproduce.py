@@ -227,7 +227,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"FAIL  {lines[0]}")
         for line in lines[1:]:
             print(f"  {line}")
-    for line in drift_lines(scenario, verdict, impl, why_not, seed):
+    try:
+        drift = drift_lines(scenario, verdict, impl, why_not, seed)
+    except AssertionError as exc:  # the implementation's worker died or its answer is unusable: one line
+        print(f"FAIL  unguarded: implementation {args.impl}: {exc}")
+        return exit_status([verdict.outcome, Outcome.FAILS])
+    for line in drift:
         print(f"  {line}")
     if config.cross_groups():
         for line in capture_lines(config, scenario.encoder_len.value):

@@ -236,9 +236,14 @@ def refuse_non_sequence(result: object, name: object) -> tuple[object, ...]:
     """
     if isinstance(result, (list, tuple)):  # a subclass's own __iter__ is the user's code
         return usercode.call(tuple, result, what=f"{name}: reading its answer")
-    kind = usercode.shown(type(result).__name__, "type")
-    said = usercode.shown(result, "answer", as_repr=True)
-    raise PolicyCallError(
+    raise not_a_sequence(usercode.shown(type(result).__name__, "type"),
+                         usercode.shown(result, "answer", as_repr=True), name)  # fmt: skip
+
+
+def not_a_sequence(kind: str, said: str, name: object) -> PolicyCallError:
+    """The error for a width answer that is no list or tuple: its type ``kind`` and its ``repr`` ``said``
+    (in process as the judge reads a worker's answer: one wording)."""
+    return PolicyCallError(
         f"{name} returned a {kind} ({said}): expected a list or tuple of ints, one per group"
     )
 

@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -43,6 +41,8 @@ from crossattn_sizing.base.processes import (
     end_group,
     forget_child,
     register_child,
+    remove_temp_folder,
+    temp_folder,
 )
 from crossattn_sizing.distributed.rank import PeerFailed, recv, send
 
@@ -92,7 +92,7 @@ class RankPool:
         if self.running:
             return self
         self._check_devices()
-        self.dir = Path(tempfile.mkdtemp(prefix="crossattn-dcp-"))
+        self.dir = temp_folder("crossattn-dcp-")  # removed at exit too, however the run ends
         init_method = f"file://{self.dir / 'rendezvous'}"
         env = dict(os.environ)
         # The worker imports what the driver can (tests.broken_impls, a user's module:attr).
@@ -145,7 +145,7 @@ class RankPool:
             end_group(proc, first=signal.SIGTERM, grace_s=5)
         self.procs, self.conns = [], []
         if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_temp_folder(self.dir)
             self.dir = None
         forget_child(self.close)
 

@@ -26,11 +26,13 @@ from __future__ import annotations
 import argparse
 import os
 import pickle
+import shutil
 import sys
 import traceback
 from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -150,6 +152,7 @@ class Rank:
             try:
                 op, payload = recv(self.conn)
             except (EOFError, OSError):  # the driver closed the socket or died
+                self.orphaned = True
                 return
             if op == "close":
                 return
@@ -157,6 +160,13 @@ class Rank:
                 send(self.conn, ("ok", handlers[op](*payload)))
             except Exception as exc:
                 send(self.conn, _error(exc))
+
+
+def _remove_rendezvous(init_method: str) -> None:
+    """Remove the driver's temporary rendezvous folder (``crossattn-dcp-*``) once the driver is gone."""
+    folder = Path(init_method.removeprefix("file://")).parent
+    if folder.name.startswith("crossattn-dcp-"):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -191,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
         rank.serve()
     finally:
         conn.close()
+        if getattr(rank, "orphaned", False):  # a driver that died removes nothing: its ranks do
+            _remove_rendezvous(args.init_method)
         # No destroy_process_group: a peer may already be gone, and the process ends here anyway.
     return 0
 

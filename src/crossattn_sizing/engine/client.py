@@ -27,7 +27,7 @@ from typing import Any
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import NotExpressible
-from crossattn_sizing.base.processes import end_group, register_child
+from crossattn_sizing.base.processes import end_group, end_tree, register_child
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     Release,
@@ -84,6 +84,22 @@ def parallel_workers() -> int:
         usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
         return max(1, min(MAX_PARALLEL, len(usable)))
     return count
+
+
+SUPERVISOR_GRACE_S = 10.0
+"""Seconds a user-code worker's supervisor may take, once its worker died, to end what it started and
+leave with the worker's exit status (it is killed after, and the status then reads SIGKILL)."""
+
+
+def kill_worker(proc: subprocess.Popen[str]) -> None:
+    """Kill a worker that runs user code with everything it started, by id and by group.
+
+    The worker's supervisor is a child subreaper (:func:`crossattn_sizing.engine.worker.supervise`),
+    so while it lives every descendant, one in a session of its own too, is found from it.
+    """
+    if proc.poll() is None:  # not reaped: the id is still this worker's
+        end_tree(proc.pid, include_root=True)
+    end_group(proc, signal.SIGKILL, 0.0)
 
 
 def _echo_lines(source: Any, kept: collections.deque[str]) -> None:
@@ -167,7 +183,7 @@ class EngineWorker:
         line = self._read_line(self.proc, self.start_deadline)
         if not line.endswith("\n"):
             if self.deadline is not None:  # a hung import: killed with what it started
-                end_group(self.proc, signal.SIGKILL, 0.0)
+                kill_worker(self.proc)
             self.proc.wait()
             raise ReleaseUnavailable(
                 f"{self.label}: the worker died while importing "
@@ -188,13 +204,13 @@ class EngineWorker:
             return ""
         if deadline is None:
             return proc.stdout.readline()
-        timer = threading.Timer(deadline, end_group, (proc, signal.SIGKILL, 0.0))
+        timer = threading.Timer(deadline, kill_worker, (proc,))
         timer.daemon = True
         timer.start()
         try:
             return proc.stdout.readline()
         except BaseException:  # Ctrl-C while it ran: its answer would be read as the next one's
-            end_group(proc, signal.SIGKILL, 0.0)
+            kill_worker(proc)
             raise
         finally:
             timer.cancel()
@@ -248,7 +264,7 @@ class EngineWorker:
         if self.deadline is not None:  # user code: a thread it left must not hold the judge up
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=2)
-            end_group(proc, signal.SIGKILL, 0.0)
+            kill_worker(proc)
         else:
             try:
                 proc.wait(timeout=10)
@@ -298,7 +314,10 @@ class EngineWorker:
             if not line.endswith("\n"):  # no answer, or half of one: the worker is gone
                 timed_out = self.deadline is not None and time.monotonic() - started >= self.deadline
                 if self.deadline is not None:  # whatever the worker started goes with it
-                    end_group(proc, signal.SIGKILL, 0.0)
+                    if not timed_out:  # its supervisor ends the tree, then leaves with the worker's status
+                        with contextlib.suppress(subprocess.TimeoutExpired):
+                            proc.wait(timeout=SUPERVISOR_GRACE_S)
+                    kill_worker(proc)
                 proc.wait()
                 how = _signal_name(proc.returncode)
                 tail = self.stderr_tail()

@@ -28,20 +28,25 @@ are ``AssertionError`` (the property's case failed, as a kernel raising does).
 
 from __future__ import annotations
 
+import base64
 import os
+import struct
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 import torch
 
+from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import NotExpressible, PolicyCallError, PolicyLoadError
 from crossattn_sizing.base.processes import forget_child, register_child
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import not_a_sequence
 from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
+from crossattn_sizing.impl.runner import WrongAnswer, check_facts
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 
 
@@ -76,6 +81,9 @@ class CodeWorker(EngineWorker):
         self.start_deadline = max(deadline, IMPORT_DEADLINE)
         self.call_deadline = deadline
         self.forking = False  # set by the first crash or timeout: each call then runs in a forked child
+        # test -> the example in which it crashed or answered unusably (broke()); that example's every
+        # turn (verify's shared run asks it once per policy) still runs, later examples do not
+        self.broken_in: dict[str, int] = {}
         self.kind, self.spec = kind, spec
         register_child(self.close, "code")
 
@@ -115,6 +123,7 @@ class CodeWorker(EngineWorker):
         """Start the worker and load the user's code; a module that does not import is refused once."""
         if self.proc is not None and self.proc.poll() is None:
             return self.ready
+        register_child(self.close, "code")  # again: ending the children forgets it, and a call restarts it
         ready = self._spawn()
         if not ready.get("ready"):
             self.close()
@@ -133,13 +142,25 @@ class CodeWorker(EngineWorker):
         crash by running many more examples that crash; each then costs a
         fork, not a fresh worker's imports.
         """
+        test = current_test()
+        if test is not None and self.broken_in.get(test, current_example()) != current_example() \
+                and not final_replay():  # fmt: skip
+            skip_after_break(self.label)
         try:
             return self._request(op, payload)
         except EngineCrash:
             if not self.forking:
                 self.forking = True
                 self.deadline = self.call_deadline + FORK_MARGIN  # the worker's own limit comes first
+            self.broke()
             raise
+
+    def broke(self) -> None:
+        """The code under test crashed, timed out or answered in no usable form in the current test: the
+        rest of that test's examples are not run (see :func:`skip_after_break`), its final replay is."""
+        test = current_test()
+        if test is not None:
+            self.broken_in.setdefault(test, current_example())
 
     def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
         """A worker's failure as the user's error: a timeout, a crash, or what their code raised."""
@@ -167,6 +188,98 @@ def refusal(reply: dict[str, Any]) -> Exception:
     return RaisedInWorker(error)
 
 
+def forget_breaks() -> None:
+    """A new test starts (the plugin calls this at each test's setup): no worker has broken in it yet.
+
+    Why per test run, not per test name: ``verify``'s shared run turns each
+    example over several policies and reruns a property for a policy alone;
+    each such run must see the code under test fail for itself.
+    """
+    for subject in _SUBJECTS.values():
+        subject.worker.broken_in.clear()
+
+
+def current_test() -> str | None:
+    """The pytest test whose Hypothesis example is running (its node id), or None outside one."""
+    try:
+        from hypothesis.control import currently_in_test_context
+    except ImportError:  # pragma: no cover - hypothesis is a dependency
+        return None
+    if not currently_in_test_context():
+        return None
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or None
+
+
+def current_example() -> int:
+    """Which Hypothesis example is running (the identity of its data), inside a test."""
+    from hypothesis.control import current_build_context
+
+    return id(current_build_context().data)
+
+
+def final_replay() -> bool:
+    """Whether the running example is Hypothesis's last replay of the failure it reports (it must run)."""
+    from hypothesis.control import current_build_context
+
+    return bool(getattr(current_build_context(), "is_final", False))
+
+
+def skip_after_break(label: str) -> None:
+    """Reject the running example: the code under test already crashed or answered unusably in this test.
+
+    Why: Hypothesis shrinks a failure by running many more examples, and each
+    would call a worker that dies (or answers on no device) again: minutes,
+    and a fresh worker per step before the forking restart. A crash says
+    little about which example is smallest, so after it the test's further
+    examples are not run (Hypothesis counts them invalid, so shrinking stops
+    at once) and the failure reported is the example that did crash,
+    replayed for real at the end.
+    """
+    from hypothesis import event, reject
+
+    event(f"not run: {label} already crashed or answered unusably in this test")
+    reject()
+
+
+def decoded_widths(data: Any, name: str) -> tuple[Any, ...]:
+    """A width answer as the worker sent its raw value (:func:`crossattn_sizing.engine.subject.bind_widths`),
+    for the judge's own checks: a tuple of ints, or of ints and :class:`Said` items, which the judge
+    refuses naming them; a value that is no list or tuple is refused here, its type named."""
+    if isinstance(data, list):
+        return tuple(data)
+    if isinstance(data, dict) and "items" in data:
+        return tuple(int(v) if isinstance(v, str) else Said(v["said"]) for v in data["items"])
+    if isinstance(data, dict) and "other" in data:
+        raise not_a_sequence(str(data["other"]), str(data["said"]), name)
+    raise PolicyCallError(f"{name}: its worker sent no width answer ({usercode.shown(data, as_repr=True)})")
+
+
+class Said:
+    """An item of a width answer that is no int, as the worker printed it: its ``repr`` is that text."""
+
+    def __init__(self, said: str) -> None:
+        self.said = said
+
+    def __repr__(self) -> str:
+        return self.said
+
+
+def unpacked_widths(data: dict[str, Any]) -> list[Any]:
+    """A ``widths_many`` answer packed by the worker: a tuple of ints per config, or its protocol item."""
+    raw_lens, raw_q = base64.b64decode(data["lens"]), base64.b64decode(data["q"])
+    lens = struct.unpack(f"<{len(raw_lens) // 4}i", raw_lens)
+    flat = struct.unpack(f"<{len(raw_q) // 8}q", raw_q)
+    out: list[Any] = []
+    at = 0
+    for i, n in enumerate(lens):
+        if n < 0:
+            out.append(data["rest"][str(i)])
+        else:
+            out.append(tuple(flat[at : at + n]))
+            at += n
+    return out
+
+
 class IsolatedPolicy:
     """A ``module:attr`` sizing policy asked through its worker; the judge checks each answer again."""
 
@@ -191,7 +304,7 @@ class IsolatedPolicy:
             raise PolicyCallError(f"{exc} (the policy's worker process)") from None
         except RaisedInWorker as exc:
             raise PolicyCallError(f"sizing policy {self.spec} raised {exc}") from None
-        return tuple(result["widths"])
+        return decoded_widths(result["widths"], f"sizing policy {self.spec}")
 
     def _widths_many(self, configs: Sequence[RunnerConfig]) -> list[tuple[int, ...] | Exception]:
         try:
@@ -207,7 +320,22 @@ class IsolatedPolicy:
             return out
         except RaisedInWorker as exc:
             raise PolicyCallError(f"sizing policy {self.spec}: widths_many raised {exc}") from None
-        return [tuple(a["result"]) if a["ok"] else refusal(a) for a in result["results"]]
+        return [self._batch_item(item) for item in unpacked_widths(result)]
+
+    def _batch_item(self, item: Any) -> tuple[int, ...] | Exception:
+        """One config's answer from a batch, as the judge reads it: widths, or why there are none."""
+        if isinstance(item, tuple):
+            return item
+        if "ok" in item:
+            return refusal(item)
+        name = f"sizing policy {self.spec}: widths_many"
+        try:
+            values = decoded_widths(item, name)
+        except PolicyCallError as exc:
+            return exc
+        if all(type(v) is int for v in values):
+            return tuple(values)
+        return PolicyCallError(f"{name} answered {usercode.shown(values, as_repr=True)}, not ints")
 
     def close(self) -> None:
         """End the worker (the registry of children ends it at exit otherwise)."""
@@ -283,27 +411,37 @@ class IsolatedImpl:
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Paged attention in the worker; its ``(out, lse)`` checked before it is used."""
         inputs = {"query": query, "key_cache": key_cache, "value_cache": value_cache, "step": step}
-        answer = decode_answer(self._call("paged_attention", inputs)["answer"], query.device)
-        if not (
-            isinstance(answer, tuple)
-            and len(answer) == 2
-            and all(isinstance(t, torch.Tensor) for t in answer)
-        ):
-            raise AssertionError(
-                f"implementation {self.spec}: paged_attention returned {_kind(answer)}, "
+        data = self._call("paged_attention", inputs)["answer"]
+        parts = data.get("tuple") if isinstance(data, dict) else None
+        if not (isinstance(parts, list) and len(parts) == 2 and all("tensor" in p for p in parts)):
+            self.worker.broke()
+            raise WrongAnswer(
+                f"implementation {self.spec}: paged_attention returned {_kind(decode_answer(data))}, "
                 "not the tuple (out, lse) of tensors"
             )
-        return answer
+        self._check_facts("paged attention", zip(("out", "lse"), parts, strict=True), query.device)
+        return decode_answer(data, query.device)
+
+    def _check_facts(self, method: str, parts: Any, device: torch.device) -> None:
+        """The facts the worker read off each returned tensor (device, dtype, ``requires_grad``), checked
+        before anything is decoded; a violation is the case's failure and ends the test's examples."""
+        try:
+            for part, data in parts:
+                check_facts(self.spec, method, part, data["tensor"], device)
+        except WrongAnswer:
+            self.worker.broke()
+            raise
 
     def merge(self, *, outs: Sequence[torch.Tensor], lses: Sequence[torch.Tensor]) -> torch.Tensor:
         """The DCP merge in the worker; its answer checked to be one tensor."""
-        answer = decode_answer(
-            self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"],
-            outs[0].device if outs else "cpu",
-        )
-        if not isinstance(answer, torch.Tensor):
-            raise AssertionError(f"implementation {self.spec}: merge returned {_kind(answer)}, not a tensor")
-        return answer
+        device = outs[0].device if outs else torch.device("cpu")
+        data = self._call("merge", {"outs": list(outs), "lses": list(lses)})["answer"]
+        if not (isinstance(data, dict) and "tensor" in data):
+            self.worker.broke()
+            raise WrongAnswer(f"implementation {self.spec}: merge returned {_kind(decode_answer(data))}, "
+                              "not a tensor")  # fmt: skip
+        self._check_facts("merge", [("out", data)], device)
+        return decode_answer(data, device)
 
     def close(self) -> None:
         """End the worker and forget it at exit."""

@@ -58,10 +58,47 @@ def _dispatch(engine: Any, req: dict[str, Any]) -> Any:
 
 
 def _load(kind: str, spec: str, device: str) -> Any:
-    """What ``--load KIND=SPEC`` names: a user's policy or implementation, made ready to be asked."""
+    """What ``--load KIND=SPEC`` names: a user's policy or implementation, as its op table and ready line."""
     from crossattn_sizing.engine.subject import load_subject
 
     return load_subject(kind, spec, device)
+
+
+def bind_loop(proto: Any, deadline: float | None) -> Any:
+    """``loop(ops)``: answer each request line with ``ops[op](request)`` until the end of input, with every
+    function it calls bound now, before the user's module is imported.
+
+    Why: the user's code runs in this process and may rebind ``json``, this
+    module's functions or the protocol's at import; the loop that writes
+    its answers uses none of them by name. With a ``deadline`` each request
+    runs in a child forked for it (:func:`forked`).
+    """
+    from crossattn_sizing.engine.subject import bind_failure
+
+    loads, dumps, write, lines = json.loads, json.dumps, proto.write, sys.stdin
+    fork, fail = forked, bind_failure()
+
+    def reply(ops: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+        op = ops.get(str(request.get("op")))
+        if op is None:
+            return {"ok": False, "error": f"Unknown: no op {request.get('op')!r}", "kind": "Unknown"}
+        try:
+            return {"ok": True, "result": op(request)}
+        except Exception as exc:  # one request's failure is its answer; the worker stays up
+            return fail(exc)
+
+    def loop(ops: dict[str, Any]) -> None:
+        for line in lines:
+            if not line.strip():
+                continue
+            request = loads(line)
+            if deadline is None:
+                answer = reply(ops, request)
+            else:
+                answer = fork(lambda request=request: reply(ops, request), deadline, request.get("op"), dumps)
+            write(dumps(answer) + "\n")
+
+    return loop
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,7 +156,7 @@ def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
         proto.write(json.dumps(reply) + "\n")
 
 
-def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
+def forked(call: Any, deadline: float, op: object, dumps: Any = json.dumps) -> dict[str, Any]:
     """``call()`` (a protocol answer) in a forked child, or why it gave none: died, or past ``deadline``.
 
     Why fork: a user's code that crashed once will likely crash on the
@@ -130,14 +167,14 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
     import selectors
     import signal
 
-    from crossattn_sizing.base.processes import describe_exit
+    from crossattn_sizing.base.processes import describe_exit, end_tree
 
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: answer, then leave without running anything of the parent's
         os.close(read)
         try:
-            data = json.dumps(call()).encode()
+            data = dumps(call()).encode()
             with os.fdopen(write, "wb") as out:
                 out.write(data)
         finally:
@@ -158,8 +195,10 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
                 break
             chunks.append(chunk)
     os.close(read)
-    if timed_out:
-        os.kill(pid, signal.SIGKILL)
+    if timed_out:  # the child and whatever it started (its orphans are this worker's: a subreaper)
+        end_tree(pid, include_root=True)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
     _, status = os.waitpid(pid, 0)
     if timed_out:
         return {"ok": False, "kind": "TimedOut", "error": f"TimedOut: {deadline:g}"}
@@ -171,24 +210,77 @@ def forked(call: Any, deadline: float, op: object) -> dict[str, Any]:
 
 
 def _leave_with_parent(parent: int) -> None:
-    """Exit at once when the process that started this worker is gone (its pid is no longer the parent)."""
+    """Exit at once when the process that started this worker is gone (its pid is no longer the parent),
+    ending every descendant first."""
+    from crossattn_sizing.base.processes import end_tree
+
     while os.getppid() == parent:
         time.sleep(0.5)
+    end_tree(os.getpid())
     os._exit(1)
+
+
+def supervise(proto: Any) -> None:
+    """Fork: the child returns and serves; this process stays as its supervisor until the child ends.
+
+    Why: the supervisor is a child subreaper that runs none of the user's
+    code, so a worker that leaves by ``os._exit`` or dies by a signal still
+    has every process it started, in a session of its own or not, handed to
+    the supervisor, which ends each by its id, then leaves with the child's own
+    exit status (or signal), which is what the judge reports. While the child
+    runs, the judge's kill on a deadline walks the tree from here.
+    """
+    from crossattn_sizing.base.processes import become_subreaper, end_tree
+
+    judge = os.getppid()
+    become_subreaper()
+    child = os.fork()
+    if child == 0:
+        return
+    # The protocol's pipes are the child's: the judge must see their end when the child dies.
+    proto.close()
+    for fd in (0, 1):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    threading.Thread(target=_leave_with_parent, args=(judge,), daemon=True).start()
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    end_tree(os.getpid())
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # died by a signal: so does its supervisor, so the judge names that signal
+        import signal
+
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        os._exit(128 - code)
+    os._exit(code)
 
 
 def serve_subject(load: str, device: str, proto: Any, fork: float | None = None) -> int:
     """The loop for a user's own code: load it, answer its requests, then leave at once.
 
-    The current directory is put first on ``sys.path`` as the console script
-    has it, so ``module:attr`` names what it names in the judge. The exit is
+    The current folder and ``PYTHONPATH`` come first on ``sys.path``, as in the
+    judge (:func:`~crossattn_sizing.base.callables.user_path_first`), so
+    ``module:attr`` names what it names there. The exit is
     :func:`os._exit`: a thread the user's code left running must not keep the
     worker (and so the judge, which waits for it) alive.
     """
     from crossattn_sizing.base import interrupts
+    from crossattn_sizing.base.callables import user_path_first
+    from crossattn_sizing.base.processes import become_subreaper, end_tree
 
     kind, _, spec = load.partition("=")
-    sys.path.insert(0, os.getcwd())
+    user_path_first()
+    supervise(proto)
+    # Every process the user's code starts stays a descendant of this one or of its supervisor, one that
+    # calls setsid() or outlives its parent included, so each is ended by its id when the worker ends.
+    become_subreaper()
+    me = os.getpid()
     # The worker leads its own session, so no terminal Ctrl-C reaches it: with SIGINT recorded here, a
     # KeyboardInterrupt the user's code raises is said to be theirs (usercode), not taken as a press.
     stack = contextlib.ExitStack()
@@ -196,17 +288,20 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     # The worker leads its own process group (so a kill takes what it started): a judge killed outright
     # no longer ends it through the group, so it watches for that itself, even while a call hangs.
     threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()
+    loop, dumps = bind_loop(proto, fork), json.dumps  # before the user's import: see bind_loop
     try:
-        subject = _load(kind, spec, device)
+        ops, ready = _load(kind, spec, device)
     except BaseException as exc:  # reported to the parent as one line, then exit
-        proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
+        proto.write(dumps({"ready": False, **failure(exc)}) + "\n")
         proto.flush()
+        end_tree(me)
         os._exit(1)
-    proto.write(json.dumps({"ready": True, **subject.ready()}) + "\n")
+    proto.write(dumps({"ready": True, **ready}) + "\n")
     try:
-        serve(subject, proto, fork)
+        loop(ops)
         proto.flush()
     finally:
+        end_tree(me)
         os._exit(0)
 
 

@@ -21,13 +21,18 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.base.outcome import EXIT_INTERRUPTED
-from crossattn_sizing.base.processes import end_group, forget_child, register_child
+from crossattn_sizing.base.processes import (
+    end_group,
+    forget_child,
+    register_child,
+    remove_temp_folder,
+    temp_folder,
+)
 from crossattn_sizing.base.settings import REDIS_URL
 
 START_TIMEOUT_S = 60.0
@@ -71,7 +76,7 @@ class RedisServer:
 
     def start(self) -> RedisServer:
         """Start a private redis-server (no persistence, its own process group) and wait until it is ready."""
-        self.dir = Path(tempfile.mkdtemp(prefix="crossattn-redis-"))
+        self.dir = temp_folder("crossattn-redis-")
         args = [redis_server_binary(), "--save", "", "--appendonly", "no", "--dir", str(self.dir),
                 "--daemonize", "no", "--loglevel", "warning", "--logfile", str(self.dir / "redis.log")]
         if self.unix_socket:
@@ -125,7 +130,7 @@ class RedisServer:
         if proc is not None:
             end_group(proc)  # SIGTERM: no persistence is configured, so it exits at once
         if self.dir is not None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            remove_temp_folder(self.dir)
             self.dir = None
 
     @property

@@ -178,12 +178,56 @@ def checked_attention(name: str, answer: object, query: torch.Tensor,
         kind = type(answer).__name__
         raise WrongAnswer(f"paged attention of {name} returned {kind}, not (out, lse) tensors")
     out, lse = answer
+    for part, tensor in (("out", out), ("lse", lse)):
+        check_facts(name, "paged attention", part, facts_of(tensor), query.device)
     if tuple(out.shape) != want or tuple(lse.shape) != want[:2]:
         raise WrongAnswer(
             f"paged attention of {name} returned out {list(out.shape)} and lse {list(lse.shape)}; "
             f"expected out {list(want)} and lse {list(want[:2])} (queries, heads, head size)"
         )
+    check_finite(name, "paged attention", "out", out, bool(torch.isinf(out).any()))
+    check_finite(name, "paged attention", "lse", lse, bool((lse == float("inf")).any()))
     return out, lse
+
+
+def checked_merge(name: str, answer: object, like: torch.Tensor) -> torch.Tensor:
+    """The DCP merge's answer: one fp32 tensor shaped like each rank's ``out``, on its device, no inf."""
+    if not isinstance(answer, torch.Tensor):
+        raise WrongAnswer(f"merge of {name} returned {type(answer).__name__}, not a tensor")
+    check_facts(name, "merge", "out", facts_of(answer), like.device)
+    if answer.shape != like.shape:
+        raise WrongAnswer(f"merge of {name} returned out {list(answer.shape)}; expected {list(like.shape)}")
+    check_finite(name, "merge", "out", answer, bool(torch.isinf(answer).any()))
+    return answer
+
+
+def facts_of(tensor: torch.Tensor) -> dict[str, object]:
+    """What is checked of a returned tensor before its values are read, as a worker reports it too."""
+    return {"device": str(tensor.device), "dtype": str(tensor.dtype), "shape": list(tensor.shape),
+            "requires_grad": bool(tensor.requires_grad)}  # fmt: skip
+
+
+def check_facts(name: str, method: str, part: str, facts: dict[str, object], device: torch.device) -> None:
+    """A returned tensor on ``device``'s kind, fp32, not requiring grad; else :class:`WrongAnswer` naming
+    the method, what was expected and what came back (a ``meta`` tensor holds no values at all)."""
+    problems = []
+    if torch.device(str(facts["device"])).type != device.type:
+        problems.append(f"on device {facts['device']} (expected {device.type})")
+    if facts["dtype"] != str(torch.float32):
+        problems.append(f"of dtype {facts['dtype']} (expected {torch.float32})")
+    if facts["requires_grad"]:
+        problems.append("requiring grad (expected requires_grad False: a result, not a graph)")
+    if problems:
+        raise WrongAnswer(f"{method} of {name} returned {part} {' and '.join(problems)}")
+
+
+def check_finite(name: str, method: str, part: str, tensor: torch.Tensor, infinite: bool) -> None:
+    """``infinite``: whether ``tensor`` holds a value no right answer can (an infinite output, an lse of
+    +inf); NaN passes, since a poisoned cell read must reach the property that names it."""
+    if infinite:
+        allowed = "-inf where a query sees no key" if part == "lse" else "finite values"
+        raise WrongAnswer(f"{method} of {name} returned {part} with infinite values (expected {allowed}, "
+                          "or NaN where a poisoned cell was read)")  # fmt: skip
 
 
 class PagedRunner:
@@ -320,7 +364,9 @@ class PagedRunner:
         and returns the output in the run's dtype, ``[sum of queries, H, D]``.
         """
         outs, lses = self.partials(g, reads)
-        merged = outs[0] if len(outs) == 1 else self.impl.merge(outs=outs, lses=lses)
+        if len(outs) == 1:
+            return outs[0].to(self.dtype)
+        merged = checked_merge(self.impl.name, self.impl.merge(outs=outs, lses=lses), outs[0])
         return merged.to(self.dtype)
 
     def partials(self, g: int, reads: Reads) -> tuple[list[torch.Tensor], list[torch.Tensor]]:

@@ -17,7 +17,7 @@ import numpy as np
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError, described
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
+from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name
 from crossattn_sizing.prove.domain import ABSENT, Domain
 
 
@@ -179,7 +179,7 @@ def policy_widths(
             if isinstance(w, HarnessError):
                 raise w
             raise PolicyRaised(config, w) from w
-        if type(w) is tuple and len(w) == 1 and type(w[0]) is int and w[0] >= 0:
+        if type(w) is tuple and len(w) == 1 and type(w[0]) is int and 0 <= w[0] <= MAX_WIDTH:
             out[done] = w[0]
         else:
             out[done] = checked_widths(policy, config)[0]

@@ -26,7 +26,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -38,7 +37,7 @@ from rich.console import Console
 from rich.status import Status
 
 from crossattn_sizing.base import settings as env
-from crossattn_sizing.base.processes import end_group, forget_child, register_child, signal_group
+from crossattn_sizing.base.processes import end_group, forget_child, register_child, signal_group, temp_folder
 
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
@@ -104,6 +103,15 @@ class FuzzWorker:
     def pid(self) -> int:
         """The worker's process id, for the log lines."""
         return self.proc.pid
+
+    def log_tail(self, lines: int = 5) -> str:
+        """The last lines of the worker's log (why a worker died): the log itself goes with the fleet's
+        temporary folder when the run ends."""
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in text.splitlines()[-lines:] if line.strip())
 
     def end(self) -> None:
         """Kill whatever is left of the worker's process group and close its log; idempotent."""
@@ -205,7 +213,7 @@ def run_workers(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Fl
     from crossattn_sizing.runs.verify_report import PLAIN
 
     argv = forward_argv(parser, args, drop={"jobs", "json"})
-    folder = Path(tempfile.mkdtemp(prefix="crossattn-fleet-"))
+    folder = temp_folder("crossattn-fleet-")  # removed at exit: a dead worker's log tail is printed
     workers = start_workers(argv, args.jobs, folder)
     err = Console(stderr=True)
     err.print(f"fuzz: {len(workers)} workers (pids {', '.join(str(w.pid) for w in workers)}), "

@@ -343,6 +343,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         run.sigint.close()
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Each test starts with no crash of the code under test seen (:func:`crossattn_sizing.engine.isolated.
+    forget_breaks`): a crash bounds the shrinking of the test it happened in, never another's run."""
+    isolated = sys.modules.get("crossattn_sizing.engine.isolated")  # not imported: no worker, nothing seen
+    if isolated is not None:
+        isolated.forget_breaks()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item):
     """A policy or implementation that misbehaved inside a test stops the session as a usage error.
