@@ -13,7 +13,6 @@ specialised on its value. ``nox -s gpu`` prints the count it compiled.
 
 from __future__ import annotations
 
-import sys
 import types
 
 import pytest
@@ -21,9 +20,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.impl import TritonImpl, impl_from_spec
+from crossattn_sizing.impl import TritonImpl
 from properties.test_attention import check_cross_attention, check_self_attention
 from properties.test_slot_mapping import check_slot_mapping
+from tests.test_impl_triton import triton_impl  # noqa: F401 (a fixture)
 from tests.triton_keys import DTYPES, SLOT_MAPPING, Keys, drive_shapes, recording
 
 MAX_KEYS_PER_DTYPE = 10
@@ -35,14 +35,8 @@ MRV2 = BUILTIN_POLICIES["mrv2"]
 
 
 @pytest.fixture(scope="module")
-def kernels(device: str) -> types.ModuleType:
-    if device == "cuda":
-        pytest.skip("the keys are computed from the interpreted kernels' metadata, on CPU")
-    loaded = sys.modules.get("crossattn_sizing.impl.triton_kernels")
-    if loaded is not None and not loaded.INTERPRETED:
-        pytest.skip("the Triton kernels were imported compiled in this process")
-    impl = impl_from_spec("triton", "cpu")
-    assert isinstance(impl, TritonImpl)
+def kernels(triton_impl: TritonImpl) -> types.ModuleType:  # noqa: F811 (the fixture imported above)
+    """The interpreted kernels module (test_impl_triton's fixture skips where they are compiled)."""
     from crossattn_sizing.impl import triton_kernels
 
     return triton_kernels

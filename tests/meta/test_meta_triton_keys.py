@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from tests.test_triton_keys import bounded, kernels  # noqa: F401 (kernels: the fixture)
+from tests.test_triton_keys import bounded, kernels, triton_impl  # noqa: F401 (the fixtures)
 from tests.triton_keys import drive_shapes, recording
 
 
