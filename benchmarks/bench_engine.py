@@ -132,6 +132,37 @@ def seconds_table(title: str, counts: collections.Counter[str], interval: float,
     return lines
 
 
+def summary(by_role: dict[str, collections.Counter[str]], shrinking_s: float, wall: float) -> list[str]:
+    """The five figures issue 39 asks for, in seconds and as shares of the run's wall time."""
+    judges = collections.Counter[str]()
+    for who, counts in by_role.items():
+        if who.startswith("judge"):
+            judges.update(counts)
+    workers = by_role.get("vLLM worker", collections.Counter())
+
+    def pick(counts: collections.Counter[str], *names: str) -> float:
+        return sum(counts.get(n, 0.0) for n in names)
+
+    rows = [
+        ("interpreting Triton kernels (workers)", pick(workers, "interpreting Triton kernels")),
+        ("building reference outputs (judge)", pick(judges, "reference outputs (oracle, dense attention)")),
+        ("starting workers (their import)", pick(workers, "start-up: importing the tree")),
+        ("judge<->worker transfer: encode/decode (both sides)",
+         pick(judges, "judge<->worker transfer: encode/decode") + pick(workers, "judge<->worker transfer: "
+                                                                         "encode/decode")),
+        ("shrinking (judge, examples the shrinker ran)", shrinking_s),
+        ("the judge waiting on a worker", pick(judges, "waiting for a worker's answer",
+                                               "starting a worker (its import, waited for)")),
+    ]  # fmt: skip
+    return [
+        "",
+        "| where (issue 39's list) | s | of the wall time |",
+        "| --- | ---: | ---: |",
+        *(f"| {name} | {sec:.1f} | {100 * sec / wall:.0f}% |" for name, sec in rows),
+        "",
+    ]
+
+
 def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
     """The report's body from a run's kept samples (``folder``/samples) and its ``run.json``."""
     run = json.loads((folder / "run.json").read_text())
@@ -175,6 +206,7 @@ def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
         lines.append(f"| {who} | {proc['pid']} | {proc['end'] - proc['start']:.1f} | {sampled:.1f} | {top} |")
         requests += [tuple(r) for r in proc["requests"]]  # type: ignore[misc]
         examples += [tuple(e) for e in proc["examples"]]  # type: ignore[misc]
+    lines[1:1] = summary(by_role, sum(shrink_samples.values()), wall)
     for who, counts in sorted(by_role.items()):
         total = sum(counts.values()) * interval
         table = seconds_table("spent on", counts, interval, total)
