@@ -163,10 +163,25 @@ def summary(by_role: dict[str, collections.Counter[str]], shrinking_s: float, wa
     ]
 
 
+def read_run(folder: Path, procs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The run's figures (``run.json``); for a run still going or cut off, what its samples show so far."""
+    if (folder / "run.json").exists():
+        return dict(json.loads((folder / "run.json").read_text()))
+    if procs is None:
+        procs = [json.loads(p.read_text()) for p in sorted((folder / "samples").glob("*.json"))]
+    start, end = min(p["start"] for p in procs), max(p["end"] for p in procs)
+    return {
+        "wall_s": end - start, "status": "none yet: the run had not ended (partial figures, up to its last "
+        "samples)", "load_before": "n/a", "load_after": load_average(), "load_median": os.getloadavg()[0],
+        "command": "crossattn-sizing verify --policy vllm@T --impl vllm@T",
+        "when": datetime.fromtimestamp(start, timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+    }  # fmt: skip
+
+
 def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
     """The report's body from a run's kept samples (``folder``/samples) and its ``run.json``."""
-    run = json.loads((folder / "run.json").read_text())
     procs = [json.loads(p.read_text()) for p in sorted((folder / "samples").glob("*.json"))]
+    run = read_run(folder, procs)
     wall = run["wall_s"]
     lines = [
         f"- wall time: **{wall:.1f} s**, exit status {run['status']}; load average (1/5/15 min) before "
@@ -310,9 +325,10 @@ def run_once(folder: Path) -> None:
 
 
 def report(folder: Path) -> str:
-    run = json.loads((folder / "run.json").read_text())
+    run = read_run(folder)
     body, figures = analyse(folder)
-    verdicts = [ln for ln in (folder / "verify.out").read_text().splitlines() if "│" in ln or "┃" in ln]
+    out = folder / "verify.out"
+    verdicts = [ln for ln in out.read_text().splitlines() if "│" in ln or "┃" in ln] if out.exists() else []
     text = "\n".join([
         "# Where one `verify` of a vLLM tree spends its wall time",
         "",
