@@ -113,6 +113,15 @@ def op_of(stack: list[str]) -> str:
     return "-"
 
 
+def kernel_of(stack: list[str]) -> str:
+    """The innermost frame of the tree's attention code (``ops/...``, ``backends/...``) on an interpreted
+    stack: the Triton kernel or helper being interpreted."""
+    for frame in reversed(stack):
+        if frame.startswith(("ops/", "backends/", "gpu/")):
+            return frame
+    return "(no frame of the tree)"
+
+
 def property_of(test: str) -> str:
     """``properties/test_x.py::test_y (call)`` -> ``test_x::test_y``; outside pytest: ``(no test)``."""
     if not test:
@@ -198,6 +207,7 @@ def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
     ]
     by_role: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     by_op: collections.Counter[tuple[str, str]] = collections.Counter()
+    by_kernel: collections.Counter[str] = collections.Counter()
     by_prop: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     shrink_samples: collections.Counter[str] = collections.Counter()
     requests: list[tuple[str, str, float]] = []
@@ -211,6 +221,8 @@ def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
             mine[kind] += n
             if who == "vLLM worker":
                 by_op[(op_of(stack), kind)] += n
+                if kind == "interpreting Triton kernels":
+                    by_kernel[kernel_of(stack)] += n
             else:
                 by_prop[property_of(test)][kind] += n
                 if shrinking(stack):
@@ -232,6 +244,9 @@ def analyse(folder: Path) -> tuple[list[str], dict[str, Any]]:
     for (op, kind), n in by_op.most_common(20):
         share = 100 * n * interval / max(worker_total, 1e-9)
         lines.append(f"| {op} | {kind} | {n * interval:.1f} | {share:.0f}% |")
+    kernel_total = max(sum(by_kernel.values()), 1e-9)
+    lines += ["", "## Interpreted kernels (the tree's own Triton functions, every vLLM worker)", "",
+              *seconds_table("innermost frame of the tree", by_kernel, interval, kernel_total)]  # fmt: skip
     per_op: dict[str, list[float]] = collections.defaultdict(list)
     for _, op, took in requests:
         per_op[op].append(took)
