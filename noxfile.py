@@ -11,6 +11,7 @@ here; nothing is expected on the machine but Python and pip.
 from __future__ import annotations
 
 import atexit
+import collections
 import glob
 import os
 import shutil
@@ -117,9 +118,41 @@ def lint(session: nox.Session) -> None:
     session.run("mypy", *session.posargs)
 
 
+TRITON_CACHE = os.path.join(".nox", "triton-cache")
+"""Where the gpu session keeps compiled Triton kernels (``TRITON_CACHE_DIR``), between sessions too."""
+
+
+def triton_kernels(cache_dir: str) -> dict[str, int]:
+    """The compiled kernels in a Triton cache folder, by kernel name.
+
+    Triton writes each compile to its own folder, named by the kernel's
+    specialisation key, with one ``__grp__<kernel>.json`` index of its files; the
+    launchers and utilities it also caches have no such index.
+    """
+    names: collections.Counter[str] = collections.Counter()
+    for index in glob.glob(os.path.join(glob.escape(cache_dir), "*", "__grp__*.json")):
+        names[os.path.basename(index).removeprefix("__grp__").removesuffix(".json")] += 1
+    return dict(sorted(names.items()))
+
+
+def compiled_line(before: dict[str, int], after: dict[str, int], cache_dir: str) -> str:
+    """One line: the kernels this run compiled (by name) and the cache's total."""
+    new = {name: n - before.get(name, 0) for name, n in after.items() if n > before.get(name, 0)}
+    by_name = ", ".join(f"{name} {n}" for name, n in new.items())
+    return (f"Triton kernels compiled by this run: {sum(new.values())}" + (f" ({by_name})" if by_name else "")
+            + f"; {sum(after.values())} in the cache at {cache_dir} (a warm cache compiles none: remove it "
+            "to count from cold)")  # fmt: skip
+
+
 @nox.session
 def gpu(session: nox.Session) -> None:
-    """The whole property suite on CUDA with compiled Triton kernels. Stops with an error without CUDA."""
+    """The whole property suite on CUDA with compiled Triton kernels. Stops with an error without CUDA.
+
+    Compiled kernels are kept in ``TRITON_CACHE_DIR`` (default ``.nox/triton-cache``, so later
+    sessions reuse them), and the number this run compiled is printed at the end, failing or not:
+    the kernels list their layout integers in ``do_not_specialize``, so it stays a few per dtype
+    (tests/test_triton_keys.py pins the keys on CPU).
+    """
     install(session, GPU_TORCH)
     session.run(
         "python",
@@ -128,9 +161,16 @@ def gpu(session: nox.Session) -> None:
         "from crossattn_sizing.base.errors import HarnessError as E\n"
         "try: r('cuda')\nexcept E as e: raise SystemExit(f'nox -s gpu: {e}')",
     )
-    env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    for impl in ("torch", "triton"):
-        session.run("pytest", "properties", "--device", "cuda", "--impl", impl, *session.posargs, env=env)
+    cache = os.path.abspath(os.environ.get("TRITON_CACHE_DIR") or TRITON_CACHE)
+    os.makedirs(cache, exist_ok=True)
+    env = {"CROSSATTN_PROFILE": "gpu", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "TRITON_CACHE_DIR": cache}  # fmt: skip
+    before = triton_kernels(cache)
+    try:
+        for impl in ("torch", "triton"):
+            session.run("pytest", "properties", "--device", "cuda", "--impl", impl, *session.posargs, env=env)
+    finally:
+        session.log(compiled_line(before, triton_kernels(cache), cache))
 
 
 @nox.session

@@ -10,8 +10,15 @@ module imported earlier without the variable) is one clear error instead of a
 crash inside a launch.
 
 Kernel arguments that vary per example (kernel block size, DCP size,
-interleave, rank, strides) are runtime values, not ``constexpr``, so a
-Hypothesis run on a GPU does not compile one kernel per drawn layout.
+interleave, rank, strides, counts, the causal flag) are runtime values, not
+``constexpr``, and are listed in each kernel's ``do_not_specialize``: Triton
+otherwise specialises an integer argument on its value pattern (1 becomes a
+constant, a multiple of 16 gets a divisibility hint), which makes one compiled
+kernel per pattern, hundreds over a Hypothesis run on a GPU. The ``constexpr``
+left are tile sizes (``tl.arange`` and ``tl.dot`` need them at compile time),
+rounded up to a few powers of two and masked, so one kernel per dtype serves
+every drawn shape. tests/test_triton_keys.py pins the number of distinct
+specialisation keys.
 """
 
 from __future__ import annotations
@@ -31,9 +38,19 @@ _WRITE_TOKENS = 64
 # small in registers and cut the interpreter's per-step overhead on CPU.
 _ATTENTION_TILE = 64
 _ATTENTION_QUERIES = 16
+# tl.arange needs a power of two; below 16 lanes a row is masked, not given its own kernel.
+_WRITE_MIN_ELEMS = 16
+_WRITE_MAX_ELEMS = 128
+
+SLOT_MAPPING_RUNTIME = ("row_stride", "num_tokens", "pad_to", "kbs", "dcp_size", "interleave", "rank")
+WRITE_RUNTIME = ("num_tokens", "row_elems")
+ATTENTION_RUNTIME = (
+    "row_stride", "num_heads", "head_dim", "kbs", "dcp_size", "interleave", "rank", "causal",
+)  # fmt: skip
+"""The integer arguments of each kernel that Triton must not specialise on (see the module's docstring)."""
 
 
-@triton.jit
+@triton.jit(do_not_specialize=SLOT_MAPPING_RUNTIME)
 def _slot_mapping_kernel(
     table_ptr,  # int32 [rows * row_stride + tail], flat
     row_stride,
@@ -76,7 +93,7 @@ def _slot_mapping_kernel(
         tl.store(out_ptr + offs, slot, mask=live)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=WRITE_RUNTIME)
 def _write_kv_kernel(
     key_ptr,  # [T, heads * head_dim]
     value_ptr,
@@ -105,7 +122,7 @@ def _write_kv_kernel(
         tl.store(value_cache_ptr + dst, v.to(value_cache_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=ATTENTION_RUNTIME)
 def _paged_attention_kernel(
     q_ptr,  # [Q, H, D]
     key_cache_ptr,  # [cells, H, D]
@@ -124,7 +141,7 @@ def _paged_attention_kernel(
     dcp_size,
     interleave,
     rank,
-    CAUSAL: tl.constexpr,
+    causal,
     BLOCK_Q: tl.constexpr,
     TILE: tl.constexpr,
     D_PAD: tl.constexpr,
@@ -166,7 +183,7 @@ def _paged_attention_kernel(
         # fp32 products and sums ("ieee"): TF32 would break the fp32 tolerance.
         s = tl.dot(q, tl.trans(k), input_precision="ieee") * scale
         visible = q_live[:, None] & key_live[None, :]
-        if CAUSAL:
+        if causal != 0:
             k_pos = (
                 column * kbs * dcp_size
                 + (local // interleave) * (interleave * dcp_size)
@@ -237,7 +254,7 @@ def triton_write_kv(
         num_tokens,
         row_elems,
         BLOCK_T=_WRITE_TOKENS,
-        BLOCK_E=min(triton.next_power_of_2(max(row_elems, 1)), 128),
+        BLOCK_E=min(max(triton.next_power_of_2(row_elems), _WRITE_MIN_ELEMS), _WRITE_MAX_ELEMS),
     )
 
 
@@ -278,7 +295,7 @@ def triton_paged_attention(
         layout.dcp_size,
         layout.interleave,
         layout.rank,
-        CAUSAL=bool(causal),
+        int(bool(causal)),
         BLOCK_Q=_ATTENTION_QUERIES,
         TILE=_ATTENTION_TILE,
         D_PAD=max(16, triton.next_power_of_2(head_dim)),
