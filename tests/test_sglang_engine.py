@@ -109,7 +109,7 @@ def test_bad_trees_are_one_line(tmp_path: Path, change, says: str, capsys) -> No
     [
         (["--engine", "sglang@/nonexistent"], "has no sglang package"),
         (["--engine", "sglang==abc"], "not a release version"),
-        (["--engine", "vllm==0.25.0"], "check takes sglang==X or sglang@PATH"),
+        (["--engine", "vllm==0.25.0"], "check takes sglang==X, sglang@PATH or tensorrt_llm@PATH"),
         (["--engine", SPEC, "--requests", "5:3"], "each request is e:prompt:d"),
         (["--engine", SPEC, "--requests", "60:3:4"], "not admitted by SGLang"),
         (["--engine", SPEC, "--requests", "5:3:3"], "d must be prompt + 1"),

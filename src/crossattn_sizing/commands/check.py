@@ -106,13 +106,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    """``check --engine sglang==X``: one batch through that tree's own builder (commands/sglang_check.py)."""
+    """``check --engine sglang==X``: one batch through that tree's own builder (commands/sglang_check.py);
+    ``--engine tensorrt_llm@PATH``: one request against its cross pool (commands/cross_pool.py)."""
+    from crossattn_sizing.commands import cross_pool
     from crossattn_sizing.commands.sglang_check import run_check
     from crossattn_sizing.engine.sglang_source import is_sglang_spec
 
+    if cross_pool.is_cross_pool_spec(args.engine):
+        return cross_pool.run_check(args)
     if not is_sglang_spec(args.engine):
-        raise OptionError("--engine", args.engine, "check takes sglang==X or sglang@PATH (vLLM releases are "
-                          "checked with --policy vllm==X)")
+        raise OptionError("--engine", args.engine, "check takes sglang==X, sglang@PATH or tensorrt_llm@PATH "
+                          "(vLLM releases are checked with --policy vllm==X)")
     missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
                               ("--requests", args.requests)) if v is None]
     if missing:

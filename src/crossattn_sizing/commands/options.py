@@ -136,7 +136,9 @@ ENGINE = Option(
     "--engine",
     "an engine's own code: vllm==X, vllm@PATH or vllm (reproduce: its sizing, block tables and kernels; sets "
     "--policy and --impl to it), or sglang==X, sglang@PATH (check, verify, reproduce mllama-mixed-batch: "
-    "its attention metadata builder under the read-side property); audit: vllm==X, a release, or vllm@PATH, "
+    "its attention metadata builder under the read-side property), or tensorrt_llm@PATH (check, verify, "
+    "reproduce whisper: its cross-pool sizing under the cross-pool capacity property); audit: vllm==X, a "
+    "release, or vllm@PATH, "
     "a folder holding vllm/ (also executed) or an installed vllm package directory (read only)",
     metavar="ENGINE",
 )

@@ -208,6 +208,10 @@ def run(args: argparse.Namespace) -> int:
     """Run a real model's config under a policy (or an engine's own code); the exit status."""
     if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
         return run_mllama_mixed_batch(args.engine)
+    from crossattn_sizing.commands import cross_pool
+
+    if cross_pool.is_cross_pool_spec(args.engine):  # an engine with a cross pool: commands/cross_pool.py
+        return cross_pool.run_reproduce(args)
     if args.engine:
         for option, given in (("--policy", args.policy), ("--impl", args.impl)):
             if given is not None:  # two answers to one question: refused, never one of them dropped

@@ -86,9 +86,10 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy and report the verdicts; the exit status."""
     if args.engine is not None:
+        from crossattn_sizing.commands.cross_pool import is_cross_pool_spec, run_verify
         from crossattn_sizing.commands.sglang_verify import run_engine_verify
 
-        return run_engine_verify(args)
+        return run_verify(args) if is_cross_pool_spec(args.engine) else run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).

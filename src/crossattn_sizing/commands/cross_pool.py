@@ -1,0 +1,190 @@
+"""``verify``, ``check`` and ``reproduce whisper`` for an engine whose cross-attention K/V have a pool of their own.
+
+The engine's own sizing answers how long the pool is (an adapter's sizer:
+``name``, ``function``, ``pool_len(case)``); everything judged here is the
+core's (:mod:`crossattn_sizing.core.cross_pool`): whether an admitted
+request's encoder tokens fit the pool and its blocks.
+
+- ``verify --engine SPEC`` runs the capacity property over the cross-pool
+  layout (the suite's :mod:`properties.cross_pool_capacity`, handed the sizer),
+  and prints its verdict, a failure with its shrunk case (model family, its
+  encoder tokens, ``max_input_len``, the pool) and the ``check`` line;
+- ``check --engine SPEC --config JSON --encoder-len E`` judges one case: the
+  line a failure prints, replayed without Hypothesis;
+- ``reproduce whisper --engine SPEC`` is that check on Whisper-large-v3 under
+  the engine's defaults (issue 38).
+
+Exit status as every command's: 0 holds, 1 fails, 2 bad input, 3 not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError
+from crossattn_sizing.base.jsoninput import read_json_option
+from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
+from crossattn_sizing.base.outcome import Outcome, exit_status
+from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, whisper_large_v3_case
+
+PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
+
+
+def is_cross_pool_spec(spec: str | None) -> bool:
+    """Whether ``--engine`` names an engine judged on the cross-pool layout."""
+    from crossattn_sizing.engine.tensorrt_llm.source import is_tensorrt_llm_spec
+
+    return spec is not None and is_tensorrt_llm_spec(spec)
+
+
+def cross_pool_sizer(spec: str, deadline: float | None = None) -> Any:
+    """The engine's sizer for ``spec``, its worker started now (bad input is one line before any work)."""
+    from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool, tensorrt_llm_worker
+
+    tensorrt_llm_worker(spec, deadline)
+    return TrtllmCrossPool(spec.strip())
+
+
+def _refuse_given(spec: str, given: dict[str, object]) -> None:
+    """Refuse an option this engine's path does not honour, naming it (never dropped silently)."""
+    for option, value in given.items():
+        if value not in (None, False, [], ()):
+            raise OptionError(option, value, f"not taken with --engine {spec.strip()} (the cross-pool property "
+                                             "has no sizing policy, implementation or report files)")  # fmt: skip
+
+
+def judge_case(sizer: Any, case: CrossPoolCase) -> int:
+    """Print one case under ``sizer`` and its verdict; the exit status (0 holds, 1 fails, 3 not run)."""
+    print(f"engine:         {sizer.name}: {sizer.function}")
+    try:
+        pool = sizer.pool_len(case)
+    except CrossPoolNotRun as exc:
+        for line in case.describe():
+            print(line)
+        print(f"NOT RUN {exc}")
+        return exit_status([Outcome.NOT_RUN])
+    for line in case.describe(pool):
+        print(line)
+    found = case.overflows(pool)
+    for use in found:
+        print(f"FAIL  the request's encoder tokens need {use.needed} {use.unit} of the cross pool, which holds "
+              f"{use.width}: the attention metadata for it cannot be prepared")  # fmt: skip
+    if found:
+        print(f"  reproduce: {case.check_line(sizer.name)}")
+        return exit_status([Outcome.FAILS])
+    print(f"OK    {case.encoder_len} encoder tokens fit the cross pool of {pool} tokens")
+    return exit_status([Outcome.HOLDS])
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """``check --engine SPEC --config JSON --encoder-len E``: one case under the engine's own sizing."""
+    spec = args.engine.strip()
+    _refuse_given(spec, {"--context-len": args.context_len, "--kv-capacity": args.kv_capacity,
+                         "--requests": args.requests})  # fmt: skip
+    missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
+    if missing:
+        raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
+    text = args.encoder_lens.strip()
+    if too_long(text):
+        raise ConfigError("--encoder-len", text, f"integers may have at most {MAX_INT_DIGITS} digits")
+    try:
+        encoder_len = int(text)
+    except ValueError:
+        raise ConfigError("--encoder-len", text, f"one integer with --engine {spec} (one request)") from None
+    case = CrossPoolCase.from_dict(read_json_option("--config", args.config), encoder_len)
+    return judge_case(cross_pool_sizer(spec, options_deadline(args)), case)
+
+
+def options_deadline(args: argparse.Namespace) -> float | None:
+    """``--call-timeout`` where the command has it; ``--in-process`` is refused (the tree runs in its worker)."""
+    if getattr(args, "in_process", False):
+        raise OptionError("--in-process", True, f"not taken with --engine {args.engine.strip()}: the engine's "
+                                                "code always runs in its worker")  # fmt: skip
+    return getattr(args, "call_timeout", None)
+
+
+def run_reproduce(args: argparse.Namespace) -> int:
+    """``reproduce whisper --engine SPEC``: Whisper-large-v3's 1500 frames under the engine's defaults."""
+    spec = args.engine.strip()
+    if args.model != "whisper":
+        raise OptionError("--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model})")
+    _refuse_given(spec, {"--config": args.config, "--policy": args.policy, "--impl": args.impl,
+                         "--image-size": args.image_size, "--max-model-len": args.max_model_len,
+                         "--block-size": args.block_size, "--dcp": args.dcp, "--encoder-len": args.encoder_len,
+                         "--max-num-batched-tokens": args.max_num_batched_tokens,
+                         "--encoder-budget": args.encoder_budget, "--seed": args.seed or None})  # fmt: skip
+    case = whisper_large_v3_case()
+    print("reproduce whisper: Whisper-large-v3 (30 s of audio -> 1500 encoder frames) under TensorRT-LLM's "
+          "defaults (max_input_len 1024, tokens_per_block 32); upstream issue #19514")
+    return judge_case(cross_pool_sizer(spec), case)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer."""
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import settings
+
+    from crossattn_sizing.findings.results import PropertyFailure, first_failure
+    from crossattn_sizing.runs.profiles import register_profiles, selected_profile
+    from crossattn_sizing.runs.suite import suite_module
+
+    spec = args.engine.strip()
+    _refuse_given(spec, {"--policy": args.policy, "-k": args.select, "--json": args.json,
+                         "--junit-xml": args.junit_xml, "--markdown": args.markdown,
+                         "--impl": None if args.impl == "torch" else args.impl,
+                         "--device": None if args.device == "cpu" else args.device})  # fmt: skip
+    sizer = _Counting(cross_pool_sizer(spec, options_deadline(args)))
+    prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
+    register_profiles()
+    profile = settings.get_profile(selected_profile(args.profile))
+    budget = args.max_examples if args.max_examples is not None else profile.max_examples
+    if budget < 1:
+        raise OptionError("--max-examples", budget, "must be >= 1")
+    # No example database: the verdict is this run's (a database would replay another tree's failures).
+    prop = settings(profile, max_examples=budget, database=None)(prop)
+    if args.seed is not None:
+        prop = hypothesis_seed(args.seed)(prop)
+    print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
+    failure: PropertyFailure | None = None
+    reason = ""
+    try:
+        prop(sizer=sizer)
+        outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
+        reason = "" if sizer.judged else "no example was judged"
+    except BaseException as raised:
+        exc = first_failure(raised)
+        if isinstance(exc, PropertyFailure):
+            outcome, failure = Outcome.FAILS, exc
+        elif type(exc).__name__ == "Skipped":  # pytest.skip(): the engine's code could not be asked
+            outcome, reason = Outcome.NOT_RUN, str(exc)
+        else:
+            raise
+    print(f"{'property':<{len(PROPERTY)}}  verdict   examples")
+    print(f"{PROPERTY}  {outcome.value:<8}  {sizer.judged}")
+    if failure is not None:
+        for line in failure.diagnosis.splitlines():
+            print(f"    {line}")
+        print(f"    check: {failure.reproduce}")
+    elif reason:
+        print(f"    {reason}")
+    return exit_status([outcome])
+
+
+class _Counting:
+    """A sizer that counts the cases it answered (a verdict of "holds" needs at least one)."""
+
+    def __init__(self, sizer: Any) -> None:
+        self.sizer = sizer
+        self.name = sizer.name
+        self.function = sizer.function
+        self.judged = 0
+
+    def pool_len(self, case: CrossPoolCase) -> int:
+        """The wrapped sizer's answer, counted."""
+        pool = int(self.sizer.pool_len(case))
+        self.judged += 1
+        return pool
+
+    def __repr__(self) -> str:
+        return repr(self.sizer)
