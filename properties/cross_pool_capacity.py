@@ -31,7 +31,7 @@ from .failures import fail
 
 
 class CrossPoolSizer(Protocol):
-    """What the property asks: the cross pool's length for a case (raising CrossPoolNotRun if it cannot say)."""
+    """What the property asks: the cross pool's length for a case (CrossPoolNotRun if it cannot say)."""
 
     @property
     def name(self) -> str:
@@ -44,14 +44,17 @@ class CrossPoolSizer(Protocol):
 
 
 def judge(sizer: CrossPoolSizer, case: CrossPoolCase) -> None:
-    """Fail (with the case, the pool and the ``check`` line that replays it) when the encoder tokens do not fit."""
+    """Fail (with the case, its pool and the ``check`` line replaying it) when encoder tokens do not fit."""
     try:
         pool = sizer.pool_len(case)
     except CrossPoolNotRun as exc:
         pytest.skip(f"not run: {exc}")
     found = case.overflows(pool)
     if found:
-        lines = [f"cross-pool capacity fails under {sizer.name}", *(f"  {line}" for line in case.describe(pool))]
+        lines = [
+            f"cross-pool capacity fails under {sizer.name}",
+            *(f"  {line}" for line in case.describe(pool)),
+        ]
         lines += [f"  cross pool: {u.needed} {u.unit} needed, {u.width} held" for u in found]
         fail(lines, case.check_line(sizer.name))
 

@@ -65,7 +65,9 @@ def cross_pool_cases(draw: st.DrawFn) -> CrossPoolCase:
     if mode == "unset":
         max_input_len = None
     elif mode == "below":
-        max_input_len = draw(st.one_of(st.just(1024), st.integers(1, encoder_len - 1)).filter(lambda n: n < encoder_len))
+        max_input_len = draw(
+            st.one_of(st.just(1024), st.integers(1, encoder_len - 1)).filter(lambda n: n < encoder_len)
+        )
     elif mode == "equal":
         max_input_len = encoder_len
     else:

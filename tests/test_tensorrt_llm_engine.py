@@ -77,7 +77,10 @@ def test_the_check_line_replays_the_failure() -> None:
     assert words[:2] == ["crossattn-sizing", "check"]
     done = cli(*words[1:])
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "FAIL  the request's encoder tokens need 1500 tokens of the cross pool, which holds 1024" in done.stdout
+    assert (
+        "FAIL  the request's encoder tokens need 1500 tokens of the cross pool, which holds 1024"
+        in done.stdout
+    )
     assert f"reproduce: {info.value.reproduce}" in done.stdout  # the same line again
 
 
@@ -85,7 +88,9 @@ def test_verify_fails_on_the_recorded_tree_and_holds_on_the_fixed_one() -> None:
     done = cli("verify", "--engine", spec(RECORDED))
     assert done.returncode == 1, done.stdout + done.stderr
     assert "cross-pool capacity: admitted encoder tokens fit the pool  fails" in done.stdout
-    assert "model family:   whisper-large-v3" in done.stdout and "check: crossattn-sizing check" in done.stdout
+    assert (
+        "model family:   whisper-large-v3" in done.stdout and "check: crossattn-sizing check" in done.stdout
+    )
     check = next(line for line in done.stdout.splitlines() if "check: crossattn-sizing" in line)
     replay = cli(*shlex.split(check.split("check: ", 1)[1])[1:])
     assert replay.returncode == 1 and "which holds 1024" in replay.stdout
@@ -104,9 +109,15 @@ def test_reproduce_whisper_on_both_trees() -> None:
 
 
 def test_a_changed_signature_is_not_run(tmp_path: Path) -> None:
-    tree = changed_copy(RECORDED, tmp_path / "sig", "        fallback_max_seq_len: Optional[int] = None\n",
-                        "        fallback_max_seq_len: Optional[int] = None, *, encoder_len: int\n")
-    with pytest.raises(CrossPoolNotRun, match=r"_util.py:1894: .* is not \(self, fallback_max_seq_len=None\)"):
+    tree = changed_copy(
+        RECORDED,
+        tmp_path / "sig",
+        "        fallback_max_seq_len: Optional[int] = None\n",
+        "        fallback_max_seq_len: Optional[int] = None, *, encoder_len: int\n",
+    )
+    with pytest.raises(
+        CrossPoolNotRun, match=r"_util.py:1894: .* is not \(self, fallback_max_seq_len=None\)"
+    ):
         TrtllmCrossPool(spec(tree)).pool_len(whisper_large_v3_case())
     with pytest.raises(pytest.skip.Exception, match="not run"):
         encoder_tokens_fit_the_cross_pool(sizer=TrtllmCrossPool(spec(tree)))
@@ -117,8 +128,12 @@ def test_a_changed_signature_is_not_run(tmp_path: Path) -> None:
 
 
 def test_an_imported_name_used_is_not_run_naming_it(tmp_path: Path) -> None:
-    tree = changed_copy(RECORDED, tmp_path / "torch", FALLBACK_LINE,
-                        "        max_seq_len = torch.tensor(fallback_max_seq_len or self._max_seq_len)\n")
+    tree = changed_copy(
+        RECORDED,
+        tmp_path / "torch",
+        FALLBACK_LINE,
+        "        max_seq_len = torch.tensor(fallback_max_seq_len or self._max_seq_len)\n",
+    )
     with pytest.raises(CrossPoolNotRun, match=r"_util.py:1942: .*StandInUsed: the sizing used torch.tensor"):
         TrtllmCrossPool(spec(tree)).pool_len(whisper_large_v3_case())
 
@@ -128,4 +143,3 @@ def test_a_sizing_that_never_returns_is_not_run_after_the_deadline(tmp_path: Pat
     done = cli("reproduce", "whisper", "--engine", spec(tree), env={"CROSSATTN_CALL_TIMEOUT": "2"})
     assert done.returncode == 3, done.stdout + done.stderr
     assert "NOT RUN" in done.stdout and "timed out after 2 s" in done.stdout
-

@@ -1,4 +1,4 @@
-"""``verify``, ``check`` and ``reproduce whisper`` for an engine whose cross-attention K/V have a pool of their own.
+"""``verify``, ``check`` and ``reproduce whisper`` for an engine with a pool of its own for cross K/V.
 
 The engine's own sizing answers how long the pool is (an adapter's sizer:
 ``name``, ``function``, ``pool_len(case)``); everything judged here is the
@@ -50,8 +50,9 @@ def _refuse_given(spec: str, given: dict[str, object]) -> None:
     """Refuse an option this engine's path does not honour, naming it (never dropped silently)."""
     for option, value in given.items():
         if value not in (None, False, [], ()):
-            raise OptionError(option, value, f"not taken with --engine {spec.strip()} (the cross-pool property "
-                                             "has no sizing policy, implementation or report files)")  # fmt: skip
+            rule = (f"not taken with --engine {spec.strip()} (the cross-pool property has no sizing policy, "
+                    "implementation or report files)")  # fmt: skip
+            raise OptionError(option, value, rule)
 
 
 def judge_case(sizer: Any, case: CrossPoolCase) -> int:
@@ -68,7 +69,8 @@ def judge_case(sizer: Any, case: CrossPoolCase) -> int:
         print(line)
     found = case.overflows(pool)
     for use in found:
-        print(f"FAIL  the request's encoder tokens need {use.needed} {use.unit} of the cross pool, which holds "
+        print(f"FAIL  the request's encoder tokens need {use.needed} {use.unit} of the cross pool, which "
+              f"holds "
               f"{use.width}: the attention metadata for it cannot be prepared")  # fmt: skip
     if found:
         print(f"  reproduce: {case.check_line(sizer.name)}")
@@ -97,10 +99,10 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def options_deadline(args: argparse.Namespace) -> float | None:
-    """``--call-timeout`` where the command has it; ``--in-process`` is refused (the tree runs in its worker)."""
+    """``--call-timeout`` where the command has it; ``--in-process`` is refused (trees run in a worker)."""
     if getattr(args, "in_process", False):
-        raise OptionError("--in-process", True, f"not taken with --engine {args.engine.strip()}: the engine's "
-                                                "code always runs in its worker")  # fmt: skip
+        rule = f"not taken with --engine {args.engine.strip()}: the engine's code always runs in its worker"
+        raise OptionError("--in-process", True, rule)
     return getattr(args, "call_timeout", None)
 
 
@@ -108,15 +110,20 @@ def run_reproduce(args: argparse.Namespace) -> int:
     """``reproduce whisper --engine SPEC``: Whisper-large-v3's 1500 frames under the engine's defaults."""
     spec = args.engine.strip()
     if args.model != "whisper":
-        raise OptionError("--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model})")
+        raise OptionError(
+            "--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model})"
+        )
     _refuse_given(spec, {"--config": args.config, "--policy": args.policy, "--impl": args.impl,
                          "--image-size": args.image_size, "--max-model-len": args.max_model_len,
-                         "--block-size": args.block_size, "--dcp": args.dcp, "--encoder-len": args.encoder_len,
+                         "--block-size": args.block_size, "--dcp": args.dcp,
+                         "--encoder-len": args.encoder_len,
                          "--max-num-batched-tokens": args.max_num_batched_tokens,
                          "--encoder-budget": args.encoder_budget, "--seed": args.seed or None})  # fmt: skip
     case = whisper_large_v3_case()
-    print("reproduce whisper: Whisper-large-v3 (30 s of audio -> 1500 encoder frames) under TensorRT-LLM's "
-          "defaults (max_input_len 1024, tokens_per_block 32); upstream issue #19514")
+    print(
+        "reproduce whisper: Whisper-large-v3 (30 s of audio -> 1500 encoder frames) under TensorRT-LLM's "
+        "defaults (max_input_len 1024, tokens_per_block 32); upstream issue #19514"
+    )
     return judge_case(cross_pool_sizer(spec), case)
 
 

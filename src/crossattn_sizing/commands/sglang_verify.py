@@ -43,7 +43,8 @@ def run_engine_verify(args: argparse.Namespace) -> int:
 
     spec = args.engine.strip()
     if not is_sglang_spec(spec):
-        raise OptionError("--engine", spec, "verify takes sglang==X, sglang@PATH or tensorrt_llm@PATH (vLLM: --policy vllm==X)")
+        raise OptionError("--engine", spec, "verify takes sglang==X, sglang@PATH or tensorrt_llm@PATH "
+                          "(vLLM: --policy vllm==X)")
     worker = sglang_worker(spec)  # resolves, downloads and starts it now: bad input before any property
     note = getattr(worker.release, "note", "")
     print(f"verify --engine {spec}: SGLang's own decode metadata builder (docs/engine.md)")

@@ -41,7 +41,7 @@ LIMIT_KEYS = (
 """The six config names TensorRT-LLM's cross-pool sizing reads as an encoder limit, in its order."""
 
 SOURCE_POSITIONS = "max_source_positions"
-"""The encoder limit Whisper (and fairseq-style configs) declare; not among :data:`LIMIT_KEYS` before the fix."""
+"""The encoder limit Whisper (and fairseq-style configs) declare; not in :data:`LIMIT_KEYS` before the fix."""
 
 DECLARABLE = (*LIMIT_KEYS, SOURCE_POSITIONS)
 """Every encoder-limit name a drawn config may carry."""
@@ -86,11 +86,19 @@ class EncDecFamily:
 def _whisper(size: str, layers: int, heads: int, width: int) -> EncDecFamily:
     geometry = {"encoder_layers": layers, "decoder_layers": layers, "encoder_attention_heads": heads,
                 "decoder_attention_heads": heads, "d_model": width, "max_target_positions": 448}  # fmt: skip
-    return EncDecFamily(f"whisper-{size}", geometry, 1500, (SOURCE_POSITIONS,), audio=True, decoder_positions=448)
+    return EncDecFamily(
+        f"whisper-{size}", geometry, 1500, (SOURCE_POSITIONS,), audio=True, decoder_positions=448
+    )
 
 
 def _t5(size: str, layers: int, heads: int, width: int) -> EncDecFamily:
-    geometry = {"num_layers": layers, "num_decoder_layers": layers, "num_heads": heads, "d_model": width, "d_kv": 64}
+    geometry = {
+        "num_layers": layers,
+        "num_decoder_layers": layers,
+        "num_heads": heads,
+        "d_model": width,
+        "d_kv": 64,
+    }
     return EncDecFamily(f"t5-{size}", geometry, 512, ("n_positions",))
 
 
@@ -146,7 +154,7 @@ class CrossPoolCase:
             if e != self.model.encoder_positions:
                 return f"{self.family}'s encoder emits exactly {self.model.encoder_positions} tokens, not {e}"
             return None
-        if not 1 <= e:
+        if not e >= 1:
             return "a request has at least one encoder token"
         limits = [self.hf_config[k] for k in DECLARABLE if k in self.hf_config]
         if limits and e > min(limits):
@@ -164,7 +172,9 @@ class CrossPoolCase:
 
     def overflows(self, pool_len: int) -> list[RowUse]:
         """What this request's encoder tokens need beyond a cross pool ``pool_len`` long (empty: fits)."""
-        return [u for u in write_overflows(self.layout(pool_len), self.encoder_len, 1) if u.row == "cross pool"]
+        return [
+            u for u in write_overflows(self.layout(pool_len), self.encoder_len, 1) if u.row == "cross pool"
+        ]
 
     def describe(self, pool_len: int | None = None) -> list[str]:
         """The case as a report prints it: model, encoder tokens, the engine's settings, the pool."""
@@ -173,11 +183,13 @@ class CrossPoolCase:
         lines = [
             f"model family:   {self.family} (config limit keys: {', '.join(self.declared()) or 'none'})",
             f"encoder tokens: {self.encoder_len} ({what})",
-            f"engine:         max_input_len {unset}, max_seq_len {self.max_seq_len}, "
+            f"settings:       max_input_len {unset}, max_seq_len {self.max_seq_len}, "
             f"tokens_per_block {self.tokens_per_block}",
         ]
         if pool_len is not None:
-            lines.append(f"cross pool:     {pool_len} tokens ({self.layout(pool_len).blocks(pool_len)} blocks)")
+            lines.append(
+                f"cross pool:     {pool_len} tokens ({self.layout(pool_len).blocks(pool_len)} blocks)"
+            )
         return lines
 
     def to_dict(self) -> dict[str, Any]:
@@ -197,7 +209,9 @@ class CrossPoolCase:
         known = {"family", "hf_config", "max_seq_len", "max_input_len", "tokens_per_block"}
         extra = sorted(set(data) - known)
         if extra:
-            raise ConfigError(extra[0], data[extra[0]], f"not a cross-pool setting (known: {', '.join(sorted(known))})")
+            raise ConfigError(
+                extra[0], data[extra[0]], f"not a cross-pool setting (known: {', '.join(sorted(known))})"
+            )
         family = data.get("family")
         if family not in FAMILIES:
             raise ConfigError("family", family, f"must be one of {', '.join(FAMILIES)}")
@@ -213,7 +227,7 @@ class CrossPoolCase:
         tpb = data.get("tokens_per_block", DEFAULT_TOKENS_PER_BLOCK)
         if not _positive(tpb):
             raise ConfigError("tokens_per_block", tpb, "must be a positive integer")
-        case = cls(family, dict(hf), encoder_len, max_seq_len, max_input_len, tpb)
+        case = cls(family, dict(hf), encoder_len, int(max_seq_len or 0), max_input_len, int(tpb))
         refused = case.refusal()
         if refused is not None:
             raise ConfigError("--encoder-len", encoder_len, f"not admitted: {refused}")

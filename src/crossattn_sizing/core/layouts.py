@@ -140,7 +140,8 @@ class CrossPool:
         out = [RowUse("self pool", decoder_len, self.self_max_len, "tokens")]
         if encoder_len:
             out.append(RowUse("cross pool", encoder_len, self.cross_max_len, "tokens"))
-            out.append(RowUse("cross pool", self.blocks(encoder_len), self.blocks(self.cross_max_len), "blocks"))
+            blocks = self.blocks(encoder_len), self.blocks(self.cross_max_len)
+            out.append(RowUse("cross pool", *blocks, "blocks"))
         return out
 
 

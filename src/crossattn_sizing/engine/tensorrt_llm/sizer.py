@@ -41,7 +41,13 @@ class TrtllmWorker(EngineWorker):
 
     def command(self) -> list[str]:
         """The worker's command line: the loop and the tree."""
-        return [sys.executable, "-m", "crossattn_sizing.engine.tensorrt_llm.worker", "--root", self.release.paths[0]]
+        return [
+            sys.executable,
+            "-m",
+            "crossattn_sizing.engine.tensorrt_llm.worker",
+            "--root",
+            self.release.paths[0],
+        ]
 
     def start(self) -> dict[str, Any]:
         """Start the worker; a tree it cannot load is one line (nothing is installed for it)."""
@@ -69,7 +75,9 @@ def tensorrt_llm_worker(spec: str, deadline: float | None = None) -> TrtllmWorke
         root = tensorrt_llm_tree_root(spec)
         read_layout_source(root)  # parsed, not run: a tree without the sizing is refused before any work
         deadline = settings.call_timeout() if deadline is None else deadline
-        worker = TrtllmWorker(TrtllmTree(None, [str(root)], spec=spec), "cpu", records=False, deadline=deadline)
+        worker = TrtllmWorker(
+            TrtllmTree(None, [str(root)], spec=spec), "cpu", records=False, deadline=deadline
+        )
         worker.start_deadline = max(deadline, 30.0)
         worker.start()
         _SIBLINGS.append(worker)  # ended by client.close_all at exit
@@ -79,7 +87,7 @@ def tensorrt_llm_worker(spec: str, deadline: float | None = None) -> TrtllmWorke
 
 @dataclass
 class TrtllmCrossPool:
-    """The cross-pool sizer of one TensorRT-LLM tree: its own ``_get_cross_kv_cache_layout``, in its worker."""
+    """The cross-pool sizer of one TensorRT-LLM tree: its own ``_get_cross_kv_cache_layout``, in a worker."""
 
     spec: str
 

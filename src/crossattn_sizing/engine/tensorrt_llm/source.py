@@ -54,7 +54,8 @@ def tensorrt_llm_tree_root(spec: str) -> Path:
     s = spec.strip()
     if not s.startswith(TREE_PREFIX):
         raise ReleaseUnavailable(
-            f"{s}: TensorRT-LLM is taken as a source tree only, tensorrt_llm@PATH (the registry's tensorrt-llm "
+            f"{s}: TensorRT-LLM is taken as a source tree only, tensorrt_llm@PATH (the registry's "
+            "tensorrt-llm "
             "is a wheel stub without its Python source)"
         )
     return tree_root(s, "tensorrt_llm", "_torch/pyexecutor/_util.py")
@@ -121,7 +122,7 @@ def _imports(tree: ast.Module) -> dict[str, str]:
 
 
 def read_layout_source(root: Path) -> LayoutSource:
-    """Parse ``root``'s ``_util.py`` and compile the class holding the two methods; refuse a tree without them.
+    """Parse ``root``'s ``_util.py``, compile a class holding the two methods; refuse a tree without them.
 
     A missing file, a syntax error, or a file without ``KvCacheCreator`` or
     either method is one :class:`ReleaseUnavailable` line. A function whose
@@ -142,7 +143,9 @@ def read_layout_source(root: Path) -> LayoutSource:
     methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name in (FUNCTION, HELPER)}
     for name in (FUNCTION, HELPER):
         if name not in methods:
-            raise ReleaseUnavailable(f"{path}:{cls.lineno}: {CLASS} has no {name} (the harness runs {QUALNAME})")
+            raise ReleaseUnavailable(
+                f"{path}:{cls.lineno}: {CLASS} has no {name} (the harness runs {QUALNAME})"
+            )
     func = methods[FUNCTION]
     names, defaults, extra = _signature(func)
     problem = None
@@ -156,7 +159,7 @@ def read_layout_source(root: Path) -> LayoutSource:
             arg.annotation = None
     holder = ast.ClassDef(name=CLASS, bases=[], keywords=[], body=[methods[HELPER], func], decorator_list=[])
     if "type_params" in ast.ClassDef._fields:  # Python 3.12+
-        holder.type_params = []
+        holder.type_params = []  # type: ignore[attr-defined]
     ast.copy_location(holder, cls)
     holder.end_lineno = func.end_lineno
     code = compile(ast.Module(body=[holder], type_ignores=[]), str(path), "exec")

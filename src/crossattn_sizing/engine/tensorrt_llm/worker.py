@@ -31,7 +31,8 @@ from crossattn_sizing.engine.protocol import answer, failure
 
 def _line(exc: BaseException, path: str) -> int | str:
     """The deepest line of the tree's file in the traceback: where its code stopped."""
-    tb, line = exc.__traceback__, "?"
+    tb = exc.__traceback__
+    line: int | str = "?"
     while tb is not None:
         if tb.tb_frame.f_code.co_filename == path:
             line = tb.tb_lineno
@@ -51,7 +52,9 @@ class Tree:
         exec(self.source.code, namespace)  # defines the class: its two methods, nothing of the module runs
         self.cls = namespace[CLASS]
 
-    def layout(self, hf_config: dict[str, Any], max_seq_len: int, max_input_len: int | None) -> dict[str, Any]:
+    def layout(
+        self, hf_config: dict[str, Any], max_seq_len: int, max_input_len: int | None
+    ) -> dict[str, Any]:
         """The tree's answer for one config: the layout tuple, or why it was not run."""
         from crossattn_sizing.engine.tensorrt_llm.source import QUALNAME, UTIL
 
@@ -76,7 +79,7 @@ class Tree:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The loop: one JSON request a line on stdin, one answer a line on the real stdout (prints go to stderr)."""
+    """The loop: one JSON request a line on stdin, one answer a line on the real stdout (prints: stderr)."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.tensorrt_llm.worker")
     parser.add_argument("--root", required=True, help="folder holding tensorrt_llm/")
     args = parser.parse_args(argv)
