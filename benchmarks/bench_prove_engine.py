@@ -35,7 +35,7 @@ from pathlib import Path
 
 from crossattn_sizing.base.settings import ENGINE_WORKERS
 from crossattn_sizing.engine.client import close_all, parallel_workers
-from crossattn_sizing.engine.vllm import BATCH, VllmPolicy
+from crossattn_sizing.engine.vllm.adapters import BATCH, VllmPolicy
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import prove_property
 

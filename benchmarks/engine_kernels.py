@@ -26,7 +26,7 @@ import torch
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.engine.client import Inexpressible, close_all
-from crossattn_sizing.engine.vllm import CPU_BF16, VllmImpl
+from crossattn_sizing.engine.vllm.adapters import CPU_BF16, VllmImpl
 from crossattn_sizing.impl.slot_mapping import global_positions
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 

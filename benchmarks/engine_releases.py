@@ -18,10 +18,10 @@ from pathlib import Path
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.engine.client import close_all
-from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import MANIFEST, default_engine_cache, read_manifest
-from crossattn_sizing.engine.shims import CPU_SHIMS
-from crossattn_sizing.engine.vllm import VllmPolicy
+from crossattn_sizing.engine.vllm.adapters import VllmPolicy
+from crossattn_sizing.engine.vllm.coverage import engine_coverage
+from crossattn_sizing.engine.vllm.shims import CPU_SHIMS
 
 NEMOTRON = RunnerConfig(
     2048, 4096, (KVCacheGroup("full", 16), KVCacheGroup("cross", 16)),

@@ -22,7 +22,7 @@ from hypothesis import given
 
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
-from crossattn_sizing.engine.sglang_source import check_line
+from crossattn_sizing.engine.sglang.source import check_line
 
 from .failures import fail, fail_rerun
 from .read_strategies import ReadCase, mixed_batches

@@ -3,7 +3,7 @@
 vLLM 0.34.0 keeps the three-way max (``max(M, encoder budget, S)``) twice: in
 the GPU runner (ModelRunner V2) and in ``vllm/v1/worker/cpu/standalone_model_runner.py``,
 whose class does not inherit it. The sizing executor runs either copy by its
-runner key (``crossattn_sizing.engine.sizing_exec.EXECUTED_RUNNERS``), and the
+runner key (``crossattn_sizing.engine.vllm.sizing_exec.EXECUTED_RUNNERS``), and the
 audit reports each on its own row. Here the recorded 0.34.0 file
 (tests/fixtures/vllm/0.34.0/) runs with stand-ins for the four names it reads
 before the end of its loop; the release's own spec arithmetic runs on the real
@@ -24,7 +24,7 @@ from crossattn_sizing.audit.modules import ModuleIndex
 from crossattn_sizing.audit.verdicts import Outcome, audit_runner, sweep_configs
 from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.engine.sizing_exec import (
+from crossattn_sizing.engine.vllm.sizing_exec import (
     EXECUTED_RUNNERS,
     SizingExecError,
     load_sizing_source,

@@ -28,12 +28,12 @@ from crossattn_sizing.base.settings import ENGINE_WORKERS
 from crossattn_sizing.core import capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
-from crossattn_sizing.engine import vllm as engine_vllm
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, Inexpressible, parallel_workers
-from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import Release, resolve_release
-from crossattn_sizing.engine.sizing_exec import SizingExecError, load_sizing_source, run_sizing
-from crossattn_sizing.engine.vllm import VllmImpl, VllmPolicy
+from crossattn_sizing.engine.vllm import adapters as engine_vllm
+from crossattn_sizing.engine.vllm.adapters import VllmImpl, VllmPolicy
+from crossattn_sizing.engine.vllm.coverage import engine_coverage
+from crossattn_sizing.engine.vllm.sizing_exec import SizingExecError, load_sizing_source, run_sizing
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.specs.resolve import load_policy

@@ -24,8 +24,8 @@ from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.core.slot_layout import SlotLayout
 from crossattn_sizing.engine.client import EngineWorker, Inexpressible
 from crossattn_sizing.engine.install import Release
-from crossattn_sizing.engine.kernels import BACKEND
-from crossattn_sizing.engine.vllm import BACKEND_PATH, CPU_BF16, DCP_STAND_IN, VllmImpl
+from crossattn_sizing.engine.vllm.adapters import BACKEND_PATH, CPU_BF16, DCP_STAND_IN, VllmImpl
+from crossattn_sizing.engine.vllm.kernels import BACKEND
 from crossattn_sizing.impl import keyword_call_problems, provenance_lines
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.step import AttentionStep, WriteStep

@@ -31,10 +31,10 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
 from crossattn_sizing.core import capacity
 from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, alignment_multiple
-from crossattn_sizing.engine.coverage import engine_coverage
 from crossattn_sizing.engine.install import resolve_release
-from crossattn_sizing.engine.kernels import BACKEND
-from crossattn_sizing.engine.vllm import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
+from crossattn_sizing.engine.vllm.adapters import INTERPRETER_REFUSALS, VllmImpl, VllmPolicy, run_block_tables
+from crossattn_sizing.engine.vllm.coverage import engine_coverage
+from crossattn_sizing.engine.vllm.kernels import BACKEND
 from crossattn_sizing.prove import prove_all
 from crossattn_sizing.prove.edges import edge_domain
 from tests.meta.test_meta_capacity import shrunk_counterexample

@@ -237,6 +237,30 @@ def test_banned_packages_stay_out_of_their_folders() -> None:
     assert not found, "banned imports:\n  " + "\n  ".join(found)
 
 
+def engine_family_of(module: str, package: str) -> str | None:
+    """The engine family (``vllm``, ``sglang``, ...) of a module of ``engine/<family>/``, else None."""
+    parts = module.removeprefix(package).lstrip(".").split(".")
+    return parts[1] if len(parts) > 2 and parts[0] == "engine" else None
+
+
+def cross_family_imports(graph: Mapping[str, Mapping[str, str]], package: str) -> list[str]:
+    """Each import from one engine family's sub-package into another's: families stand alone, so an
+    engine is added (or removed) as one sub-package and one registry line."""
+    out = []
+    for module, edges in sorted(graph.items()):
+        mine = engine_family_of(module, package)
+        for target, where in sorted(edges.items()):
+            theirs = engine_family_of(target, package)
+            if mine and theirs and theirs != mine:
+                out.append(f"{module} ({mine}) imports {target} ({theirs}) at {where}")
+    return out
+
+
+def test_engine_families_never_import_each_other(graph: dict[str, dict[str, str]]) -> None:
+    found = cross_family_imports(graph, PACKAGE)
+    assert not found, "imports between engine families:\n  " + "\n  ".join(found)
+
+
 # Meta: the checker catches what it is for, on a planted package ----------------------------------------
 
 
@@ -339,3 +363,15 @@ def test_meta_a_loose_module_an_unknown_folder_and_a_stale_entry_are_caught(tmp_
     assert loose_modules(root) == ["stray.py"]
     assert unassigned(folders, PLANTED_ORDER) == ["extra", "stray"]
     assert stale(folders, (*PLANTED_ORDER, "gone")) == ["gone"]
+
+
+def test_meta_a_planted_import_between_engine_families_is_caught(tmp_path: Path) -> None:
+    root = plant(tmp_path, {
+        **CLEAN,
+        "engine/one/__init__.py": "",
+        "engine/one/x.py": "from pkg.engine import run\n",
+        "engine/two/__init__.py": "",
+        "engine/two/y.py": "def f():\n    from pkg.engine.one import x\n",
+    })  # fmt: skip
+    found = cross_family_imports(import_graph(root, "pkg"), "pkg")
+    assert found == ["pkg.engine.two.y (two) imports pkg.engine.one.x (one) at pkg/engine/two/y.py:2"]

@@ -110,7 +110,7 @@ def test_a_policy_that_raises_is_named_with_its_error_and_the_config() -> None:
 def test_engine_specs_go_to_the_engine_adapter(spec: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """``vllm`` and ``vllm==X`` name a release's own sizing, never a ``module:attr`` to import."""
     pytest.importorskip("torch", reason="the engine adapter needs torch (the test extra installs it)")
-    from crossattn_sizing.engine import vllm
+    from crossattn_sizing.engine.vllm import adapters as vllm
     from crossattn_sizing.specs.resolve import load_policy
 
     asked: list[str] = []

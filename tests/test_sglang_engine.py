@@ -19,8 +19,8 @@ import pytest
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.commands.cli import main
-from crossattn_sizing.engine import sglang_install
-from crossattn_sizing.engine.sglang import SglangReads
+from crossattn_sizing.engine.sglang import install as sglang_install
+from crossattn_sizing.engine.sglang.client import SglangReads
 from tests.sglang_tree import FA3, FIXTURE, SPEC, bounded_copy, copy_tree
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
@@ -32,7 +32,7 @@ NEIGHBOUR = [(6404, 20, 21), (0, 1000, 1001)]
 
 @pytest.fixture(scope="module")
 def release():  # type: ignore[no-untyped-def]
-    from crossattn_sizing.engine.sglang_run import SglangRelease
+    from crossattn_sizing.engine.sglang.run import SglangRelease
 
     return SglangRelease.load(FIXTURE)
 
@@ -43,7 +43,7 @@ def test_width_is_context_len_plus_four(release) -> None:  # type: ignore[no-unt
 
 @pytest.mark.parametrize("path", ["eager", "replay"])
 def test_issue_batch_reads_past_its_row(release, path: str) -> None:  # type: ignore[no-untyped-def]
-    from crossattn_sizing.engine.sglang_run import run_metadata
+    from crossattn_sizing.engine.sglang.run import run_metadata
 
     verdict = run_metadata(release, 8192, ISSUE, path)
     got = (verdict["verdict"], verdict["row"], verdict["column"], verdict["width"])
@@ -52,7 +52,7 @@ def test_issue_batch_reads_past_its_row(release, path: str) -> None:  # type: ig
 
 
 def test_without_the_guard_torch_raises_the_issue_index_error(release, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from crossattn_sizing.engine import sglang_run
+    from crossattn_sizing.engine.sglang import run as sglang_run
 
     monkeypatch.setattr(sglang_run.GuardedTable, "_check", lambda self, key, attention: None)
     with pytest.raises(IndexError, match="index 8196 is out of bounds"):
@@ -60,7 +60,7 @@ def test_without_the_guard_torch_raises_the_issue_index_error(release, monkeypat
 
 
 def test_decode_rule_and_extend_are_the_release_s(release) -> None:  # type: ignore[no-untyped-def]
-    from crossattn_sizing.engine.sglang_run import prepare_batch
+    from crossattn_sizing.engine.sglang.run import prepare_batch
 
     prepared = prepare_batch(release, 64, [(5, 3, 6), (0, 7, 9)])
     assert prepared.encoder_lens.tolist() == [5, 0]

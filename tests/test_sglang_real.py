@@ -19,8 +19,8 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
     pytest.skip("the real SGLang wheel (39 MB): run by `nox -s engine` (CROSSATTN_ENGINE_TESTS=1)",
                 allow_module_level=True)
 
-from crossattn_sizing.engine.sglang import SglangReads
-from crossattn_sizing.engine.sglang_install import resolve_sglang
+from crossattn_sizing.engine.sglang.client import SglangReads
+from crossattn_sizing.engine.sglang.install import resolve_sglang
 from tests.sglang_tree import EAGER_BOUNDED, EAGER_LINE, FA3, FIXTURE, REPLAY_BOUNDED, REPLAY_LINE
 
 pytestmark = pytest.mark.engine

@@ -42,7 +42,7 @@ def test_consuming_an_unwritten_column_fails() -> None:
 
 
 def test_read_property_fails_on_the_recorded_sglang_tree_with_a_check_line() -> None:
-    from crossattn_sizing.engine.sglang import SglangReads
+    from crossattn_sizing.engine.sglang.client import SglangReads
     from tests.sglang_tree import SPEC
 
     with pytest.raises(PropertyFailure) as info:
@@ -52,7 +52,7 @@ def test_read_property_fails_on_the_recorded_sglang_tree_with_a_check_line() -> 
 
 
 def test_read_property_holds_on_the_tree_with_the_bounded_gather(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from crossattn_sizing.engine.sglang import SglangReads
+    from crossattn_sizing.engine.sglang.client import SglangReads
     from tests.sglang_tree import bounded_copy
 
     tree = bounded_copy(tmp_path / "bounded")

@@ -15,7 +15,7 @@ from typing import Any
 from crossattn_sizing.audit.extract import ReadError
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
+from crossattn_sizing.engine.vllm.sizing_exec import EXECUTED_RUNNERS
 
 
 class ExecutedPolicy:
@@ -70,11 +70,11 @@ def executed_v2(
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
     default cache under the home folder), and the release is unpacked inside it. ``runner``:
     another runner's copy of the sizing (a key of
-    :data:`~crossattn_sizing.engine.sizing_exec.EXECUTED_RUNNERS`).
+    :data:`~crossattn_sizing.engine.vllm.sizing_exec.EXECUTED_RUNNERS`).
     """
     try:
         from crossattn_sizing.engine.client import worker_for
-        from crossattn_sizing.engine.vllm import VllmPolicy, normalise
+        from crossattn_sizing.engine.vllm.adapters import VllmPolicy, normalise
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
     try:

@@ -106,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_engine(args: argparse.Namespace) -> int:
-    """``check --engine sglang==X``: one batch through that tree's own builder (commands/sglang_check.py);
-    ``--engine tensorrt_llm@PATH``: one request against its cross pool (commands/cross_pool.py)."""
-    from crossattn_sizing.commands import cross_pool
-    from crossattn_sizing.commands.sglang_check import run_check
-    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+    """``check --engine sglang==X``: one batch through that tree's own builder (engine/sglang/check.py);
+    ``--engine tensorrt_llm@PATH``: one request against its cross pool (engine/tensorrt_llm/check.py)."""
+    from crossattn_sizing.engine.sglang.check import run_check
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+    from crossattn_sizing.engine.tensorrt_llm import check as cross_pool
 
     if cross_pool.is_cross_pool_spec(args.engine):
         return cross_pool.run_check(args)

@@ -61,9 +61,9 @@ def run(args: argparse.Namespace) -> int:
 
 def run_sglang(args: argparse.Namespace) -> int:
     """``map --engine sglang==X``: SGLang's read-side plane, the issue's batch judged by the release."""
-    from crossattn_sizing.commands.sglang_check import int_option, mllama_mixed_batch
-    from crossattn_sizing.engine.sglang import SglangReads
-    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+    from crossattn_sizing.engine.sglang.check import int_option, mllama_mixed_batch
+    from crossattn_sizing.engine.sglang.client import SglangReads
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
     from crossattn_sizing.findings.sglang_map import draw_sglang
 
     if not is_sglang_spec(args.engine):

@@ -188,7 +188,7 @@ def drift_lines(
 
 def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
     """The request through the release's own BlockTables and kernel: beside another request, and last."""
-    from crossattn_sizing.engine.coverage import engine_coverage
+    from crossattn_sizing.engine.vllm.coverage import engine_coverage
 
     config = scenario.config.replace(max_num_reqs=max(scenario.config.max_num_reqs, 2))
     e = scenario.encoder_len.value
@@ -206,11 +206,11 @@ def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     """Run a real model's config under a policy (or an engine's own code); the exit status."""
-    if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: commands/sglang_check.py
+    if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: engine/sglang/check.py
         return run_mllama_mixed_batch(args.engine)
-    from crossattn_sizing.commands import cross_pool
+    from crossattn_sizing.engine.tensorrt_llm import check as cross_pool
 
-    if cross_pool.is_cross_pool_spec(args.engine):  # an engine with a cross pool: commands/cross_pool.py
+    if cross_pool.is_cross_pool_spec(args.engine):  # a separate cross pool: engine/tensorrt_llm/check.py
         return cross_pool.run_reproduce(args)
     if args.engine:
         for option, given in (("--policy", args.policy), ("--impl", args.impl)):
@@ -269,8 +269,8 @@ MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
 
 def run_mllama_mixed_batch(engine: str | None) -> int:
     """``reproduce mllama-mixed-batch --engine sglang==X``: the batch through that tree's own FA3 metadata."""
-    from crossattn_sizing.commands.sglang_check import mllama_mixed_batch, run_check
-    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+    from crossattn_sizing.engine.sglang.check import mllama_mixed_batch, run_check
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
     if engine is None or not is_sglang_spec(engine):
         raise OptionError("--engine", engine or "", f"{MLLAMA_MIXED_BATCH} takes sglang==X or sglang@PATH")

@@ -86,8 +86,9 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy and report the verdicts; the exit status."""
     if args.engine is not None:
-        from crossattn_sizing.commands.cross_pool import is_cross_pool_spec, run_verify
-        from crossattn_sizing.commands.sglang_verify import run_engine_verify
+        from crossattn_sizing.engine.tensorrt_llm.check import is_cross_pool_spec
+        from crossattn_sizing.runs.cross_pool_verify import run_verify
+        from crossattn_sizing.runs.engine_verify import run_engine_verify
 
         return run_verify(args) if is_cross_pool_spec(args.engine) else run_engine_verify(args)
     specs = args.policy or list(BUILTIN_POLICIES)

@@ -2,7 +2,7 @@
 
 Why a module of its own: the loop (:mod:`crossattn_sizing.engine.worker`)
 answers each request this way, and so does the release's ``widths_many`` for
-each config of a batch (:mod:`crossattn_sizing.engine.release`); both read it
+each config of a batch (:mod:`crossattn_sizing.engine.vllm.release`); both read it
 from here, so neither imports the other.
 """
 

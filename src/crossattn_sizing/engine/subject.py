@@ -6,7 +6,7 @@ process none of that reaches the judge, which computes every verdict from
 the values sent back (:mod:`crossattn_sizing.engine.isolated`). The loop is
 the release worker's (:mod:`crossattn_sizing.engine.worker`, ``--load``); this
 module holds the ``op_<name>`` methods it dispatches to, as
-:class:`~crossattn_sizing.engine.release.Engine` does for a release.
+:class:`~crossattn_sizing.engine.vllm.release.Engine` does for a release.
 
 The checks that need the user's own objects run here, since only their
 values cross the pipe: a width answer must be a list or tuple of ints (a

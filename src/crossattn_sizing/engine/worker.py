@@ -16,11 +16,11 @@ stderr. ``widths_many`` answers a list of configs in one round trip, one such
 batch, not once per config.
 
 This module is the loop: read a request, dispatch it to the release's
-:class:`~crossattn_sizing.engine.release.Engine`, write the answer
+:class:`~crossattn_sizing.engine.vllm.release.Engine`, write the answer
 (:mod:`crossattn_sizing.engine.protocol`). What differs between releases is
-in :mod:`crossattn_sizing.engine.quirks`; on a CPU machine (``--device cpu``)
-the compatibility layer is what :data:`~crossattn_sizing.engine.shims.CPU_SHIMS`
-lists (:mod:`crossattn_sizing.engine.shims`), each item reported in the ready
+in :mod:`crossattn_sizing.engine.vllm.quirks`; on a CPU machine (``--device cpu``)
+the compatibility layer is what :data:`~crossattn_sizing.engine.vllm.shims.CPU_SHIMS`
+lists (:mod:`crossattn_sizing.engine.vllm.shims`), each item reported in the ready
 line; nothing else of the engine is replaced.
 """
 
@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.engine.protocol import answer, failure
-from crossattn_sizing.engine.release import Engine
-from crossattn_sizing.engine.shims import set_cpu_environment
+from crossattn_sizing.engine.vllm.release import Engine
+from crossattn_sizing.engine.vllm.shims import set_cpu_environment
 
 
 def added_modules(paths: list[str]) -> list[str]:

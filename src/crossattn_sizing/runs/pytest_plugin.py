@@ -445,10 +445,10 @@ def read_builder(read_builder_name: str):
     """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
     (``sglang==X``, ``sglang@PATH``); one that does not load stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
-    from crossattn_sizing.engine.sglang_source import is_sglang_spec
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
     if is_sglang_spec(read_builder_name):
-        from crossattn_sizing.engine.sglang import SglangReads, sglang_worker
+        from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 
         try:
             sglang_worker(read_builder_name)

@@ -4,7 +4,7 @@ A spec is a built-in name (``mrv2``, ``torch``), a ``module:attr``, or an
 engine release's own code: ``vllm`` (the installed one), ``vllm==X`` or
 ``vllm@PATH`` (:mod:`crossattn_sizing.engine.specs`). The core modules
 (:mod:`crossattn_sizing.core.policies`, :mod:`crossattn_sizing.impl`) know the first
-two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm`
+two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm.adapters`
 from here, so the core never imports the engine (tests/test_layers.py), and the
 commands, the pytest plugin and verify's worker all read specs the same way.
 The engine is imported only when a spec names it; :func:`check_engine_spec`
@@ -75,7 +75,7 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     obtained or run) with the reason.
     """
     if is_engine_spec(spec):
-        from crossattn_sizing.engine.vllm import load_engine_policy
+        from crossattn_sizing.engine.vllm.adapters import load_engine_policy
 
         return load_engine_policy(spec)
     isolation = isolation or Isolation.from_settings()
@@ -103,7 +103,7 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
     from crossattn_sizing import impl
 
     if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
-        from crossattn_sizing.engine.vllm import load_engine_impl
+        from crossattn_sizing.engine.vllm.adapters import load_engine_impl
 
         return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d))
     isolation = isolation or Isolation.from_settings()

@@ -1,19 +1,17 @@
-"""``verify``, ``check`` and ``reproduce whisper`` for an engine with a pool of its own for cross K/V.
+"""``check`` and ``reproduce whisper`` with ``--engine tensorrt_llm@PATH``: one request against its pool.
 
-The engine's own sizing answers how long the pool is (an adapter's sizer:
-``name``, ``function``, ``pool_len(case)``); everything judged here is the
-core's (:mod:`crossattn_sizing.core.cross_pool`): whether an admitted
-request's encoder tokens fit the pool and its blocks.
+The tree's own sizing answers how long the pool is
+(:class:`~crossattn_sizing.engine.tensorrt_llm.sizer.TrtllmCrossPool`);
+everything judged is the core's (:mod:`crossattn_sizing.core.cross_pool`):
+whether an admitted request's encoder tokens fit the pool and its blocks.
 
-- ``verify --engine SPEC`` runs the capacity property over the cross-pool
-  layout (the suite's :mod:`properties.cross_pool_capacity`, handed the sizer),
-  and prints its verdict, a failure with its shrunk case (model family, its
-  encoder tokens, ``max_input_len``, the pool) and the ``check`` line;
 - ``check --engine SPEC --config JSON --encoder-len E`` judges one case: the
-  line a failure prints, replayed without Hypothesis;
+  line a failure of the cross-pool property prints, replayed without Hypothesis;
 - ``reproduce whisper --engine SPEC`` is that check on Whisper-large-v3 under
-  the engine's defaults (issue 38).
+  TensorRT-LLM's defaults (issue 38).
 
+``verify --engine SPEC`` runs the property itself
+(:mod:`crossattn_sizing.runs.cross_pool_verify`), with :func:`cross_pool_sizer`.
 Exit status as every command's: 0 holds, 1 fails, 2 bad input, 3 not run.
 """
 
@@ -27,26 +25,22 @@ from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, whisper_large_v3_case
-
-PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
+from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool, tensorrt_llm_worker
+from crossattn_sizing.engine.tensorrt_llm.source import is_tensorrt_llm_spec
 
 
 def is_cross_pool_spec(spec: str | None) -> bool:
-    """Whether ``--engine`` names an engine judged on the cross-pool layout."""
-    from crossattn_sizing.engine.tensorrt_llm.source import is_tensorrt_llm_spec
-
+    """Whether ``--engine`` names an engine judged on the cross-pool layout (TensorRT-LLM)."""
     return spec is not None and is_tensorrt_llm_spec(spec)
 
 
-def cross_pool_sizer(spec: str, deadline: float | None = None) -> Any:
-    """The engine's sizer for ``spec``, its worker started now (bad input is one line before any work)."""
-    from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool, tensorrt_llm_worker
-
+def cross_pool_sizer(spec: str, deadline: float | None = None) -> TrtllmCrossPool:
+    """The tree's sizer for ``spec``, its worker started now (bad input is one line before any work)."""
     tensorrt_llm_worker(spec, deadline)
     return TrtllmCrossPool(spec.strip())
 
 
-def _refuse_given(spec: str, given: dict[str, object]) -> None:
+def refuse_given(spec: str, given: dict[str, object]) -> None:
     """Refuse an option this engine's path does not honour, naming it (never dropped silently)."""
     for option, value in given.items():
         if value not in (None, False, [], ()):
@@ -82,7 +76,7 @@ def judge_case(sizer: Any, case: CrossPoolCase) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """``check --engine SPEC --config JSON --encoder-len E``: one case under the engine's own sizing."""
     spec = args.engine.strip()
-    _refuse_given(spec, {"--context-len": args.context_len, "--kv-capacity": args.kv_capacity,
+    refuse_given(spec, {"--context-len": args.context_len, "--kv-capacity": args.kv_capacity,
                          "--requests": args.requests})  # fmt: skip
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
@@ -113,7 +107,7 @@ def run_reproduce(args: argparse.Namespace) -> int:
         raise OptionError(
             "--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model})"
         )
-    _refuse_given(spec, {"--config": args.config, "--policy": args.policy, "--impl": args.impl,
+    refuse_given(spec, {"--config": args.config, "--policy": args.policy, "--impl": args.impl,
                          "--image-size": args.image_size, "--max-model-len": args.max_model_len,
                          "--block-size": args.block_size, "--dcp": args.dcp,
                          "--encoder-len": args.encoder_len,
@@ -125,73 +119,3 @@ def run_reproduce(args: argparse.Namespace) -> int:
         "defaults (max_input_len 1024, tokens_per_block 32); upstream issue #19514"
     )
     return judge_case(cross_pool_sizer(spec), case)
-
-
-def run_verify(args: argparse.Namespace) -> int:
-    """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer."""
-    from hypothesis import seed as hypothesis_seed
-    from hypothesis import settings
-
-    from crossattn_sizing.findings.results import PropertyFailure, first_failure
-    from crossattn_sizing.runs.profiles import register_profiles, selected_profile
-    from crossattn_sizing.runs.suite import suite_module
-
-    spec = args.engine.strip()
-    _refuse_given(spec, {"--policy": args.policy, "-k": args.select, "--json": args.json,
-                         "--junit-xml": args.junit_xml, "--markdown": args.markdown,
-                         "--impl": None if args.impl == "torch" else args.impl,
-                         "--device": None if args.device == "cpu" else args.device})  # fmt: skip
-    sizer = _Counting(cross_pool_sizer(spec, options_deadline(args)))
-    prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
-    register_profiles()
-    profile = settings.get_profile(selected_profile(args.profile))
-    budget = args.max_examples if args.max_examples is not None else profile.max_examples
-    if budget < 1:
-        raise OptionError("--max-examples", budget, "must be >= 1")
-    # No example database: the verdict is this run's (a database would replay another tree's failures).
-    prop = settings(profile, max_examples=budget, database=None)(prop)
-    if args.seed is not None:
-        prop = hypothesis_seed(args.seed)(prop)
-    print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
-    failure: PropertyFailure | None = None
-    reason = ""
-    try:
-        prop(sizer=sizer)
-        outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
-        reason = "" if sizer.judged else "no example was judged"
-    except BaseException as raised:
-        exc = first_failure(raised)
-        if isinstance(exc, PropertyFailure):
-            outcome, failure = Outcome.FAILS, exc
-        elif type(exc).__name__ == "Skipped":  # pytest.skip(): the engine's code could not be asked
-            outcome, reason = Outcome.NOT_RUN, str(exc)
-        else:
-            raise
-    print(f"{'property':<{len(PROPERTY)}}  verdict   examples")
-    print(f"{PROPERTY}  {outcome.value:<8}  {sizer.judged}")
-    if failure is not None:
-        for line in failure.diagnosis.splitlines():
-            print(f"    {line}")
-        print(f"    check: {failure.reproduce}")
-    elif reason:
-        print(f"    {reason}")
-    return exit_status([outcome])
-
-
-class _Counting:
-    """A sizer that counts the cases it answered (a verdict of "holds" needs at least one)."""
-
-    def __init__(self, sizer: Any) -> None:
-        self.sizer = sizer
-        self.name = sizer.name
-        self.function = sizer.function
-        self.judged = 0
-
-    def pool_len(self, case: CrossPoolCase) -> int:
-        """The wrapped sizer's answer, counted."""
-        pool = int(self.sizer.pool_len(case))
-        self.judged += 1
-        return pool
-
-    def __repr__(self) -> str:
-        return repr(self.sizer)

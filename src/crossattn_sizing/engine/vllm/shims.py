@@ -33,7 +33,7 @@ CPU_SHIMS = {
     "the positions of the parameters annotated tl.constexpr, as the compiled kernel has them",
 }
 """Every shim by the name the worker reports, and why it is needed. The tree-version answer is
-applied on any device, by :func:`crossattn_sizing.engine.quirks.answer_tree_version`."""
+applied on any device, by :func:`crossattn_sizing.engine.vllm.quirks.answer_tree_version`."""
 
 ENVIRONMENT = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 """Set before the release is imported: what it reads at import time decides which Triton it keeps."""

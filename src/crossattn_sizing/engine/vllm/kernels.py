@@ -6,7 +6,7 @@ Attention at ``C = 1`` goes through the release's Triton attention backend
 runs it; the decode kernel serves DCP, whose merge needs an LSE the backend
 does not return.
 
-Imported by :mod:`crossattn_sizing.engine.release` only (it needs the release
+Imported by :mod:`crossattn_sizing.engine.vllm.release` only (it needs the release
 on ``sys.path``). Each step of the implementation interface has a list of
 places vLLM has kept the function (paths move between releases): the first
 that imports is the one that runs, and its dotted name is the step's

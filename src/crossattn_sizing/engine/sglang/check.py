@@ -20,7 +20,7 @@ from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
-from crossattn_sizing.engine.sglang_source import check_line
+from crossattn_sizing.engine.sglang.source import check_line
 
 Triple = tuple[int, int, int]
 
@@ -65,7 +65,7 @@ def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
 
 def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_text: str) -> int:
     """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run)."""
-    from crossattn_sizing.engine.sglang import SglangReads, sglang_worker
+    from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 
     context_len = int_option("--context-len", str(context_text), 8)
     kv_capacity = int_option("--kv-capacity", str(kv_text), 8)

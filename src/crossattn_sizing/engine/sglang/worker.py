@@ -1,6 +1,6 @@
 """The worker process that runs one SGLang tree's own functions for the harness.
 
-``python -m crossattn_sizing.engine.sglang_worker --root DIR``: the same JSON
+``python -m crossattn_sizing.engine.sglang.worker --root DIR``: the same JSON
 lines protocol as vLLM's worker (:mod:`crossattn_sizing.engine.worker`): a
 ready line (the stand-ins in use, what was loaded), then one answer per
 request. Each release runs in its own process: the functions it runs index
@@ -9,7 +9,7 @@ device would take the process with it, not the harness.
 
 Ops: ``metadata`` (``context_len``, ``batch`` = ``[[E, prompt, d], ...]``,
 ``path`` = ``eager`` or ``replay``) -> the verdict of
-:func:`~crossattn_sizing.engine.sglang_run.run_metadata`; ``width``
+:func:`~crossattn_sizing.engine.sglang.run.run_metadata`; ``width``
 (``context_len``) -> the release's row width.
 """
 
@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
 
     The release's prints go to stderr, so they never corrupt the protocol.
     """
-    parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.sglang_worker")
+    parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.sglang.worker")
     parser.add_argument("--root", required=True, help="folder holding sglang/")
     args = parser.parse_args(argv)
     proto = os.fdopen(os.dup(1), "w", buffering=1)
@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
     start = time.perf_counter()
     try:
-        from crossattn_sizing.engine.sglang_run import STAND_INS_DOC, SglangRelease, run_metadata
+        from crossattn_sizing.engine.sglang.run import STAND_INS_DOC, SglangRelease, run_metadata
 
         release = SglangRelease.load(Path(args.root))
     except BaseException as exc:  # reported to the parent as one line, then exit

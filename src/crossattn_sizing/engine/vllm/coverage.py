@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.engine.client import EngineCrash
-from crossattn_sizing.engine.vllm import VllmPolicy, run_block_tables
+from crossattn_sizing.engine.vllm.adapters import VllmPolicy, run_block_tables
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,9 @@ from crossattn_sizing.engine.client import (
     parallel_workers,
     worker_for,
 )
-from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.engine.tensors import decode, encode
+from crossattn_sizing.engine.vllm.sizing_exec import EXECUTED_RUNNERS
 from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, torch_write_kv
 from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep

@@ -16,7 +16,7 @@ import argparse
 
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome, exit_status
-from crossattn_sizing.engine.sglang_source import is_sglang_spec
+from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
 PROPERTY_FILE = "properties/test_read_coverage.py"
 EXPECTED = {
@@ -38,7 +38,7 @@ def expected_to_hold(spec: str, name: str) -> bool:
 def run_engine_verify(args: argparse.Namespace) -> int:
     """Run the two properties on ``args.engine``; the status as verify's: 0 what is expected to hold holds
     (the known failure caught), 1 something expected to hold fails, 3 something did not run."""
-    from crossattn_sizing.engine.sglang import sglang_worker
+    from crossattn_sizing.engine.sglang.client import sglang_worker
     from crossattn_sizing.runs.suite import run_suite
 
     spec = args.engine.strip()

@@ -1,7 +1,7 @@
 """SGLang's own functions on one decode batch, in the worker process (imports torch).
 
 What runs as the release wrote it (each from its own file, see
-:mod:`crossattn_sizing.engine.sglang_source`):
+:mod:`crossattn_sizing.engine.sglang.source`):
 
 - the row width: ``get_req_to_token_extra_context_len`` (``mem_cache/allocation_sizing.py``)
   added to ``context_len``, and the table built by ``ReqToTokenPool.__init__``
@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
-from crossattn_sizing.engine.sglang_source import (
+from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
     StandInMissing,
@@ -286,7 +286,7 @@ class SglangRelease:
 
 
 def _bind_import(module: SourceModule, name: str, stand: dict[str, Any]) -> Any:
-    from crossattn_sizing.engine.sglang_source import bind
+    from crossattn_sizing.engine.sglang.source import bind
 
     source, attr = module.imports[name]
     return bind(name, source, attr, stand)

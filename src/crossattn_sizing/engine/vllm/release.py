@@ -3,8 +3,8 @@
 Why apart from the loop: the loop (:mod:`crossattn_sizing.engine.worker`)
 only reads requests and writes answers; what each ``op`` does with the
 release is here, built from the release's own classes through
-:mod:`crossattn_sizing.engine.quirks` (where releases differ), with the CPU
-shims of :mod:`crossattn_sizing.engine.shims` applied on a machine with no GPU.
+:mod:`crossattn_sizing.engine.vllm.quirks` (where releases differ), with the CPU
+shims of :mod:`crossattn_sizing.engine.vllm.shims` applied on a machine with no GPU.
 The release is imported from ``sys.path`` when an :class:`Engine` is made,
 never at import of this module.
 """
@@ -18,8 +18,9 @@ import itertools
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.engine import protocol, quirks
-from crossattn_sizing.engine.shims import cpu_buffers, cpu_kernels
+from crossattn_sizing.engine import protocol
+from crossattn_sizing.engine.vllm import quirks
+from crossattn_sizing.engine.vllm.shims import cpu_buffers, cpu_kernels
 
 MAX_CACHED_ROWS = 1 << 16
 """Distinct ``BlockTables`` argument lists (and group specs) a worker keeps (thousands over ``prove``)."""
@@ -60,7 +61,11 @@ class Engine:
         A release without that runner's file is a refusal naming the file (the
         audit then says the runner is absent from the release).
         """
-        from crossattn_sizing.engine.sizing_exec import EXECUTED_RUNNERS, SizingExecError, load_sizing_source
+        from crossattn_sizing.engine.vllm.sizing_exec import (
+            EXECUTED_RUNNERS,
+            SizingExecError,
+            load_sizing_source,
+        )
 
         path, class_name = EXECUTED_RUNNERS[runner]
         runner_file = Path(self.path).parent / path
@@ -117,12 +122,12 @@ class Engine:
 
     @property
     def kernels(self) -> Any:
-        """The release's own kernels (:mod:`crossattn_sizing.engine.kernels`), found on first use.
+        """The release's own kernels (:mod:`crossattn_sizing.engine.vllm.kernels`), found on first use.
 
         Not at start-up: a worker that only sizes never imports the attention ops (nor their imports).
         """
         if self._kernels is None:
-            from crossattn_sizing.engine.kernels import ReleaseKernels
+            from crossattn_sizing.engine.vllm.kernels import ReleaseKernels
 
             if self.device.type == "cpu":
                 self.shims += cpu_kernels(self.torch)
@@ -183,7 +188,7 @@ class Engine:
         widths are the executed blocks (building it would import the compiled
         ``_cpu_ops``, which a CPU wheel of the GPU build does not have).
         """
-        from crossattn_sizing.engine.sizing_exec import bind
+        from crossattn_sizing.engine.vllm.sizing_exec import bind
 
         quirks.check_kernel_blocks(self.table_params, self.version, cfg)
         bound = self._bound.get(runner)

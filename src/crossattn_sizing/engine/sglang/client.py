@@ -1,8 +1,8 @@
 """``sglang==X`` and ``sglang@PATH`` as the harness uses them: a worker per tree, asked about batches.
 
 :func:`sglang_worker` resolves the spec (a tree in place, or the release's
-wheel unpacked into the engine cache, :mod:`crossattn_sizing.engine.sglang_install`),
-starts one worker process for it (:mod:`crossattn_sizing.engine.sglang_worker`)
+wheel unpacked into the engine cache, :mod:`crossattn_sizing.engine.sglang.install`),
+starts one worker process for it (:mod:`crossattn_sizing.engine.sglang.worker`)
 and keeps it for the process, as vLLM's are kept
 (:mod:`crossattn_sizing.engine.client`: same crash handling, closed at exit).
 :class:`SglangReads` is the read-side judge the property and the commands
@@ -23,7 +23,7 @@ from typing import Any
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.client import _SIBLINGS, EngineWorker
 from crossattn_sizing.engine.install import Release
-from crossattn_sizing.engine.sglang_install import resolve_sglang
+from crossattn_sizing.engine.sglang.install import resolve_sglang
 
 PATHS = ("eager", "replay")
 """FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""
@@ -43,10 +43,10 @@ class SglangTree(Release):
 
 
 class SglangWorker(EngineWorker):
-    """A worker running ``crossattn_sizing.engine.sglang_worker`` on one tree."""
+    """A worker running ``crossattn_sizing.engine.sglang.worker`` on one tree."""
 
     def _spawn(self) -> dict[str, Any]:
-        cmd = [sys.executable, "-m", "crossattn_sizing.engine.sglang_worker", "--root", self.release.paths[0]]
+        cmd = [sys.executable, "-m", "crossattn_sizing.engine.sglang.worker", "--root", self.release.paths[0]]
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         # The decode-metadata Triton kernel runs in Triton's interpreter; no CUDA device is looked for.
         env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}

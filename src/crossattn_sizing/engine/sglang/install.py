@@ -4,7 +4,7 @@ The wheel is fetched with ``pip download --no-deps --only-binary :all:`` (so
 pip never resolves SGLang's dependencies, which would pull a CUDA torch) into
 ``<engine cache>/wheels`` and unpacked with :mod:`zipfile` into
 ``<engine cache>/sglang-X``: the harness runs only the release's pure-Python
-files (:mod:`crossattn_sizing.engine.sglang_run`), so nothing is installed.
+files (:mod:`crossattn_sizing.engine.sglang.run`), so nothing is installed.
 SGLang 0.5.23 ships one wheel, for CPython 3.11; on another Python the
 download for the running interpreter finds none, and the harness looks for
 the Pythons the release does ship for, says which, and unpacks one of those
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.sglang_source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
+from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.post\d+)?$")
 CPYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
