@@ -51,14 +51,8 @@ class TrtllmWorker(EngineWorker):
 
     def start(self) -> dict[str, Any]:
         """Start the worker; a tree it cannot load is one line (nothing is installed for it)."""
-        if self.proc is not None and self.proc.poll() is None:
-            return self.ready
-        ready = self._spawn()
-        if not ready.get("ready"):
-            self.close()
-            raise ReleaseUnavailable(f"{self.release.label}: {ready.get('error')}")
-        self.ready = ready
-        return ready
+        label = self.release.label
+        return self.start_once(lambda ready: ReleaseUnavailable(f"{label}: {ready.get('error')}"))
 
 
 _WORKERS: dict[str, TrtllmWorker] = {}

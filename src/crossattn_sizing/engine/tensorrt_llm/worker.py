@@ -20,24 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from crossattn_sizing.engine.protocol import answer, failure
-
-
-def _line(exc: BaseException, path: str) -> int | str:
-    """The deepest line of the tree's file in the traceback: where its code stopped."""
-    tb = exc.__traceback__
-    line: int | str = "?"
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+from crossattn_sizing.engine.protocol import engine_line, failure, protocol_stdout, serve
 
 
 class Tree:
@@ -69,7 +57,7 @@ class Tree:
         try:
             out = creator._get_cross_kv_cache_layout()
         except Exception as exc:  # the tree's code stopped: no pool to judge
-            where = f"{UTIL}:{_line(exc, str(self.source.path))}"
+            where = f"{UTIL}:{engine_line(exc, str(self.source.path))}"
             return {"verdict": "not run", "reason": f"{where}: {QUALNAME} raised {type(exc).__name__}: {exc}"}
         if not (isinstance(out, tuple) and len(out) == 4 and all(type(v) is int for v in out)):
             return {"verdict": "not run",
@@ -83,9 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.tensorrt_llm.worker")
     parser.add_argument("--root", required=True, help="folder holding tensorrt_llm/")
     args = parser.parse_args(argv)
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    proto = protocol_stdout()
     try:
         tree = Tree(Path(args.root))
     except BaseException as exc:  # reported to the parent as one line, then exit
@@ -100,10 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             return tree.layout(dict(req["hf_config"]), int(req["max_seq_len"]), req.get("max_input_len"))
         raise ValueError(f"unknown op {req['op']!r}")
 
-    for line in sys.stdin:
-        if line.strip():
-            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")  # type: ignore[misc]
-    return 0
+    return serve(proto, dispatch)
 
 
 if __name__ == "__main__":
