@@ -14,6 +14,7 @@ property "not run" with the reason.
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from crossattn_sizing.base.errors import OptionError
@@ -21,6 +22,9 @@ from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.cross_pool import CrossPoolCase
 
 PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
+
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)
+"""verify's ``--jobs`` default: any other value was typed, and is refused (one worker answers)."""
 
 
 def run_verify(args: argparse.Namespace) -> int:
@@ -38,7 +42,8 @@ def run_verify(args: argparse.Namespace) -> int:
     refuse_given(spec, {"--policy": args.policy, "-k": args.select, "--json": args.json,
                          "--junit-xml": args.junit_xml, "--markdown": args.markdown,
                          "--impl": None if args.impl == "torch" else args.impl,
-                         "--device": None if args.device == "cpu" else args.device})  # fmt: skip
+                         "--device": None if args.device == "cpu" else args.device,
+                         "--jobs": None if args.jobs == DEFAULT_JOBS else args.jobs})  # fmt: skip
     sizer = _Counting(cross_pool_sizer(spec, options_deadline(args)))
     prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
     register_profiles()

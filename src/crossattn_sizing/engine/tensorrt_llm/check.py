@@ -77,7 +77,8 @@ def run_check(args: argparse.Namespace) -> int:
     """``check --engine SPEC --config JSON --encoder-len E``: one case under the engine's own sizing."""
     spec = args.engine.strip()
     refuse_given(spec, {"--context-len": args.context_len, "--kv-capacity": args.kv_capacity,
-                         "--requests": args.requests})  # fmt: skip
+                        "--requests": args.requests,
+                        "--policy": None if args.policy == "mrv2" else args.policy})  # fmt: skip
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
