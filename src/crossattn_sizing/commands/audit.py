@@ -23,6 +23,8 @@ from crossattn_sizing.base.errors import HarnessError, OptionError, ReleaseUnava
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.audit_markdown import render_markdown
 from crossattn_sizing.commands.audit_report import exit_status, render, to_json
+from crossattn_sizing.commands.engines import Engine
+from crossattn_sizing.engine.registry import ENGINES, engine_name, family_of
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 from crossattn_sizing.releases.sources import (
     SourceTree,
@@ -172,6 +174,11 @@ def run(args: argparse.Namespace) -> int:
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
     args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
     args.offline = args.offline or settings.offline()
+    for text in args.engine or []:  # an engine that is not vLLM runs the audit its own way, or says why not
+        if engine_name(text) in ENGINES and engine_name(text) != "vllm":
+            family = family_of(text)
+            engine = Engine(family, family.check_spec(text))
+            return engine.command("audit")(engine.spec, args)
     files = ReportFiles.checked(json=args.json, markdown=args.markdown)  # before any download
     trees = _sources(args)
     sweep = sweep_configs()

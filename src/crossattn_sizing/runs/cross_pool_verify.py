@@ -14,37 +14,29 @@ property "not run" with the reason.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.cross_pool import CrossPoolCase
+from crossattn_sizing.engine.interface import EngineSuite
 
 PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
 
-DEFAULT_JOBS = min(2, os.cpu_count() or 1)
-"""verify's ``--jobs`` default: any other value was typed, and is refused (one worker answers)."""
 
-
-def run_verify(args: argparse.Namespace) -> int:
-    """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer;
-    the exit status (0 holds, 1 fails, 3 not run)."""
+def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
+    """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer
+    (``suite.sizer``); the exit status (0 holds, 1 fails, 3 not run). The options it does not take (the
+    report files, -k, --jobs, ...) were refused by the engine's family before this runs."""
     from hypothesis import seed as hypothesis_seed
     from hypothesis import settings
 
-    from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer, options_deadline, refuse_given
     from crossattn_sizing.findings.results import PropertyFailure, first_failure
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
-    spec = args.engine.strip()
-    refuse_given(spec, {"--policy": args.policy, "-k": args.select, "--json": args.json,
-                         "--junit-xml": args.junit_xml, "--markdown": args.markdown,
-                         "--impl": None if args.impl == "torch" else args.impl,
-                         "--device": None if args.device == "cpu" else args.device,
-                         "--jobs": None if args.jobs == DEFAULT_JOBS else args.jobs})  # fmt: skip
-    sizer = _Counting(cross_pool_sizer(spec, options_deadline(args)))
+    assert suite.sizer is not None  # verify routes here only a suite with a sizer
+    sizer = _Counting(suite.sizer(args.call_timeout))
     prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
     register_profiles()
     profile = settings.get_profile(selected_profile(args.profile))

@@ -13,9 +13,10 @@ guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
-from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
@@ -76,6 +77,8 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
     if note:
         print(f"note: {note}")
     width = worker.request("width", context_len=context_len)
+    if width is None:  # the release's sizing did not run under the harness (its verdicts say why)
+        width = "unknown (the release's sizing did not run)"
     print(f"engine:    {spec} FlashAttentionBackend decode metadata (the release's own code; docs/engine.md)")
     print(
         f"server:    context_len {context_len}, kv_capacity {kv_capacity}; req_to_token row width {width} "
@@ -96,7 +99,7 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
             print(f"FAIL  {path}: {verdict['message']}")
             outcomes.append(Outcome.FAILS)
         else:
-            print(f"NOT RUN {path}: {verdict['reason']}")
+            print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
             outcomes.append(Outcome.NOT_RUN)
     status = exit_status(outcomes)
     if status == EXIT_FAILS:
@@ -118,3 +121,50 @@ def mllama_mixed_batch() -> tuple[int, int, list[Triple], str]:
         "beside a text-only request of 3000 tokens; context_len 8192"
     )
     return 8192, 8192 * 4, [(e, 20, 21), (0, 3000, 3001)], why
+
+
+MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
+"""Issue 28's batch: a 4-tile Mllama image request beside a 3000-token text request."""
+
+
+def run_check_command(spec: str, args: argparse.Namespace) -> int:
+    """``check --engine sglang==X``: ``--context-len``, ``--kv-capacity`` and ``--requests`` are required."""
+    missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
+                              ("--requests", args.requests)) if v is None]  # fmt: skip
+    if missing:
+        raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
+    return run_check(spec, args.context_len, args.kv_capacity, args.requests)
+
+
+def run_reproduce(spec: str, args: argparse.Namespace) -> int:
+    """``reproduce mllama-mixed-batch --engine sglang==X``: the batch through that tree's own FA3 metadata."""
+    if args.model != MLLAMA_MIXED_BATCH:
+        raise OptionError("--engine", spec, f"SGLang reproduces {MLLAMA_MIXED_BATCH} only (a batch judged "
+                          "by the release's own metadata builder)")
+    context_len, kv_capacity, batch, why = mllama_mixed_batch()
+    print(f"reproduce {MLLAMA_MIXED_BATCH}: {why}")
+    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+    return run_check(spec, context_len, kv_capacity, requests)
+
+
+def run_map(spec: str, args: argparse.Namespace) -> int:
+    """``map --engine sglang==X``: SGLang's read-side plane, the issue's batch judged by the release.
+
+    ``args.out`` is the checked, absolute picture path (the command resolves it).
+    """
+    from crossattn_sizing.engine.sglang.client import SglangReads
+    from crossattn_sizing.findings.capacity_map import require_matplotlib
+    from crossattn_sizing.findings.sglang_map import draw_sglang
+
+    require_matplotlib()
+    context_len = int_option("--context-len", args.context_len or "8192", 8)
+    _, _, batch, _ = mllama_mixed_batch()
+    (e, p, _d), (_, p2, d2) = batch
+    markers = []
+    if e + p + 1 < context_len - 6 and p2 + 1 < context_len - 6:
+        found = SglangReads(spec).first_problem(context_len, batch)
+        markers.append(("Mllama 4 tiles + 3000-token text", e, d2, "holds" if found is None else found[0]))
+    draw_sglang(spec, context_len, markers, args.out)
+    print(f"wrote {args.out}: SGLang's read-side plane at context_len {context_len}"
+          + "".join(f"; {m[0]}: {spec} {m[3]}" for m in markers))
+    return 0

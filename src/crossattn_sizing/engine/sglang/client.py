@@ -98,12 +98,15 @@ class SglangReads:
     def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
         """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason)."""
         worker = sglang_worker(self.spec)
-        return {
-            path: worker.request(
-                "metadata", context_len=context_len, batch=[list(r) for r in batch], path=path
-            )
-            for path in self.paths
-        }
+        out: dict[str, dict[str, Any]] = {}
+        for path in self.paths:
+            try:
+                out[path] = worker.request(
+                    "metadata", context_len=context_len, batch=[list(r) for r in batch], path=path
+                )
+            except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+                out[path] = {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
+        return out
 
     def first_problem(
         self, context_len: int, batch: Sequence[tuple[int, int, int]]
@@ -112,6 +115,6 @@ class SglangReads:
         for path, verdict in self.verdicts(context_len, batch).items():
             if verdict["verdict"] == "fails":
                 return "fails", f"{path}: {verdict['message']}"
-            if verdict["verdict"] == "not run":
-                return "not run", f"{path}: not run: {verdict['reason']}"
+            if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
+                return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}"
         return None

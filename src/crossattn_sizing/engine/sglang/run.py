@@ -34,14 +34,15 @@ from typing import Any
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
+from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
-    StandInMissing,
     execute,
     find_class,
     parse_release_file,
     require_methods,
+    take,
 )
 
 STAND_INS_DOC: tuple[tuple[str, str], ...] = (
@@ -65,7 +66,7 @@ STAND_INS_DOC: tuple[tuple[str, str], ...] = (
 """Every stand-in and what it replaces, for the ready line and docs/engine.md."""
 
 
-class KernelCalled(RuntimeError):
+class KernelCalled(StandInReached):
     """A stubbed ``sgl_kernel`` function was called: the harness cannot run it on CPU."""
 
 
@@ -78,7 +79,7 @@ def sgl_kernel_stub() -> types.ModuleType:
             raise AttributeError(name)
 
         def refuse(*_: Any, **__: Any) -> Any:
-            raise KernelCalled(f"sgl_kernel.{name} was called; it is a CUDA kernel, stubbed on CPU")
+            raise KernelCalled(f"sgl_kernel.{name}", "called (a CUDA kernel, stubbed on CPU)")
 
         return refuse
 
@@ -217,9 +218,7 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
             exec(code, ns)  # the release's own method body
             return ns.pop(name)
-    from crossattn_sizing.base.errors import ReleaseUnavailable
-
-    raise ReleaseUnavailable(f"{module.path}: {cls} lacks {name} (the harness calls it)")
+    raise AdapterGap(f"{cls}.{name}", f"{cls} lacks {name} (the harness calls it)", module.rel)
 
 
 @dataclass
@@ -240,14 +239,15 @@ class SglangRelease:
         """Parse the release's attention backend from ``root`` and stand in for what it cannot import."""
         sys.modules.setdefault("sgl_kernel", sgl_kernel_stub())
         stand = _settings()
-        kernel = sys.modules["sgl_kernel"]
+        stub = sys.modules["sgl_kernel"]
         fa = parse_release_file(root, "flashattention")
         require_methods(fa, "FlashAttentionBackend", ("init_forward_metadata", "_apply_cuda_graph_metadata"))
         for name, (source, attr) in fa.imports.items():
             if source.split(".")[0] == "sgl_kernel":
-                stand[name] = getattr(kernel, attr or name)
+                stand[name] = getattr(stub, attr or name)
+        kernel = parse_release_file(root, "decode_metadata_kernel")
         kernel_ns = execute(
-            parse_release_file(root, "decode_metadata_kernel"),
+            kernel,
             stand,
             only=(
                 "_resolve_metadata_page_ids",
@@ -255,11 +255,13 @@ class SglangRelease:
                 "normal_decode_set_metadata",
             ),
         )
-        stand["normal_decode_set_metadata"] = _unguarded(kernel_ns["normal_decode_set_metadata"])
+        launcher = take(kernel_ns, "normal_decode_set_metadata", kernel)
+        stand["normal_decode_set_metadata"] = _unguarded(launcher)
         fbi = parse_release_file(root, "forward_batch_info")
-        stand["ForwardMode"] = execute(fbi, stand, only=("ForwardMode",))["ForwardMode"]
+        stand["ForwardMode"] = take(execute(fbi, stand, only=("ForwardMode",)), "ForwardMode", fbi)
         fa_ns = execute(fa, stand, only=FA_DEFINITIONS)
-        pool_ns = execute(parse_release_file(root, "memory_pool"), stand, only=("ReqToTokenPool",))
+        pool = parse_release_file(root, "memory_pool")
+        pool_ns = execute(pool, stand, only=("ReqToTokenPool",))
         sizing = parse_release_file(root, "allocation_sizing")
         sizing_ns = execute(sizing, stand, only=("get_req_to_token_extra_context_len",))
         sb = parse_release_file(root, "schedule_batch")
@@ -276,12 +278,12 @@ class SglangRelease:
         return cls(
             root,
             stand["ForwardMode"],
-            pool_ns["ReqToTokenPool"],
-            sizing_ns["get_req_to_token_extra_context_len"],
+            take(pool_ns, "ReqToTokenPool", pool),
+            take(sizing_ns, "get_req_to_token_extra_context_len", sizing),
             prepare,
-            alloc_ns["alloc_for_decode_default"],
-            fa_ns["FlashAttentionBackend"],
-            fa_ns["FlashAttentionMetadata"],
+            take(alloc_ns, "alloc_for_decode_default", alloc),
+            take(fa_ns, "FlashAttentionBackend", fa),
+            take(fa_ns, "FlashAttentionMetadata", fa),
         )
 
 
@@ -409,8 +411,10 @@ def run_metadata(
     Returns ``{"verdict": "holds"}``; ``{"verdict": "fails", "row", "column",
     "width", "message"}`` for the first read past a row (or a consumed column
     that is not the request's own); ``{"verdict": "not run", "reason"}`` when
-    a stand-in is missing.
+    anything else is raised (the harness's gap, :func:`~crossattn_sizing.engine.adapter.not_run`).
     """
+    step = "laying the batch into the release's pool (ReqToTokenPool, prepare_encoder_info_extend, "
+    step += "alloc_for_decode_default)"
     try:
         prepared = prepare_batch(rel, context_len, batch)
         backend = _backend(rel, prepared, context_len)
@@ -426,21 +430,24 @@ def run_metadata(
             out_cache_loc=None,
         )
         if path == "eager":
+            step = "FlashAttentionBackend.init_forward_metadata"
             backend.init_forward_metadata(forward)
         else:
+            step = "FlashAttentionBackend._apply_cuda_graph_metadata"
             _replay(rel, backend, forward, prepared)
-        meta = backend.forward_metadata
-    except ReadOutOfRow as err:
+        step = "reading the decode metadata the backend built (FlashAttentionMetadata)"
+        return _judge(backend.forward_metadata, prepared, batch)
+    except ReadOutOfRow as err:  # the guard's judged observation: a read past the row
         return {
             "verdict": "fails",
             "row": err.row,
             "column": err.column,
             "width": err.width,
             "message": str(err),
+            "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
-    except (StandInMissing, KernelCalled, AttributeError) as exc:
-        return {"verdict": "not run", "reason": f"{type(exc).__name__}: {exc}"}
-    return _judge(meta, prepared, batch)
+    except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
+        return not_run(exc, step, rel.root)
 
 
 def _judge(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:

@@ -35,10 +35,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     proto = protocol_stdout()
     start = time.perf_counter()
+    root = Path(args.root)
+    gap: dict[str, Any] | None = None  # the adapter cannot load this release: every answer is "not run"
     try:
+        from crossattn_sizing.engine.adapter import not_run
         from crossattn_sizing.engine.sglang.run import STAND_INS_DOC, SglangRelease, run_metadata
+        from crossattn_sizing.engine.sglang.source import TreeSyntaxError
 
-        release = SglangRelease.load(Path(args.root))
+        try:
+            release: SglangRelease | None = SglangRelease.load(root)
+        except TreeSyntaxError:
+            raise
+        except Exception as exc:  # a definition moved or renamed, a stand-in reached at load: not run
+            release, gap = None, not_run(exc, "loading the release's definitions", root)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
         return 1
@@ -49,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                 "path": args.root,
                 "shims": [name for name, _ in STAND_INS_DOC],
                 "import_s": round(time.perf_counter() - start, 2),
+                "not_run": gap,
             }
         )
         + "\n"
@@ -56,10 +66,17 @@ def main(argv: list[str] | None = None) -> int:
 
     def dispatch(req: dict[str, Any]) -> Any:
         if req["op"] == "metadata":
+            if release is None:
+                return gap
             batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req["batch"]])
             return run_metadata(release, int(req["context_len"]), batch, str(req.get("path", "eager")))
-        if req["op"] == "width":
-            return int(req["context_len"]) + int(release.extra_context_len())
+        if req["op"] == "width":  # None: not known (the release did not load)
+            if release is None:
+                return None
+            try:
+                return int(req["context_len"]) + int(release.extra_context_len())
+            except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
+                return None
         raise ValueError(f"unknown op {req['op']!r}")
 
     return serve(proto, dispatch)

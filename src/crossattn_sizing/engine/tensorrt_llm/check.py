@@ -26,27 +26,12 @@ from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, whisper_large_v3_case
 from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool, tensorrt_llm_worker
-from crossattn_sizing.engine.tensorrt_llm.source import is_tensorrt_llm_spec
-
-
-def is_cross_pool_spec(spec: str | None) -> bool:
-    """Whether ``--engine`` names an engine judged on the cross-pool layout (TensorRT-LLM)."""
-    return spec is not None and is_tensorrt_llm_spec(spec)
 
 
 def cross_pool_sizer(spec: str, deadline: float | None = None) -> TrtllmCrossPool:
     """The tree's sizer for ``spec``, its worker started now (bad input is one line before any work)."""
     tensorrt_llm_worker(spec, deadline)
     return TrtllmCrossPool(spec.strip())
-
-
-def refuse_given(spec: str, given: dict[str, object]) -> None:
-    """Refuse an option this engine's path does not honour, naming it (never dropped silently)."""
-    for option, value in given.items():
-        if value not in (None, False, [], ()):
-            rule = (f"not taken with --engine {spec.strip()} (the cross-pool property has no sizing policy, "
-                    "implementation or report files)")  # fmt: skip
-            raise OptionError(option, value, rule)
 
 
 def judge_case(sizer: Any, case: CrossPoolCase) -> int:
@@ -73,12 +58,9 @@ def judge_case(sizer: Any, case: CrossPoolCase) -> int:
     return exit_status([Outcome.HOLDS])
 
 
-def run_check(args: argparse.Namespace) -> int:
-    """``check --engine SPEC --config JSON --encoder-len E``: one case under the engine's own sizing."""
-    spec = args.engine.strip()
-    refuse_given(spec, {"--context-len": args.context_len, "--kv-capacity": args.kv_capacity,
-                        "--requests": args.requests,
-                        "--policy": None if args.policy == "mrv2" else args.policy})  # fmt: skip
+def run_check(spec: str, args: argparse.Namespace) -> int:
+    """``check --engine SPEC --config JSON --encoder-len E``: one case under the engine's own sizing (the
+    options it does not take were refused by :mod:`crossattn_sizing.engine.tensorrt_llm.family`)."""
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
@@ -90,30 +72,17 @@ def run_check(args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError("--encoder-len", text, f"one integer with --engine {spec} (one request)") from None
     case = CrossPoolCase.from_dict(read_json_option("--config", args.config), encoder_len)
-    return judge_case(cross_pool_sizer(spec, options_deadline(args)), case)
+    return judge_case(cross_pool_sizer(spec, getattr(args, "call_timeout", None)), case)
 
 
-def options_deadline(args: argparse.Namespace) -> float | None:
-    """``--call-timeout`` where the command has it; ``--in-process`` is refused (trees run in a worker)."""
-    if getattr(args, "in_process", False):
-        rule = f"not taken with --engine {args.engine.strip()}: the engine's code always runs in its worker"
-        raise OptionError("--in-process", True, rule)
-    return getattr(args, "call_timeout", None)
-
-
-def run_reproduce(args: argparse.Namespace) -> int:
+def run_reproduce(spec: str, args: argparse.Namespace) -> int:
     """``reproduce whisper --engine SPEC``: Whisper-large-v3's 1500 frames under the engine's defaults."""
-    spec = args.engine.strip()
     if args.model != "whisper":
         raise OptionError(
-            "--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model})"
+            "--engine", spec, f"reproduce takes whisper with --engine {spec} (not {args.model or 'none'})"
         )
-    refuse_given(spec, {"--config": args.config, "--policy": args.policy, "--impl": args.impl,
-                         "--image-size": args.image_size, "--max-model-len": args.max_model_len,
-                         "--block-size": args.block_size, "--dcp": args.dcp,
-                         "--encoder-len": args.encoder_len,
-                         "--max-num-batched-tokens": args.max_num_batched_tokens,
-                         "--encoder-budget": args.encoder_budget, "--seed": args.seed or None})  # fmt: skip
+    if args.seed:  # --seed defaults to 0 here, so the family cannot tell it was typed; nothing is drawn
+        raise OptionError("--seed", args.seed, f"does not apply with --engine {spec}: the case is fixed")
     case = whisper_large_v3_case()
     print(
         "reproduce whisper: Whisper-large-v3 (30 s of audio -> 1500 encoder frames) under TensorRT-LLM's "
