@@ -113,7 +113,8 @@ class EngineFamily(Protocol):
         ...
 
     def verify_suite(self, spec: str) -> EngineSuite | None:
-        """What ``verify --engine spec`` runs (None: the engine runs as a subject, :meth:`subject_spec`)."""
+        """What ``verify --engine spec`` runs: property files through pytest, or a property given the engine's
+        sizer (:attr:`EngineSuite.sizer`); None: the engine runs as a subject, :meth:`subject_spec`."""
         ...
 
     def command(self, name: str) -> EngineCommand | None:
