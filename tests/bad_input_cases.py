@@ -93,6 +93,9 @@ def make_fixtures(d: Path) -> Path:
     garbled = d / "garbled-regressions"
     garbled.mkdir(exist_ok=True)
     (garbled / "test_coverage-garbled.json").write_text("{ not json")
+    trt = d / "trt-nofunc" / "tensorrt_llm" / "_torch" / "pyexecutor"  # a tree whose KvCacheCreator lacks the sizing
+    trt.mkdir(parents=True, exist_ok=True)
+    (trt / "_util.py").write_text("class KvCacheCreator:\n    pass\n")
     make_input_fixtures(d)
     make_hostile_fixtures(d)
     make_path_fixtures(d)
@@ -154,6 +157,8 @@ SMALL_DOMAIN = ("--block-size", "1-8", "--max-model-len", "1-64:7", "--encoder-b
 FIXTURES = Path(__file__).parent / "fixtures"
 SGLANG_TREE = "sglang@{fixtures}/sglang/0.5.23"  # ``{fixtures}``: tests/fixtures, so case names hold no path
 SGLANG_BATCH = ("--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:6")
+TRT_TREE = "tensorrt_llm@{fixtures}/tensorrt_llm/0004396"
+WHISPER_POOL = json.dumps({"family": "whisper-large-v3", "hf_config": {"d_model": 1280, "decoder_layers": 32, "encoder_attention_heads": 20, "max_source_positions": 1500}, "max_seq_len": 2048, "max_input_len": 1024})
 
 
 def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[str, str] | None = None,
@@ -170,6 +175,13 @@ CASES: list[Case] = [
     C("verify", "--engine", "nope==1", says="--engine nope==1: names no engine the harness runs"),
     C("verify", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
     C("verify", "--engine", "sglang@{d}", says="has no sglang package"),
+    C("verify", "--engine", "tensorrt_llm@{d}", says="has no tensorrt_llm package"),
+    C("verify", "--engine", "tensorrt_llm@{d}/trt-nofunc", says="KvCacheCreator has no _get_cross_kv_cache_layout"),
+    C("verify", "--engine", "tensorrt_llm==1.2.1", says="TensorRT-LLM is taken as a source tree only"),
+    C("verify", "--engine", TRT_TREE, "--policy", "mrv2", says="--policy mrv2: does not apply with --engine tensorrt_llm@"),
+    C("verify", "--engine", TRT_TREE, "--jobs", "7", says="--jobs 7: does not apply with --engine tensorrt_llm@"),
+    C("verify", "--engine", TRT_TREE, "--json", "{d}/v.json", says="does not apply with --engine tensorrt_llm@"),
+    C("verify", "--engine", TRT_TREE, "--in-process", says="--in-process True: does not apply with --engine tensorrt_llm@"),
     C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
     C("verify", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),
@@ -238,6 +250,14 @@ CASES: list[Case] = [
     C("check", "--engine", SGLANG_TREE, "--encoder-len", "5", *SGLANG_BATCH, says="--encoder-len 5: does not apply with --engine sglang@"),
     C("check", "--engine", "sglang==abc", *SGLANG_BATCH, says="sglang==abc: not a release version"),
     C("check", "--engine", "sglang@{d}", *SGLANG_BATCH, says="has no sglang package"),
+    C("check", "--engine", TRT_TREE, says="--config, --encoder-len: required with --engine tensorrt_llm@"),
+    C("check", "--engine", TRT_TREE, *SGLANG_BATCH, says="--context-len 64: does not apply with --engine tensorrt_llm@"),
+    C("check", "--engine", TRT_TREE, "--policy", "v1", "--config", WHISPER_POOL, "--encoder-len", "1500", says="--policy v1: does not apply with --engine tensorrt_llm@"),
+    C("check", "--engine", "tensorrt_llm@{d}", "--config", WHISPER_POOL, "--encoder-len", "1500", says="has no tensorrt_llm package"),
+    C("check", "--engine", "tensorrt_llm@{d}/trt-nofunc", "--config", WHISPER_POOL, "--encoder-len", "1500", says="KvCacheCreator has no _get_cross_kv_cache_layout"),
+    C("check", "--engine", TRT_TREE, "--config", WHISPER_POOL, "--encoder-len", "1000", says="whisper-large-v3's encoder emits exactly 1500 tokens"),
+    C("check", "--engine", TRT_TREE, "--config", WHISPER_POOL, "--encoder-len", "15,15", says="one integer with --engine"),
+    C("check", "--engine", TRT_TREE, "--config", '{"family": "gpt2"}', "--encoder-len", "5", says="must be one of whisper-large-v3"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "60:3:4",
       says="not admitted by SGLang"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:3",
@@ -291,6 +311,10 @@ CASES: list[Case] = [
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
     # reproduce ---------------------------------------------------------------
     C("reproduce", "mllama-mixed-batch", says="mllama-mixed-batch takes sglang==X or sglang@PATH"),
+    C("reproduce", "bart", "--engine", TRT_TREE, says="reproduce takes whisper with --engine"),
+    C("reproduce", "whisper", "--engine", TRT_TREE, "--max-model-len", "448", says="--max-model-len 448: does not apply with --engine tensorrt_llm@"),
+    C("map", "--engine", TRT_TREE, "--out", "{d}/m.png", says="map cannot run tensorrt_llm"),
+    C("reproduce", "whisper", "--engine", "tensorrt_llm@{d}", says="has no tensorrt_llm package"),
     C("reproduce", "whisper", "--engine", SGLANG_TREE, says="SGLang reproduces mllama-mixed-batch only"),
     C("reproduce", "mllama-mixed-batch", "--engine", SGLANG_TREE, "--encoder-len", "5", says="--encoder-len 5: does not apply with --engine sglang@"),
     C("fuzz", "--engine", SGLANG_TREE, says="fuzz cannot run sglang"),

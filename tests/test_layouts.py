@@ -74,7 +74,8 @@ def test_vllm_rule_is_the_admission_model() -> None:
 
 def test_cross_pool_sized_from_max_input_len_misses_whisper() -> None:
     pool = CrossPool(self_max_len=448, cross_max_len=1024)  # TensorRT-LLM's default max_input_len
-    assert write_overflows(pool, 1500, 10) == [RowUse("cross pool", 1500, 1024, "tokens")]
+    assert write_overflows(pool, 1500, 10) == [RowUse("cross pool", 1500, 1024, "tokens"),
+                                               RowUse("cross pool", 47, 32, "blocks")]  # 32 tokens a block
     assert write_overflows(pool, 0, 448) == []
 
 

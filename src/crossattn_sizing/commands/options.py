@@ -163,8 +163,9 @@ ENGINE = Option(
     "an engine's own code, NAME==X (a release) or NAME@PATH (a tree), the same in every command: vllm==X, "
     "vllm@PATH or vllm runs as --policy and --impl set to it (audit: PATH may also be an installed vllm "
     "package directory, read only); sglang==X, sglang@PATH answers in its own worker (verify, check, map, "
-    "reproduce mllama-mixed-batch: its decode metadata builder under the read-side property). An option "
-    "that does not apply to the engine is refused",
+    "reproduce mllama-mixed-batch: its decode metadata builder under the read-side property); "
+    "tensorrt_llm@PATH answers in its own worker (verify, check, reproduce whisper: its cross-pool sizing "
+    "under the cross-pool capacity property). An option that does not apply to the engine is refused",
     metavar="ENGINE",
 )
 JOBS = Option(

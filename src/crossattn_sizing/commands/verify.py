@@ -28,6 +28,7 @@ from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
+from crossattn_sizing.runs.cross_pool_verify import run_verify as run_sizer_suite
 from crossattn_sizing.runs.engine_verify import engine_verify
 from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.runs.verify_report import VerifyReport
@@ -102,6 +103,9 @@ def plan_of(args: argparse.Namespace) -> VerifyPlan:
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy (or an engine's own code) and report; the exit status."""
     engine = engine_of(args, "verify")  # options typed that do not apply to the engine: refused first
+    suite = engine.family.verify_suite(engine.spec) if engine is not None else None
+    if engine is not None and suite is not None and suite.sizer is not None:  # a property taking its sizer
+        return run_sizer_suite(engine.spec, suite, args)
     if engine is not None and engine.subject is not None:  # the release is the policy and the impl
         args.policy, args.impl = [engine.subject], engine.subject
     args.jobs = min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs

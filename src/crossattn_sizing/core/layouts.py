@@ -113,20 +113,35 @@ class SharedRow:
 class CrossPool:
     """TensorRT-LLM: a self-attention pool and a cross pool, each with its own maximum length.
 
-    ``cross_max_len`` is what the cross pool was sized from (``max_input_len``
-    in the PyTorch flow): a request's encoder tokens must fit it, whatever
-    the self pool holds.
+    One cross pool per engine, sized once at start-up (``cross_max_len``: what
+    ``KvCacheCreator._get_cross_kv_cache_layout`` returns). A request's encoder
+    tokens must fit that length, and they are stored in blocks of
+    ``tokens_per_block``, so they must also fit the blocks a sequence of the
+    pool's length gets: ``ceil(E / tpb) <= ceil(cross_max_len / tpb)``
+    (implied by the first, and stated anyway: the block count is what the
+    manager allocates).
     """
 
     self_max_len: int
     cross_max_len: int
+    tokens_per_block: int = 32  # TensorRT-LLM's default KvCacheConfig tokens_per_block
     name: str = "cross-pool"
 
+    def __post_init__(self) -> None:
+        if self.self_max_len < 1 or self.cross_max_len < 0 or self.tokens_per_block < 1:
+            raise ValueError(f"invalid cross-pool layout {self}")
+
+    def blocks(self, tokens: int) -> int:
+        """Blocks of ``tokens_per_block`` that ``tokens`` tokens occupy."""
+        return -(-tokens // self.tokens_per_block)
+
     def rows(self, encoder_len: int, decoder_len: int) -> list[RowUse]:
-        """The self pool holds the decoder tokens, the cross pool the encoder ones."""
+        """The self pool holds the decoder tokens, the cross pool the encoder ones (tokens, then blocks)."""
         out = [RowUse("self pool", decoder_len, self.self_max_len, "tokens")]
         if encoder_len:
             out.append(RowUse("cross pool", encoder_len, self.cross_max_len, "tokens"))
+            blocks = self.blocks(encoder_len), self.blocks(self.cross_max_len)
+            out.append(RowUse("cross pool", *blocks, "blocks"))
         return out
 
 

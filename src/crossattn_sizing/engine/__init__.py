@@ -8,8 +8,8 @@ Shared machinery (one copy for every engine):
 - :mod:`.isolated` / :mod:`.subject`: a user's ``module:attr`` in the same kind of worker;
 - :mod:`.budget`: the engine runs' example budget; :mod:`.specs`: ``NAME@PATH`` trees.
 
-Engines: :mod:`.vllm` (``vllm``, ``vllm==X``, ``vllm@PATH``) and :mod:`.sglang`
-(``sglang==X``, ``sglang@PATH``).
+Engines: :mod:`.vllm` (``vllm``, ``vllm==X``, ``vllm@PATH``), :mod:`.sglang`
+(``sglang==X``, ``sglang@PATH``) and :mod:`.tensorrt_llm` (``tensorrt_llm@PATH``).
 
 A release's files come from :mod:`crossattn_sizing.releases.sources`; the audit's executed path
 (:mod:`crossattn_sizing.audit.executed`) drives this package, never the other way round.

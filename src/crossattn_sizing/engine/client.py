@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -239,6 +240,18 @@ class EngineWorker:
         raise ReleaseUnavailable(
             f"{self.release.label}: still missing modules after {MAX_DEPENDENCY_ROUNDS} installs"
         )
+
+    def start_once(self, refuse: Callable[[dict[str, Any]], Exception]) -> dict[str, Any]:
+        """Start the worker with nothing installed for it; a ready line saying it did not load is
+        closed and raised as ``refuse(ready)`` (a user's module, a tree the adapter cannot read)."""
+        if self.proc is not None and self.proc.poll() is None:
+            return self.ready
+        ready = self._spawn()
+        if not ready.get("ready"):
+            self.close()
+            raise refuse(ready)
+        self.ready = ready
+        return ready
 
     def stderr_tail(self, lines: int = 3) -> str:
         """The last lines the worker wrote to stderr: usually why it died."""

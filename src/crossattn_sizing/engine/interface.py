@@ -11,7 +11,8 @@ The commands reach an engine only through that registry and this protocol, so
   implementation interface (vLLM) gives a :meth:`EngineFamily.subject_spec`,
   and every command runs as with ``--policy SPEC --impl SPEC``;
 - otherwise the engine answers the properties' questions in its own worker,
-  and a command runs what :meth:`EngineFamily.verify_suite` and
+  and a command runs what :meth:`EngineFamily.verify_suite` (its property
+  files, or a property taking the engine's sizer) and
   :meth:`EngineFamily.command` give it;
 - an option that does not apply is refused with the reason
   :meth:`EngineFamily.refused` gives, never ignored.
@@ -72,6 +73,11 @@ class EngineSuite:
     one of these is the harness working, any other failure is unexpected."""
     heading: str = ""
     """One line saying what of the engine's code the verdicts are about."""
+    sizer: Callable[[float | None], Any] | None = None
+    """For an engine whose own code sizes a pool the properties judge (TensorRT-LLM's cross pool): its sizer,
+    given ``--call-timeout`` (None: the default deadline), its worker started. The suite's property then
+    takes that sizer (``sizer=``) instead of a policy, and verify runs it itself
+    (:mod:`crossattn_sizing.runs.cross_pool_verify`), not through pytest; None for every other suite."""
 
 
 class EngineFamily(Protocol):
@@ -107,7 +113,8 @@ class EngineFamily(Protocol):
         ...
 
     def verify_suite(self, spec: str) -> EngineSuite | None:
-        """What ``verify --engine spec`` runs (None: the engine runs as a subject, :meth:`subject_spec`)."""
+        """What ``verify --engine spec`` runs: property files through pytest, or a property given the engine's
+        sizer (:attr:`EngineSuite.sizer`); None: the engine runs as a subject, :meth:`subject_spec`."""
         ...
 
     def command(self, name: str) -> EngineCommand | None:

@@ -124,13 +124,12 @@ class CodeWorker(EngineWorker):
         if self.proc is not None and self.proc.poll() is None:
             return self.ready
         register_child(self.close, "code")  # again: ending the children forgets it, and a call restarts it
-        ready = self._spawn()
-        if not ready.get("ready"):
-            self.close()
+
+        def refuse(ready: dict[str, Any]) -> Exception:
             error = str(ready.get("error"))
-            raise PolicyLoadError(error.split(": ", 1)[1] if ready.get("kind") in LOAD_ERRORS else error)
-        self.ready = ready
-        return ready
+            return PolicyLoadError(error.split(": ", 1)[1] if ready.get("kind") in LOAD_ERRORS else error)
+
+        return self.start_once(refuse)
 
     def ask(self, op: str, **payload: Any) -> dict[str, Any]:
         """One request's result; a refusal is the exception :func:`refusal` makes of it,

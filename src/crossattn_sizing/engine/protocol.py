@@ -3,13 +3,19 @@
 Why a module of its own: the loop (:mod:`crossattn_sizing.engine.worker`)
 answers each request this way, and so does the release's ``widths_many`` for
 each config of a batch (:mod:`crossattn_sizing.engine.vllm.release`); both read it
-from here, so neither imports the other.
+from here, so neither imports the other. The loop's plumbing every engine's
+worker shares is here too: the answer channel (:func:`protocol_stdout`), the
+request loop (:func:`serve`) and where in the engine's file its code stopped
+(:func:`engine_line`).
 """
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 from crossattn_sizing.base.errors import described
 
@@ -36,3 +42,33 @@ def answer(call: Callable[[], Any]) -> dict[str, Any]:
         return {"ok": True, "result": call()}
     except Exception as exc:  # one request's failure is its answer; the worker stays up
         return {"ok": False, **failure(exc)}
+
+
+def protocol_stdout() -> TextIO:
+    """The worker's answer channel: the real stdout, with ``sys.stdout`` (and fd 1) sent to stderr.
+
+    The engine's own prints then go to stderr and never corrupt the protocol.
+    """
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    return proto
+
+
+def serve(proto: TextIO, dispatch: Callable[[dict[str, Any]], Any]) -> int:
+    """Answer one JSON request a line from stdin until it ends, each by :func:`answer`; exit status 0."""
+    for line in sys.stdin:
+        if line.strip():
+            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")  # type: ignore[misc]
+    return 0
+
+
+def engine_line(exc: BaseException, path: str) -> int | str:
+    """The deepest line of the engine's file ``path`` in ``exc``'s traceback: where its code stopped."""
+    tb = exc.__traceback__
+    line: int | str = "?"
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == path:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line

@@ -20,6 +20,7 @@ from crossattn_sizing.engine.interface import EngineFamily
 ENGINES: dict[str, str] = {
     "vllm": "crossattn_sizing.engine.vllm.family",
     "sglang": "crossattn_sizing.engine.sglang.family",
+    "tensorrt_llm": "crossattn_sizing.engine.tensorrt_llm.family",
 }
 """Engine name -> the module whose ``FAMILY`` implements the protocol."""
 

@@ -93,13 +93,14 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
     ]
     family = family_of(spec)
     suite = family.verify_suite(spec)
-    if family.subject_spec(spec) is None and suite is not None:
+    if family.subject_spec(spec) is None and suite is not None and suite.sizer is None:
         note = family.obtain(spec)  # its worker started: a tree that cannot load is bad input here
         report = engine_verify(spec, suite, profile=profile, max_examples=None, seed=seed,
                                select=select, notes=[*notes, note])  # fmt: skip
         return EngineVerdicts(spec, engine, root, report)
     if family.subject_spec(spec) is None:
-        raise OptionError("--engine", spec, "its engine has no verify suite: report has nothing to run")
+        raise OptionError("--engine", spec, "its engine has no verify suite of property files: report has "
+                          "nothing to run")  # fmt: skip
     results, _ = run_suite(spec, profile=profile, seed=seed, select=select, allow_empty=bool(select))
     verdict = PolicyVerdict(spec, expected_to_hold=True, properties=results)
     report = VerifyReport(profile, "torch", "cpu", seed, [verdict], notes=notes)

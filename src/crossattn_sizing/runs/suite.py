@@ -9,11 +9,13 @@ that, so the two commands only differ in what they do with the results.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -82,6 +84,24 @@ def properties_dir() -> Path:
             f"reinstall it (its wheel holds the suite) or set {settings.PROPERTIES} to a properties/ folder"
         )
     return found
+
+
+def suite_module(name: str) -> ModuleType:
+    """The property suite's module ``name`` (the one :func:`properties_dir` finds), imported.
+
+    For properties run outside pytest with an object handed in (a property
+    that takes an engine's sizer, not the plugin's policy): the clone's
+    ``properties.<name>`` with the clone on the path, else the installed
+    ``crossattn_sizing.properties.<name>``.
+    """
+    from crossattn_sizing.runs.pytest_plugin import SUITE_PACKAGE
+
+    root = properties_dir()
+    if root == installed_suite():
+        return importlib.import_module(f"{SUITE_PACKAGE}.{name}")
+    if str(root.parent) not in sys.path:
+        sys.path.insert(0, str(root.parent))
+    return importlib.import_module(f"{root.name}.{name}")
 
 
 NO_TEST_CASES = "run no test cases"

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any, cast
 
-from crossattn_sizing.engine.protocol import answer, failure
+from crossattn_sizing.engine.protocol import failure, protocol_stdout, serve
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,9 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.sglang.worker")
     parser.add_argument("--root", required=True, help="folder holding sglang/")
     args = parser.parse_args(argv)
-    proto = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
+    proto = protocol_stdout()
     start = time.perf_counter()
     root = Path(args.root)
     gap: dict[str, Any] | None = None  # the adapter cannot load this release: every answer is "not run"
@@ -82,10 +79,7 @@ def main(argv: list[str] | None = None) -> int:
                 return None
         raise ValueError(f"unknown op {req['op']!r}")
 
-    for line in sys.stdin:
-        if line.strip():
-            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")  # type: ignore[misc]
-    return 0
+    return serve(proto, dispatch)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from types import CodeType
 from typing import Any
 
+from crossattn_sizing.engine.protocol import engine_line
+
 RUNNER_PATH = "vllm/v1/worker/gpu/model_runner.py"
 """Where ModelRunner V2 keeps ``initialize_kv_cache`` (0.19.0 .. 0.34.0)."""
 
@@ -179,7 +181,7 @@ def bind(source: SizingSource, resolve: Resolve) -> Sizing:
         try:
             out = func(runner, kv_cache_config)
         except Exception as exc:
-            line = _engine_line(exc, source.path)
+            line = engine_line(exc, source.path)
             raise SizingExecError(
                 f"{source.path}:{line}: initialize_kv_cache raised {type(exc).__name__}: {exc}"
             ) from exc
@@ -202,14 +204,3 @@ def run_sizing(source: SizingSource, runner: Any, kv_cache_config: Any, resolve:
     the line of the engine's file it came from.
     """
     return bind(source, resolve)(runner, kv_cache_config)
-
-
-def _engine_line(exc: BaseException, path: str) -> int | str:
-    """The deepest line of the engine's file in the traceback (where its code failed)."""
-    tb = exc.__traceback__
-    line: int | str = "?"
-    while tb is not None:
-        if tb.tb_frame.f_code.co_filename == path:
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
