@@ -112,6 +112,9 @@ class Missing:
         raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}")
 
     __call__ = _refuse
+    __getitem__ = _refuse  # a subscript, an iteration or arithmetic on a stand-in is a use it does not support
+    __iter__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
 
     def __getattr__(self, name: str) -> Any:
         raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}.{name}")
@@ -130,11 +133,12 @@ class SourceModule:
 
 
 def parse_release_file(root: Path, key: str) -> SourceModule:
-    """Parse ``FILES[key]`` under ``root``; a missing file or a syntax error is one
-    :class:`ReleaseUnavailable`."""
-    path = root / FILES[key]
+    """Parse ``FILES[key]`` (or the path ``key`` inside the tree) under ``root``; a missing file or a
+    syntax error is one :class:`ReleaseUnavailable`."""
+    rel = FILES.get(key, key)
+    path = root / rel
     if not path.is_file():
-        raise ReleaseUnavailable(f"{root}: the release has no {FILES[key]} (the harness runs code from it)")
+        raise ReleaseUnavailable(f"{root}: the release has no {rel} (the harness runs code from it)")
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
@@ -175,6 +179,26 @@ def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) ->
             raise ReleaseUnavailable(f"{module.path}: {cls} lacks {method} (the harness calls it)")
 
 
+def compiled_decorator(node: ast.stmt) -> bool:
+    """Whether a definition is decorated by ``torch.compile`` or ``torch._dynamo`` (compiling needs dynamo;
+    the decode metadata path calls no such helper)."""
+    for deco in getattr(node, "decorator_list", []):
+        text = ast.unparse(deco)
+        if text.startswith(("torch.compile", "torch._dynamo")):
+            return True
+    return False
+
+
+def definitions(module: SourceModule) -> tuple[str, ...]:
+    """Every top-level function and class of ``module`` the harness can define on a CPU (see
+    :func:`compiled_decorator`): a release's helper the path calls is then its own, whatever it is named."""
+    return tuple(
+        node.name
+        for node in module.body.body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not compiled_decorator(node)
+    )
+
+
 def execute(
     module: SourceModule,
     stand_ins: Mapping[str, Any],
@@ -204,6 +228,13 @@ def execute(
                     f"{module.path.name}:{skipped} (not executed by the harness)"
                 )
         body = [n for n in body if getattr(n, "name", None) in only]
+        for node in body:  # one by one: a definition whose decorator has no stand-in becomes a named piece
+            code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
+            try:
+                exec(code, ns)  # the release's own definition, run in the worker process
+            except StandInMissing as exc:
+                ns[node.name] = Missing(f"{module.path.name}:{node.name} (defining it: {exc})")  # type: ignore[attr-defined]
+        return ns
     code = compile(ast.Module(body=body, type_ignores=[]), str(module.path), "exec")
     exec(code, ns)  # the release's own module body, run in the worker process
     return ns
