@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.client import _SIBLINGS, EngineWorker
+from crossattn_sizing.engine.client import _SIBLINGS, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
@@ -53,7 +53,7 @@ class SglangWorker(EngineWorker):
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env
         )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        line = self._read_line(self.proc, self.deadline)  # a tree whose loading hangs is killed at the deadline
         if not line:
             self.proc.wait()
             tail = self.stderr_tail()
@@ -70,13 +70,23 @@ class SglangWorker(EngineWorker):
 _WORKERS: dict[str, SglangWorker] = {}
 
 
-def sglang_worker(spec: str) -> SglangWorker:
-    """The shared, started worker of the tree ``spec`` names (closed at exit with every worker)."""
+def sglang_worker(spec: str, deadline: float | None = None) -> SglangWorker:
+    """The shared, started worker of the tree ``spec`` names (closed at exit with every worker).
+
+    Every call into the tree runs under ``deadline`` seconds (default: ``--call-timeout``'s setting,
+    :func:`~crossattn_sizing.base.settings.call_timeout`), as a ``module:attr`` worker's does: past it the
+    worker's process group is killed and the call raises
+    :class:`~crossattn_sizing.engine.client.CallTimeout`; a worker that exits raises
+    :class:`~crossattn_sizing.engine.client.EngineCrash`. The next call starts a fresh worker.
+    """
     spec = spec.strip()
     worker = _WORKERS.get(spec)
     if worker is None:
+        from crossattn_sizing.base import settings
+
         root, note = resolve_sglang(spec)
-        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False)
+        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False,
+                              deadline=settings.call_timeout() if deadline is None else deadline)
         worker.start()
         _SIBLINGS.append(worker)  # ended by client.close_all at exit
         _WORKERS[spec] = worker
@@ -96,14 +106,26 @@ class SglangReads:
         return self.spec
 
     def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
-        """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason)."""
+        """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason).
+
+        A tree whose step hangs past the deadline or ends its process fails the batch (the step is the
+        tree's own code), reported in one line.
+        """
         worker = sglang_worker(self.spec)
-        return {
-            path: worker.request(
-                "metadata", context_len=context_len, batch=[list(r) for r in batch], path=path
-            )
-            for path in self.paths
-        }
+        try:
+            reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
+        except EngineCrash as exc:
+            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
+                           "message": f"the tree's code did not return: {exc}"} for path in self.paths}
+        return {path: verdict for path, verdict in reads["paths"].items() if path in self.paths}
+
+    def write(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+        """The write side of ``batch`` on the tree's own rows (``holds`` / ``fails`` / ``not run``)."""
+        try:
+            return sglang_worker(self.spec).request("write", context_len=context_len,
+                                                    batch=[list(r) for r in batch])
+        except EngineCrash as exc:
+            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
 
     def first_problem(
         self, context_len: int, batch: Sequence[tuple[int, int, int]]

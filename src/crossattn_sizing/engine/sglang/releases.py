@@ -13,7 +13,7 @@ release that moved something again is one more :class:`SglangRange` row.
 What a step's verdict means never comes from this table: the table only says
 where the code is. Whether a release takes a slice or a per-request gather,
 and whether it reads past a row, is observed by running that code
-(:mod:`crossattn_sizing.engine.sglang_run`).
+(:mod:`crossattn_sizing.engine.sglang.run`).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
+from crossattn_sizing.engine.sglang.client import PATHS
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
     Missing,
@@ -582,6 +583,33 @@ def run_metadata(
     return judge_metadata(meta, prepared, batch)
 
 
+def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    """Both paths on ``batch``: ``{"paths": {path: verdict}, "alone": bool}``.
+
+    A release that asserts one request per batch on the eager path (0.5.12
+    and older) never builds replay metadata for a batch it refuses: that batch
+    is judged as the engine can run it, each request in a batch of its own
+    (``alone``), and says so.
+    """
+    eager = run_metadata(rel, context_len, batch, "eager")
+    refused = eager["verdict"] == "not run" and "the release asserts" in eager.get("reason", "")
+    if not refused or len(batch) == 1:
+        return {"paths": {"eager": eager, "replay": run_metadata(rel, context_len, batch, "replay")},
+                "alone": False}
+    paths: dict[str, dict[str, Any]] = {}
+    for path in PATHS:
+        verdict: dict[str, Any] = {"verdict": "holds"}
+        for i, request in enumerate(batch):
+            alone = run_metadata(rel, context_len, [request], path)
+            if alone["verdict"] != "holds":
+                verdict = {**alone, **({"message": f"request {i} alone: {alone['message']}"}
+                                       if "message" in alone else {"reason": f"request {i} alone: "
+                                                                            f"{alone['reason']}"})}
+                break
+        paths[path] = verdict
+    return {"paths": paths, "alone": True, "why": eager["reason"]}
+
+
 def fa3_path(rel: SglangRelease) -> dict[str, Any]:
     """How the release builds the text page table, observed on a one-request batch (eager path): a
     ``per-request gather`` indexes the rows with a tensor of columns, a ``slice`` with a range."""
@@ -694,4 +722,4 @@ def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) 
         backend.forward_metadata = meta
 
 
-__all__ = ["STAND_INS_DOC", "Missing", "SglangRelease", "fa3_path", "run_metadata", "run_write"]
+__all__ = ["STAND_INS_DOC", "Missing", "SglangRelease", "fa3_path", "run_metadata", "run_reads", "run_write"]

@@ -9,8 +9,11 @@ device would take the process with it, not the harness.
 
 Ops: ``metadata`` (``context_len``, ``batch`` = ``[[E, prompt, d], ...]``,
 ``path`` = ``eager`` or ``replay``) -> the verdict of
-:func:`~crossattn_sizing.engine.sglang.run.run_metadata`; ``width``
-(``context_len``) -> the release's row width.
+:func:`~crossattn_sizing.engine.sglang.run.run_metadata`; ``read`` (``context_len``,
+``batch``) -> both paths' verdicts (:func:`~crossattn_sizing.engine.sglang.run.run_reads`);
+``write`` -> the write side on the release's rows; ``fa3_path`` -> how the
+release builds the text page table; ``width`` (``context_len``) -> the
+release's row width.
 """
 
 from __future__ import annotations
@@ -39,7 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout = sys.stderr
     start = time.perf_counter()
     try:
-        from crossattn_sizing.engine.sglang.run import STAND_INS_DOC, SglangRelease, run_metadata
+        from crossattn_sizing.engine.sglang.run import (
+            STAND_INS_DOC,
+            SglangRelease,
+            fa3_path,
+            run_metadata,
+            run_reads,
+            run_write,
+        )
 
         release = SglangRelease.load(Path(args.root))
     except BaseException as exc:  # reported to the parent as one line, then exit
@@ -50,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "ready": True,
                 "path": args.root,
-                "shims": [name for name, _ in STAND_INS_DOC],
+                "shims": [name for name, _ in (*STAND_INS_DOC, *release.range.stand_ins)],
+                "range": release.chosen,
                 "import_s": round(time.perf_counter() - start, 2),
             }
         )
@@ -58,11 +69,17 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     def dispatch(req: dict[str, Any]) -> Any:
+        batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req.get("batch", [])])
         if req["op"] == "metadata":
-            batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req["batch"]])
             return run_metadata(release, int(req["context_len"]), batch, str(req.get("path", "eager")))
+        if req["op"] == "read":
+            return run_reads(release, int(req["context_len"]), batch)
+        if req["op"] == "write":
+            return run_write(release, int(req["context_len"]), batch)
+        if req["op"] == "fa3_path":
+            return fa3_path(release)
         if req["op"] == "width":
-            return int(req["context_len"]) + int(release.extra_context_len())
+            return int(req["context_len"]) + release.row_extra()
         raise ValueError(f"unknown op {req['op']!r}")
 
     for line in sys.stdin:
