@@ -172,6 +172,10 @@ def run(args: argparse.Namespace) -> int:
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
     args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
     args.offline = args.offline or settings.offline()
+    from crossattn_sizing.engine.sglang.audit import is_sglang_audit, run_sglang_audit
+
+    if is_sglang_audit(args.engine or []):  # SGLang's release table (engine/sglang/audit.py)
+        return run_sglang_audit(args)
     files = ReportFiles.checked(json=args.json, markdown=args.markdown)  # before any download
     trees = _sources(args)
     sweep = sweep_configs()

@@ -16,6 +16,7 @@ import argparse
 
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome, exit_status
+from crossattn_sizing.engine.sglang.releases import KNOWN_READ_FAILURES
 from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
 PROPERTY_FILE = "properties/test_read_coverage.py"
@@ -25,9 +26,6 @@ EXPECTED = {
 }
 
 
-KNOWN_READ_FAILURES = frozenset({"sglang==0.5.23"})
-"""Releases whose FA3 decode gather is known to read past a row (docs/spec.md §10): the read side is
-expected to fail there. Any other release or tree is expected to hold, as a user's own policy is."""
 
 
 def expected_to_hold(spec: str, name: str) -> bool:
@@ -49,6 +47,8 @@ def run_engine_verify(args: argparse.Namespace) -> int:
     print(f"verify --engine {spec}: SGLang's own decode metadata builder (docs/engine.md)")
     if note:
         print(f"note: {note}")
+    if worker.ready.get("range"):
+        print(f"release: {worker.ready['range']} (engine/sglang/releases.py: which steps run as its own code)")
     results, _code = run_suite("mrv2", profile=args.profile, seed=args.seed, only=[PROPERTY_FILE],
                                extra_args=["--read-builder", spec])
     rows = {r.name.split("::")[-1]: r for r in results}

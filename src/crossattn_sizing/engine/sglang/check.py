@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError, ReleaseUnavailable
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
+from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.source import check_line
 
 Triple = tuple[int, int, int]
@@ -75,8 +76,18 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
     note = getattr(worker.release, "note", "")
     if note:
         print(f"note: {note}")
-    width = worker.request("width", context_len=context_len)
     print(f"engine:    {spec} FlashAttentionBackend decode metadata (the release's own code; docs/engine.md)")
+    if worker.ready.get("range"):
+        print(f"release:   {worker.ready['range']}")
+    try:
+        width: int | str = worker.request("width", context_len=context_len)
+    except EngineCrash as exc:  # the tree's own sizing hung or ended its process: that batch fails
+        print(f"FAIL  width: the tree's row sizing did not return: {exc}")
+        print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
+        return EXIT_FAILS
+    except ReleaseUnavailable as exc:
+        print(f"NOT RUN width: {exc}")
+        return exit_status([Outcome.NOT_RUN])
     print(
         f"server:    context_len {context_len}, kv_capacity {kv_capacity}; req_to_token row width {width} "
         f"(the release's sizing); max_req_input_len {rule.max_req_input_len}"
@@ -86,7 +97,17 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
     outcomes: list[Outcome] = []
-    for path, verdict in SglangReads(spec).verdicts(context_len, batch).items():
+    reads = SglangReads(spec)
+    written = reads.write(context_len, batch)
+    if written["verdict"] == "fails":
+        print(f"FAIL  write: {written['message']}")
+        print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
+        return EXIT_FAILS
+    if written["verdict"] == "not run":
+        print(f"NOT RUN write: {written['reason']}")
+        return exit_status([Outcome.NOT_RUN])
+    print(f"OK    write: every token the batch writes lands in its row (width {written['width']})")
+    for path, verdict in reads.verdicts(context_len, batch).items():
         if verdict["verdict"] == "holds":
             print(
                 f"OK    {path}: every column gathered lies in its row; the kernel reads only its own"

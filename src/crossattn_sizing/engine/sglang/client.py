@@ -18,6 +18,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
@@ -70,7 +71,9 @@ class SglangWorker(EngineWorker):
 _WORKERS: dict[str, SglangWorker] = {}
 
 
-def sglang_worker(spec: str, deadline: float | None = None) -> SglangWorker:
+def sglang_worker(
+    spec: str, deadline: float | None = None, *, offline: bool | None = None, cache: Path | None = None
+) -> SglangWorker:
     """The shared, started worker of the tree ``spec`` names (closed at exit with every worker).
 
     Every call into the tree runs under ``deadline`` seconds (default: ``--call-timeout``'s setting,
@@ -84,7 +87,7 @@ def sglang_worker(spec: str, deadline: float | None = None) -> SglangWorker:
     if worker is None:
         from crossattn_sizing.base import settings
 
-        root, note = resolve_sglang(spec)
+        root, note = resolve_sglang(spec, offline=offline, cache=cache)
         worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False,
                               deadline=settings.call_timeout() if deadline is None else deadline)
         worker.start()

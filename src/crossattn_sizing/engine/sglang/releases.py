@@ -219,3 +219,12 @@ def range_for(root: Path) -> tuple[SglangRange, str]:
         f"{root}: the tree has no sglang/_version.py and matches no release range; for the newest "
         f"({newest.label()}) it lacks {missing.name} in {missing.file}"
     )
+
+
+FIRST_OVERFLOW = "0.5.13"
+"""The first release whose FA3 decode gather reads past a row, as ``audit --engine sglang`` found it (running
+each release's own code; docs/engine.md): an expectation for ``verify``, never a verdict."""
+
+KNOWN_READ_FAILURES = frozenset(f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_OVERFLOW):])
+"""Releases whose read side is expected to fail (the known finding, docs/spec.md §10); any other release
+or tree is expected to hold, as a user's own policy is."""
