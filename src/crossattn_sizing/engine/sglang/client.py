@@ -26,6 +26,9 @@ from crossattn_sizing.engine.client import _SIBLINGS, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
+LOAD_DEADLINE_S = 120.0
+"""Seconds a tree's worker may take to load (parse and define the release's files) before it is killed."""
+
 PATHS = ("eager", "replay")
 """FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""
 
@@ -51,10 +54,14 @@ class SglangWorker(EngineWorker):
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         # The decode-metadata Triton kernel runs in Triton's interpreter; no CUDA device is looked for.
         env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env
+        self.proc = subprocess.Popen(  # its own group, so a deadline ends it with all it started
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+            start_new_session=self.deadline is not None,
         )
-        line = self._read_line(self.proc, self.deadline)  # a tree whose loading hangs is killed at the deadline
+        # Loading parses and defines the tree's files (seconds, more on a busy machine): it gets
+        # LOAD_DEADLINE_S or the call deadline, whichever is longer; a tree whose loading hangs is killed then.
+        load = None if self.deadline is None else max(self.deadline, LOAD_DEADLINE_S)
+        line = self._read_line(self.proc, load)
         if not line:
             self.proc.wait()
             tail = self.stderr_tail()

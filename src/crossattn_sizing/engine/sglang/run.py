@@ -366,6 +366,8 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
     :class:`ReadOutOfRow` (``attention="write"``).
     """
     width = context_len + rel.row_extra()
+    if width < 1:  # the tree's sizing leaves no row at all: the first token's write is already past it
+        raise ReadOutOfRow(0, 0, width, "write")
     pool = rel.pool_class(size=len(batch), max_context_len=width, device="cpu", enable_memory_saver=False)
     table = GuardedTable(pool.req_to_token)  # the width is the pool's own row, whatever it was asked for
     pool.req_to_token = table
