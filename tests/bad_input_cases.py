@@ -297,7 +297,11 @@ CASES: list[Case] = [
     C("audit", "--engine", "vllm==0.24.0", "--offline", "--cache-dir", "{d}/empty-cache", says="0.24.0"),
     C("audit", "--engine", "vllm==latest", "--offline", says="latest"),
     C("audit", "--engine", "0.24.0", says="audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH"),
-    C("audit", "--engine", "sglang==0.5.0", says="audit takes vllm==X (a release, e.g. vllm==0.24.0) or vllm@PATH"),
+    C("audit", "--engine", "sglang==0.5.0", says="sglang==0.5.0: older than the first release the harness runs (0.5.10"),
+    C("audit", "--engine", "sglang==abc", says="sglang==abc: not a release version"),
+    C("audit", "--engine", "sglang", "--engine", "vllm==0.24.0", says="audit one engine at a time"),
+    C("audit", "--engine", "sglang", "--json", "{d}/a.json", says="--json is written for vLLM releases only"),
+    C("audit", "--engine", "sglang", "--runner", "v2", says="--runner names vLLM's model runners"),
     C("audit", "--vllm", "0.24.0", says="--vllm is no longer an option: use --engine vllm==X"),
     C("audit", "--vllm-path", "{d}", says="--vllm-path is no longer an option: use --engine vllm@PATH"),
     # every other retired spelling (docs/spec.md §1): refused, naming the one to type instead

@@ -89,6 +89,22 @@ def _specs(values: list[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _checked(spec: str) -> None:
+    """A spec refused in one line before anything is downloaded: not a version, older than the table's
+    first range, or a folder without ``sglang/``."""
+    from crossattn_sizing.engine.sglang.install import sglang_version
+    from crossattn_sizing.engine.sglang.releases import RANGES
+    from crossattn_sizing.engine.sglang.source import sglang_tree_root
+
+    if spec.startswith(TREE_PREFIX):
+        sglang_tree_root(spec)
+        return
+    version = sglang_version(spec)
+    if version_key(version) < version_key(RANGES[-1].first):
+        raise OptionError("--engine", spec, f"older than the first release the harness runs ({RANGES[-1].first}; "
+                          "docs/engine.md, 'Which releases run')")
+
+
 def _order(spec: str) -> tuple[int, tuple[int, ...]]:
     if spec.startswith(RELEASE_PREFIX):
         return 0, version_key(spec.removeprefix(RELEASE_PREFIX))
@@ -158,6 +174,8 @@ def run_sglang_audit(args: argparse.Namespace) -> int:
     from crossattn_sizing.engine.client import close_all
 
     specs = sorted(_specs(args.engine), key=_order)
+    for spec in specs:  # bad input before any download
+        _checked(spec)
     rows: list[Row] = []
     for n, spec in enumerate(specs, 1):
         try:
