@@ -84,7 +84,7 @@ def test_admitted_requests_fit_their_shared_row(case: ReadCase, read_builder: Bu
     and decode rule; otherwise the harness's model of the row, ``context_len + 4``.
     """
     if hasattr(read_builder, "write"):
-        verdict = read_builder.write(case.layout.context_len, _triples(case))  # type: ignore[attr-defined]
+        verdict = read_builder.write(case.layout.context_len, _triples(case))
         if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
             pytest.skip(f"{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
         if verdict["verdict"] == "fails":

@@ -62,7 +62,8 @@ def test_every_audited_release_has_a_range(tmp_path: Path, version: str) -> None
 
 
 @pytest.mark.parametrize("rng", RANGES, ids=[r.label() for r in RANGES])
-def test_a_tree_without_a_version_gets_the_range_whose_steps_it_holds(tmp_path: Path, rng: SglangRange) -> None:
+def test_a_tree_without_a_version_gets_the_range_whose_steps_it_holds(tmp_path: Path,
+                                                                      rng: SglangRange) -> None:
     # Ranges that place every step alike (0.5.16 .. 0.5.17 and 0.5.18 .. 0.5.21 differ only in whether the
     # row sizing takes server_args) cannot be told apart without a version file: the newer is taken.
     same = next(r for r in RANGES if r.steps == rng.steps and r.kernel == rng.kernel)

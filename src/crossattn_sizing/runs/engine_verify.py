@@ -48,7 +48,7 @@ def run_engine_verify(args: argparse.Namespace) -> int:
     if note:
         print(f"note: {note}")
     if worker.ready.get("range"):
-        print(f"release: {worker.ready['range']} (engine/sglang/releases.py: which steps run as its own code)")
+        print(f"release: {worker.ready['range']} (engine/sglang/releases.py: the steps run as its code)")
     results, _code = run_suite("mrv2", profile=args.profile, seed=args.seed, only=[PROPERTY_FILE],
                                extra_args=["--read-builder", spec])
     rows = {r.name.split("::")[-1]: r for r in results}

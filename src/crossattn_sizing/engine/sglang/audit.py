@@ -101,7 +101,8 @@ def _checked(spec: str) -> None:
         return
     version = sglang_version(spec)
     if version_key(version) < version_key(RANGES[-1].first):
-        raise OptionError("--engine", spec, f"older than the first release the harness runs ({RANGES[-1].first}; "
+        first = RANGES[-1].first
+        raise OptionError("--engine", spec, f"older than the first release the harness runs ({first}; "
                           "docs/engine.md, 'Which releases run')")
 
 
@@ -167,7 +168,10 @@ def audit_release(spec: str, args: argparse.Namespace) -> Row:
 
 
 def run_sglang_audit(args: argparse.Namespace) -> int:
-    """``audit --engine sglang[==X|@PATH] ...``: the release table; exit 0 all hold, 1 some fail, 3 not run."""
+    """``audit --engine sglang[==X|@PATH] ...``: the release table.
+
+    Exit 0 when every row holds, 1 when one fails, 3 when one was not run.
+    """
     for option, why in REFUSED_OPTIONS.items():
         if getattr(args, option, None):
             raise OptionError(f"--{option.replace('_', '-')}", getattr(args, option), why)
@@ -183,7 +187,8 @@ def run_sglang_audit(args: argparse.Namespace) -> int:
         except ReleaseUnavailable as exc:
             if n == 1 and len(specs) == 1:
                 raise
-            row = Row(spec, "not run", "not run", "not run", Outcome.NOT_RUN, Outcome.NOT_RUN, [str(exc)], 0.0)
+            row = Row(spec, "not run", "not run", "not run", Outcome.NOT_RUN, Outcome.NOT_RUN,
+                      [str(exc)], 0.0)
         finally:
             close_all()  # one release's worker at a time
         rows.append(row)
@@ -199,7 +204,8 @@ def render(rows: list[Row]) -> None:
     widths = [max(len(head[i]), *(len((r.spec, r.path, r.read, r.write)[i]) for r in rows)) for i in range(4)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip((r.spec, r.path, r.read, r.write), widths, strict=True)).rstrip())
+        cells = (r.spec, r.path, r.read, r.write)
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
     print()
     for r in rows:
         for line in r.detail:

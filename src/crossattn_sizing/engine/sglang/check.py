@@ -80,7 +80,7 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
     if worker.ready.get("range"):
         print(f"release:   {worker.ready['range']}")
     try:
-        width: int | str = worker.request("width", context_len=context_len)
+        width: Any = worker.request("width", context_len=context_len)
     except EngineCrash as exc:  # the tree's own sizing hung or ended its process: that batch fails
         print(f"FAIL  width: the tree's row sizing did not return: {exc}")
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")

@@ -59,7 +59,8 @@ class SglangWorker(EngineWorker):
             start_new_session=self.deadline is not None,
         )
         # Loading parses and defines the tree's files (seconds, more on a busy machine): it gets
-        # LOAD_DEADLINE_S or the call deadline, whichever is longer; a tree whose loading hangs is killed then.
+        # LOAD_DEADLINE_S or the call deadline, whichever is longer; a tree whose loading hangs is
+        # killed then.
         load = None if self.deadline is None else max(self.deadline, LOAD_DEADLINE_S)
         line = self._read_line(self.proc, load)
         if not line:

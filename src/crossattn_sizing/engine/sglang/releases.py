@@ -51,7 +51,7 @@ class SglangRange:
     last: str
     steps: dict[str, Step]
     kernel: Step
-    """``normal_decode_set_metadata``: the replay path's Triton metadata kernel (run in Triton's interpreter)."""
+    """``normal_decode_set_metadata``: the replay path's Triton metadata kernel (Triton's interpreter)."""
     sizing_takes_server_args: bool
     """Whether ``get_req_to_token_extra_context_len`` takes ``server_args`` (a stand-in: no speculative
     decoding, page size 1) or reads the server settings itself (stood in by the settings getters)."""

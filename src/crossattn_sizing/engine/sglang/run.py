@@ -218,7 +218,7 @@ class SglangRelease:
     metadata_class: Any
 
     def row_extra(self) -> int:
-        """The columns a row has beyond ``context_len``: the release's own sizing function where it has one."""
+        """The columns a row has beyond ``context_len``: the release's own sizing, where it has one."""
         if self.extra_context_len is None:
             return 4  # the table's stand-in: the release computes ``extra_max_context_len = 4`` inline
         if self.range.sizing_takes_server_args:
@@ -227,14 +227,15 @@ class SglangRelease:
 
     @classmethod
     def load(cls, root: Path) -> SglangRelease:
-        """Parse the release's steps from ``root`` (where its range's table says) and stand in for the rest."""
+        """Parse the release's steps from ``root`` (where its range's table says); stand in for the rest."""
         rng, chosen = range_for(root)
         steps = rng.steps
         sys.modules.setdefault("sgl_kernel", sgl_kernel_stub())
         stand = _settings()
         kernel = sys.modules["sgl_kernel"]
         fa = parse_release_file(root, steps["metadata"].file)
-        require_methods(fa, "FlashAttentionBackend", ("init_forward_metadata", steps["replay"].name.partition(".")[2]))
+        replay = steps["replay"].name.partition(".")[2]
+        require_methods(fa, "FlashAttentionBackend", ("init_forward_metadata", replay))
         for name, (source, attr) in fa.imports.items():
             if source.split(".")[0] == "sgl_kernel":
                 stand[name] = getattr(kernel, attr or name)
@@ -252,7 +253,7 @@ class SglangRelease:
         stand["ForwardMode"] = execute(fbi, stand, only=("ForwardMode",))["ForwardMode"]
         fa_ns = execute(fa, stand, only=("FlashAttentionMetadata", "FlashAttentionBackend", *functions(fa)),
                         extra=PLATFORM)
-        if rng.kernel.file == steps["metadata"].file:  # the kernel lives beside the backend (0.5.12 and older)
+        if rng.kernel.file == steps["metadata"].file:  # beside the backend (0.5.12 and older)
             fa_ns[rng.kernel.name] = _unguarded(_defined(fa_ns, fa, rng.kernel.name))
         pool_ns = execute(parse_release_file(root, steps["pool"].file), stand, only=(steps["pool"].name,))
         extra = None
@@ -282,7 +283,8 @@ class SglangRelease:
 
 
 SERVER_ARGS = types.SimpleNamespace(
-    max_speculative_num_draft_tokens=None, speculative_algorithm=None, page_size=1, speculative_eagle_topk=None
+    max_speculative_num_draft_tokens=None, speculative_algorithm=None, page_size=1,
+    speculative_eagle_topk=None,
 )
 """``server_args`` stood in where a release's row sizing takes it: no speculative decoding, page size 1."""
 
@@ -397,7 +399,8 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
         device="cpu", reqs=reqs, forward_mode=rel.forward_mode.EXTEND, out_cache_loc=out_cache_loc,
         extend_lens=[e + p for e, p, _ in batch], prefix_lens=[0] * len(batch),
         extend_num_tokens=int(out_cache_loc.numel()), extend_input_logprob_token_ids=None,
-        extend_logprob_start_lens=[0] * len(batch), model_config=types.SimpleNamespace(is_encoder_decoder=True),
+        extend_logprob_start_lens=[0] * len(batch),
+        model_config=types.SimpleNamespace(is_encoder_decoder=True),
     )
     input_ids: list[Any] = [array("q", range(e + p)) for e, p, _ in batch]
     if rel.range.input_ids_are_lists:
@@ -560,8 +563,9 @@ def run_metadata(
     except ReadOutOfRow as err:
         if err.attention != "write":
             raise
-        return {"verdict": "not run", "reason": f"the batch does not fit the release's rows (the write side "
-                                                f"fails: row {err.row} column {err.column}, width {err.width})"}
+        return {"verdict": "not run",
+                "reason": f"the batch does not fit the release's rows (the write side fails: row {err.row} "
+                          f"column {err.column}, width {err.width})"}
     except Exception as exc:
         return _not_run(rel, exc, "laying the batch out")
     try:
@@ -651,15 +655,15 @@ def judge_metadata(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int
         return None if cu is None else int(cu[i + 1]) - int(cu[i])
 
     for i, (e, _p, d) in enumerate(batch):
-        for name, got, want in (
+        for name, length, true_length in (
             ("cache_seqlens_int32", per_request("cache_seqlens_int32", i), d),
             ("cu_seqlens_k", span("cu_seqlens_k", i), d),
             ("encoder_lens_int32", per_request("encoder_lens_int32", i), e),
             ("encoder_cu_seqlens_k", span("encoder_cu_seqlens_k", i), e),
         ):
-            if got is not None and got != want:
-                return fail(i, f"the metadata hands the kernel {name} {got} for request {i}, whose true "
-                               f"length is {want}")
+            if length is not None and length != true_length:
+                return fail(i, f"the metadata hands the kernel {name} {length} for request {i}, whose true "
+                               f"length is {true_length}")
         own = prepared.ids[i]
         seqlen = per_request("cache_seqlens_int32", i)
         enc = per_request("encoder_lens_int32", i)

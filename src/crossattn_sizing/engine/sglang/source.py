@@ -112,7 +112,8 @@ class Missing:
         raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}")
 
     __call__ = _refuse
-    __getitem__ = _refuse  # a subscript, an iteration or arithmetic on a stand-in is a use it does not support
+    # A subscript, an iteration or arithmetic on a stand-in is a use it does not support.
+    __getitem__ = _refuse
     __iter__ = _refuse
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
 
