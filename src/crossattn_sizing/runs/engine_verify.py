@@ -49,6 +49,9 @@ def run_engine_verify(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     if worker.ready.get("range"):
         print(f"release: {worker.ready['range']} (engine/sglang/releases.py: the steps run as its code)")
+    if worker.request("fa3_path").get("path") == "slice":  # observed on its own eager path, not looked up
+        print("note: this release takes a slice and asserts one request per batch (FA3 eager path): the read "
+              "side judges each drawn batch as the engine runs it, every request in a batch of its own")
     results, _code = run_suite("mrv2", profile=args.profile, seed=args.seed, only=[PROPERTY_FILE],
                                extra_args=["--read-builder", spec])
     rows = {r.name.split("::")[-1]: r for r in results}
