@@ -164,7 +164,11 @@ def C(*args: str, status: int = 2, says: str, isolated: bool = False, env: dict[
 CASES: list[Case] = [
     # verify ------------------------------------------------------------------
     C("verify", "--policy", "nope", says="unknown sizing policy 'nope'"),
-    C("verify", "--engine", "vllm==0.25.0", says="verify takes sglang==X or sglang@PATH"),
+    C("verify", "--engine", "vllm==0.25.0", "--policy", "mrv2", says="--policy mrv2: does not apply with --engine vllm==0.25.0"),
+    C("verify", "--engine", SGLANG_TREE, "--impl", "triton", says="--impl triton: does not apply with --engine sglang@"),
+    C("verify", "--engine", SGLANG_TREE, "--device", "cuda", says="--device cuda: does not apply with --engine sglang@"),
+    C("verify", "--engine", "nope==1", says="--engine nope==1: names no engine the harness runs"),
+    C("verify", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
     C("verify", "--engine", "sglang@{d}", says="has no sglang package"),
     C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
@@ -230,7 +234,8 @@ CASES: list[Case] = [
       says="policy:"),
     C("check", "--config", NEMOTRON, "--encoder-len", "3329", status=0, says="policy:"),
     C("check", "--engine", "sglang==0.5.23", says="--context-len, --kv-capacity, --requests: required with"),
-    C("check", "--engine", "vllm==0.25.0", *SGLANG_BATCH, says="check takes sglang==X or sglang@PATH"),
+    C("check", "--engine", "vllm==0.25.0", *SGLANG_BATCH, says="--context-len 64: does not apply with --engine vllm==0.25.0"),
+    C("check", "--engine", SGLANG_TREE, "--encoder-len", "5", *SGLANG_BATCH, says="--encoder-len 5: does not apply with --engine sglang@"),
     C("check", "--engine", "sglang==abc", *SGLANG_BATCH, says="sglang==abc: not a release version"),
     C("check", "--engine", "sglang@{d}", *SGLANG_BATCH, says="has no sglang package"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "60:3:4",
@@ -239,6 +244,22 @@ CASES: list[Case] = [
       says="d must be prompt + 1"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "x" * 40, "--kv-capacity", "64", "--requests", "5:3:6",
       says="--context-len"),
+    # report ------------------------------------------------------------------
+    C("report", says="the following arguments are required: --engine"),
+    C("report", "--engine", "mrv2", says="report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH"),
+    C("report", "--engine", "vllm", says="report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH"),
+    C("report", "--engine", "sglang@{d}", says="has no sglang package"),
+    C("report", "--engine", SGLANG_TREE, "--fix", "{d}/missing.patch", says="missing.patch: is not a file"),
+    C("report", "--engine", SGLANG_TREE, "--fix", "{d}/list.json", says="does not apply to sglang@"),
+    C("report", "--engine", SGLANG_TREE, "--bisect", "HEAD", says="must be GOOD..BAD"),
+    C("report", "--engine", SGLANG_TREE, "--bisect", "nope..HEAD", says="nope is not a commit of"),
+    C("report", "--engine", "sglang@{d}", "--bisect", "HEAD~1..HEAD", says="is not a git checkout"),
+    C("report", "--engine", "sglang==0.5.23", "--bisect", "HEAD~1..HEAD", says="needs --engine NAME@PATH"),
+    C("report", "--engine", SGLANG_TREE, "--releases", "abc", says="'abc' is not a release version"),
+    C("report", "--engine", SGLANG_TREE, "--release-table", "{d}/list.json", says="is an audit file: vLLM only"),
+    C("report", "--engine", "vllm@{d}", "--release-table", "{d}/list.json", says="--release-table='[1, 2]': must hold a JSON object"),
+    C("report", "--engine", "vllm@{d}", "--release-table", "{d}/gpt2.json", says="must be the JSON `crossattn-sizing audit --json` writes"),
+    C("report", "--engine", SGLANG_TREE, "--out", "/dev/null", says="/dev/null"),
     # fuzz --------------------------------------------------------------------
     C("fuzz", "--minutes", "nan", says="--minutes nan: must be a number of minutes in (0, 10080]"),
     C("fuzz", "--minutes", "inf", says="--minutes inf: must be a number of minutes"),
@@ -270,6 +291,12 @@ CASES: list[Case] = [
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
     # reproduce ---------------------------------------------------------------
     C("reproduce", "mllama-mixed-batch", says="mllama-mixed-batch takes sglang==X or sglang@PATH"),
+    C("reproduce", "whisper", "--engine", SGLANG_TREE, says="SGLang reproduces mllama-mixed-batch only"),
+    C("reproduce", "mllama-mixed-batch", "--engine", SGLANG_TREE, "--encoder-len", "5", says="--encoder-len 5: does not apply with --engine sglang@"),
+    C("fuzz", "--engine", SGLANG_TREE, says="fuzz cannot run sglang"),
+    C("audit", "--engine", SGLANG_TREE, "--read-only", says="--read-only reads vLLM's sizing from the source"),
+    C("check", "--engine", SGLANG_TREE, "--in-process", *SGLANG_BATCH, says="SGLang's code always runs in its own worker process"),
+    C("map", "--engine", "vllm==0.25.0", "--context-len", "64", "--out", "{d}/m.png", says="--context-len 64: does not apply with --engine vllm==0.25.0"),
     C("reproduce", "--config", "{d}/gpt2.json", "--encoder-len", "3000", says="'gpt2' is decoder-only"),
     C("reproduce", "--config", "{d}/llama.json", "--encoder-len", "3000", says="'llama' is decoder-only"),
     C("reproduce", "--config", "{d}/whisper-abc.json", says="max_source_positions='abc'"),
@@ -398,7 +425,7 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--hypothesis-profile", "nope", status=4, says="--hypothesis-profile 'nope': unknown Hypothesis profile", isolated=True),
     # messages name what the user typed
     C("reproduce", "whisper", "--engine", "vllm==abc", says="--engine 'vllm==abc': not a release"),
-    C("reproduce", "whisper", "--engine", "torch", says="--engine 'torch': expected vllm, vllm==X.Y.Z or vllm@PATH"),
+    C("reproduce", "whisper", "--engine", "torch", says="--engine torch: names no engine the harness runs"),
     C("reproduce", "whisper", "--engine", "vllm@/nonexistent", says="--engine vllm@/nonexistent: "
       "/nonexistent has no vllm package"),
     C("audit", "--engine", "vllm@{d}/syntax-tree/vllm", status=3, says="sizing of vLLM releases"),
@@ -503,8 +530,8 @@ CASES: list[Case] = [
       says="the engine cache /proc/.cache/crossattn-sizing/engine cannot be written",
       env={"HOME": "/proc", "XDG_CACHE_HOME": ""}),  # blank reads as unset: the cache is HOME's (nox sets XDG)
     # two options that answer one question
-    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="drop --policy mrv2-prefix"),
-    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--impl", "triton", says="drop --impl triton"),
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="--policy mrv2-prefix: does not apply with --engine vllm==0.25.0"),
+    C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--impl", "triton", says="--impl triton: does not apply with --engine vllm==0.25.0"),
     # a stdout that cannot be written: status 2 and one line, never 1 (a verdict) or a traceback
     *(C(*args, says=f"standard output cannot be written ({why})", stdout=kind)
       for kind, why in (("full", "No space left on device"), ("closed", "Broken pipe"))

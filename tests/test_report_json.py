@@ -40,9 +40,35 @@ def test_verify_json_fields(tmp_path: Path) -> None:
                           "output_error", "policies", "findings", "notes"]  # fmt: skip
     assert (data["exit_status"], data["verdict"]) == (0, "holds")
     policy = data["policies"][0]
-    assert list(policy) == ["policy", "expected_to_hold", "verdict", "unexpected", "error", "properties"]
+    assert list(policy) == ["policy", "expected_to_hold", "known_failures", "verdict", "unexpected", "error",
+                            "properties"]  # fmt: skip
     assert list(policy["properties"][0]) == PROPERTY_KEYS
     assert data["findings"] == [{"title": "a finding", "detail": "its detail"}]
+
+
+def test_verify_engine_json_fields_and_known_failures(tmp_path: Path) -> None:
+    """``verify --engine`` writes the same report: one row named by the spec, its known failures named;
+    failing a known one is the harness working (exit 0), failing any other is unexpected (exit 1)."""
+    read = "test_read_coverage::test_gathers_stay_in_row_and_own_columns"
+    write = "test_read_coverage::test_admitted_requests_fit_their_shared_row"
+    spec = "sglang==0.5.23"
+
+    def report(read_outcome: Outcome, write_outcome: Outcome) -> VerifyReport:
+        props = [PropertyResult(read, read_outcome, examples=3),
+                 PropertyResult(write, write_outcome, examples=3)]  # fmt: skip
+        verdict = PolicyVerdict(spec, True, props, known_failures=(read.split("::")[-1],))
+        return VerifyReport("ci", spec, "cpu", 0, [verdict], notes=[f"{spec}: SGLang's own builder"])
+
+    data = json.loads(written(tmp_path, report(Outcome.FAILS, Outcome.HOLDS).to_json()))
+    assert list(data) == ["profile", "impl", "device", "seed", "exit_status", "verdict", "interrupted",
+                          "output_error", "policies", "findings", "notes"]  # fmt: skip
+    policy = data["policies"][0]
+    assert (policy["policy"], policy["known_failures"]) == (spec, [read.split("::")[-1]])
+    assert (data["exit_status"], policy["unexpected"]) == (0, False)
+    assert report(Outcome.FAILS, Outcome.FAILS).exit_status == 1  # the write side is expected to hold
+    assert report(Outcome.HOLDS, Outcome.NOT_RUN).exit_status == 3
+    junit = report(Outcome.HOLDS, Outcome.HOLDS).junit()
+    assert "did not catch" in junit and 'failures="1"' in junit  # a known failure that holds is flagged
 
 
 def test_fuzz_json_fields(tmp_path: Path) -> None:

@@ -106,6 +106,6 @@ def test_reproduce_refuses_engine_with_policy_or_impl(
     err = capsys.readouterr().err
     assert code == 2, err
     assert (
-        f"--engine vllm==0.25.0: sets --policy and --impl to the engine's own code; drop {' '.join(option)}"
-        in err
+        f"{' '.join(option)}: does not apply with --engine vllm==0.25.0: --engine vllm sets --policy and "
+        "--impl to the release's own code" in err
     )

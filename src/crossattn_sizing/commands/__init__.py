@@ -10,4 +10,4 @@ The CLI itself (:mod:`.cli`) and the audit's report writers (:mod:`.audit_report
 :mod:`.audit_markdown`) live here too: only a command writes them.
 """
 
-SHARED = frozenset({"audit_markdown", "audit_report", "cli", "options"})
+SHARED = frozenset({"audit_markdown", "audit_report", "cli", "engines", "options"})

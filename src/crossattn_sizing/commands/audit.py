@@ -23,6 +23,8 @@ from crossattn_sizing.base.errors import HarnessError, OptionError, ReleaseUnava
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.audit_markdown import render_markdown
 from crossattn_sizing.commands.audit_report import exit_status, render, to_json
+from crossattn_sizing.commands.engines import Engine
+from crossattn_sizing.engine.registry import ENGINES, engine_name, family_of
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 from crossattn_sizing.releases.sources import (
     SourceTree,
@@ -172,10 +174,13 @@ def run(args: argparse.Namespace) -> int:
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download).
     args.offline_by = "--offline" if args.offline else f"{settings.OFFLINE}=1"
     args.offline = args.offline or settings.offline()
-    from crossattn_sizing.engine.sglang.audit import is_sglang_audit, run_sglang_audit
-
-    if is_sglang_audit(args.engine or []):  # SGLang's release table (engine/sglang/audit.py)
-        return run_sglang_audit(args)
+    for text in args.engine or []:  # an engine that is not vLLM runs the audit its own way, or says why not
+        if engine_name(text) in ENGINES and engine_name(text) != "vllm":
+            family = family_of(text)
+            # A bare NAME asks for the family's own list of releases; its audit checks what it runs.
+            spec = text.strip() if text.strip() == family.name else family.check_spec(text)
+            engine = Engine(family, spec)
+            return engine.command("audit")(engine.spec, args)
     files = ReportFiles.checked(json=args.json, markdown=args.markdown)  # before any download
     trees = _sources(args)
     sweep = sweep_configs()

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError, refuse_spelling
+from crossattn_sizing.base.errors import ConfigError, HarnessError, refuse_spelling
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.commands import options
+from crossattn_sizing.commands.engines import engine_of
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.capacity import violations
 from crossattn_sizing.core.config import RunnerConfig
@@ -23,7 +24,7 @@ from crossattn_sizing.specs.resolve import load_checked_policy
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``check``: its options and its help."""
     p = subparsers.add_parser("check", help="check one config and its requests under a sizing policy")
-    options.POLICY.add(p, default="mrv2")
+    options.POLICY.add(p, shown_default="mrv2")  # None when not typed: --engine refuses it
     options.CONFIG.add(p)  # required unless --engine names SGLang (checked in run)
     options.add_isolation(p)
     p.add_argument(
@@ -82,8 +83,12 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 
 def run(args: argparse.Namespace) -> int:
     """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
-    if args.engine is not None:
-        return run_engine(args)
+    engine = engine_of(args, "check")  # options that do not apply to the engine: refused first
+    if engine is not None and engine.subject is None:  # the engine judges one batch its own way
+        return engine.command("check")(engine.spec, args)
+    if engine is not None:
+        args.policy = engine.subject
+    args.policy = "mrv2" if args.policy is None else args.policy
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError("the following arguments are required: " + ", ".join(missing))
@@ -103,18 +108,3 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("OK    every encoder and decoder token has a column, and every row holds what it receives")
     return exit_status([Outcome.FAILS if found else Outcome.HOLDS])
-
-
-def run_engine(args: argparse.Namespace) -> int:
-    """``check --engine sglang==X``: one batch through that tree's own builder (engine/sglang/check.py)."""
-    from crossattn_sizing.engine.sglang.check import run_check
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
-
-    if not is_sglang_spec(args.engine):
-        raise OptionError("--engine", args.engine, "check takes sglang==X or sglang@PATH (vLLM releases are "
-                          "checked with --policy vllm==X)")
-    missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
-                              ("--requests", args.requests)) if v is None]
-    if missing:
-        raise HarnessError(f"{', '.join(missing)}: required with --engine {args.engine}")
-    return run_check(args.engine, args.context_len, args.kv_capacity, args.requests)

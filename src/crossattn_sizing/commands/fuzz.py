@@ -35,6 +35,7 @@ from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.base.processes import describe_exit
 from crossattn_sizing.base.settings import DB, REDIS_URL
 from crossattn_sizing.commands import options
+from crossattn_sizing.commands.engines import engine_of
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.fleet.database import check_reachable, redis_url
 from crossattn_sizing.runs import profiles
@@ -62,8 +63,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="stop after this many rounds (default: only the time budget)")  # fmt: skip
     options.SEED.add(p, shown_default="random")
     options.POLICY.add(p, shown_default="mrv2", repeatable=True)
-    options.IMPL.add(p, default="torch")
+    options.IMPL.add(p, shown_default="torch")  # None when not typed: --engine refuses it
     options.DEVICE.add(p, default="cpu")
+    options.ENGINE.add(p)
     p.add_argument(
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
@@ -142,6 +144,12 @@ def run(args: argparse.Namespace) -> int:
     from crossattn_sizing.runs.fuzz_workers import die_with_parent
 
     die_with_parent()  # a fleet worker ends with its parent (nothing for a plain run)
+    engine = engine_of(args, "fuzz")  # options that do not apply to the engine: refused first
+    if engine is not None and engine.subject is None:  # the engine fuzzes its own way, or says it cannot
+        return engine.command("fuzz")(engine.spec, args)
+    if engine is not None:  # the release is the policy and the impl (the fleet's workers are told so)
+        args.policy, args.impl, args.engine = [engine.subject], engine.subject, None
+    args.impl = "torch" if args.impl is None else args.impl
     check_options(args)
     specs = args.policy or ["mrv2"]
     # Outputs first, absolute before a policy's module is imported (a chdir there moves nothing).

@@ -134,10 +134,11 @@ CONFIG = Option(
 )
 ENGINE = Option(
     "--engine",
-    "an engine's own code: vllm==X, vllm@PATH or vllm (reproduce: its sizing, block tables and kernels; sets "
-    "--policy and --impl to it), or sglang==X, sglang@PATH (check, verify, reproduce mllama-mixed-batch: "
-    "its attention metadata builder under the read-side property); audit: vllm==X, a release, or vllm@PATH, "
-    "a folder holding vllm/ (also executed) or an installed vllm package directory (read only)",
+    "an engine's own code, NAME==X (a release) or NAME@PATH (a tree), the same in every command: vllm==X, "
+    "vllm@PATH or vllm runs as --policy and --impl set to it (audit: PATH may also be an installed vllm "
+    "package directory, read only); sglang==X, sglang@PATH answers in its own worker (verify, check, map, "
+    "reproduce mllama-mixed-batch: its decode metadata builder under the read-side property). An option "
+    "that does not apply to the engine is refused",
     metavar="ENGINE",
 )
 JOBS = Option(
@@ -147,6 +148,10 @@ JOBS = Option(
 )  # fmt: skip
 CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")
 JSON = Option("--json", "also write the result as JSON to this file", metavar="FILE")
+OUT = Option(
+    "--out", "where the command writes: map, the picture (a .png or .svg file); report, the folder its "
+    "Markdown and JSON files go into (created if missing)", metavar="PATH",
+)  # fmt: skip
 MARKDOWN = Option("--markdown", "also write the report as Markdown to this file", metavar="FILE")
 BLOCK_SIZE = Option(
     "--block-size", "tokens per KV-cache block", metavar="N", parse=integer(1, MAX_BLOCK_SIZE),

@@ -23,6 +23,7 @@ from typing import Any
 from crossattn_sizing.base.errors import ConfigError, OptionError, refuse_spelling
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.commands import options
+from crossattn_sizing.commands.engines import engine_of
 from crossattn_sizing.core.check_line import check_line
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, policy_name
 from crossattn_sizing.findings.graph_capture import capture_lines
@@ -37,7 +38,7 @@ from crossattn_sizing.models.scenario import (
     judge,
     safe_reason,
 )
-from crossattn_sizing.specs.resolve import check_engine_spec, load_checked_policy
+from crossattn_sizing.specs.resolve import load_checked_policy
 
 DESCRIPTION = (
     "Run a real model's config under a sizing policy. 'reproduce nemotron-parse' replays the bug PR "
@@ -186,34 +187,16 @@ def drift_lines(
     return lines
 
 
-def engine_lines(policy: Any, scenario: ModelScenario) -> list[str]:
-    """The request through the release's own BlockTables and kernel: beside another request, and last."""
-    from crossattn_sizing.engine.vllm.coverage import engine_coverage
-
-    config = scenario.config.replace(max_num_reqs=max(scenario.config.max_num_reqs, 2))
-    e = scenario.encoder_len.value
-    if not config.cross_groups():
-        return []
-    lines = []
-    for where, lens, first in (("in row 0, row 1 in use", [e, 1], 0), ("in the last row", [e], None)):
-        result = engine_coverage(policy, config, lens, first_row=first)
-        verdict = "holds" if result.holds else ("CRASHED" if result.crashed else "FAILS")
-        lines.append(f"engine:    {policy_name(policy)} BlockTables + slot-mapping kernel, request {where}: "
-                     f"{verdict}")
-        lines += [f"           {p}" for p in result.problems]
-    return lines
-
-
 def run(args: argparse.Namespace) -> int:
     """Run a real model's config under a policy (or an engine's own code); the exit status."""
-    if args.model == MLLAMA_MIXED_BATCH:  # SGLang's read side: engine/sglang/check.py
-        return run_mllama_mixed_batch(args.engine)
-    if args.engine:
-        for option, given in (("--policy", args.policy), ("--impl", args.impl)):
-            if given is not None:  # two answers to one question: refused, never one of them dropped
-                rule = f"sets --policy and --impl to the engine's own code; drop {option} {given}"
-                raise OptionError("--engine", args.engine, rule)
-        args.policy = args.impl = check_engine_spec("--engine", args.engine)
+    engine = engine_of(args, "reproduce")  # options that do not apply to the engine: refused first
+    if engine is not None and engine.subject is None:  # the engine reproduces its own batch
+        return engine.command("reproduce")(engine.spec, args)
+    if args.model == MLLAMA_MIXED_BATCH:
+        raise OptionError("--engine", "", f"{MLLAMA_MIXED_BATCH} takes sglang==X or sglang@PATH (the "
+                          "batch is judged by that engine's own code)")
+    if engine is not None:  # the release is the policy and the implementation
+        args.policy = args.impl = engine.subject
     args.policy = "mrv2" if args.policy is None else args.policy
     args.impl = "torch" if args.impl is None else args.impl
     policy = load_checked_policy(args.policy)
@@ -249,8 +232,8 @@ def run(args: argparse.Namespace) -> int:
     if config.cross_groups():
         for line in capture_lines(config, scenario.encoder_len.value):
             print(f"  {line}")
-    if args.engine:
-        for line in engine_lines(policy, scenario):
+    if engine is not None:  # the request through the release's own tables and kernel
+        for line in engine.family.subject_lines(policy, scenario):
             print(f"  {line}")
     if verdict.outcome == Outcome.FAILS:
         print(f"  fix:       {fixed_width_hint(scenario)}")
@@ -260,17 +243,5 @@ def run(args: argparse.Namespace) -> int:
 
 
 MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
-"""Issue 28's SGLang batch: a 4-tile Mllama image request beside a 3000-token text request."""
-
-
-def run_mllama_mixed_batch(engine: str | None) -> int:
-    """``reproduce mllama-mixed-batch --engine sglang==X``: the batch through that tree's own FA3 metadata."""
-    from crossattn_sizing.engine.sglang.check import mllama_mixed_batch, run_check
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
-
-    if engine is None or not is_sglang_spec(engine):
-        raise OptionError("--engine", engine or "", f"{MLLAMA_MIXED_BATCH} takes sglang==X or sglang@PATH")
-    context_len, kv_capacity, batch, why = mllama_mixed_batch()
-    print(f"reproduce {MLLAMA_MIXED_BATCH}: {why}")
-    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
-    return run_check(engine, context_len, kv_capacity, requests)
+"""Issue 28's SGLang batch: a 4-tile Mllama image request beside a 3000-token text request (an engine's
+own run of ``reproduce``)."""

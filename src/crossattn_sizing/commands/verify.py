@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -25,9 +26,13 @@ from crossattn_sizing.base.errors import OptionError, refuse_spelling
 from crossattn_sizing.base.limits import int_arg
 from crossattn_sizing.base.settings import PROFILES
 from crossattn_sizing.commands import options
+from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
+from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
+from crossattn_sizing.runs.engine_verify import engine_verify
 from crossattn_sizing.runs.outputs import ReportFiles
+from crossattn_sizing.runs.verify_report import VerifyReport
 from crossattn_sizing.runs.verify_run import VerifyPlan, verify
 from crossattn_sizing.specs.resolve import Subject, resolve_policy
 
@@ -43,15 +48,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "but something did not run; 130 Ctrl-C",
     )
     options.POLICY.add(p, shown_default="every built-in", repeatable=True)
-    options.IMPL.add(p, default="torch")
-    options.DEVICE.add(p, default="cpu")
+    options.IMPL.add(p, shown_default="torch")  # None when not typed: --engine refuses it
+    options.DEVICE.add(p, shown_default="cpu")
     p.add_argument("--hypothesis-profile", dest="profile", default="ci", choices=PROFILES,
                    help="Hypothesis settings profile (default ci)")  # fmt: skip
     refuse_spelling(p.add_argument, "--profile", "--hypothesis-profile")
     p.add_argument("--max-examples", type=int_arg, help="override the profile's examples per property")
     options.SEED.add(p, shown_default="random, or fixed by the profile")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
-    options.JOBS.add(p, default=min(2, os.cpu_count() or 1), shown_default="2 where there are 2 or more CPUs")
+    options.JOBS.add(p, shown_default="2 where there are 2 or more CPUs")
     options.add_isolation(p)
     options.JSON.add(p)
     p.add_argument("--junit-xml", type=Path, help="write the report as JUnit XML to this file")
@@ -70,7 +75,7 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 
     maps: dict[str, str] = {}
     for spec in specs:
-        if spec.strip().startswith("vllm"):
+        if engine_name(spec) in ENGINES:
             maps[subjects[spec].name] = (
                 "not drawn (an engine policy answers through its worker, one config at a "
                 f"time; draw it with crossattn-sizing map --policy {spec})"
@@ -84,11 +89,13 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run every property against each policy and report the verdicts; the exit status."""
-    if args.engine is not None:
-        from crossattn_sizing.runs.engine_verify import run_engine_verify
-
-        return run_engine_verify(args)
+    """Run every property against each policy (or an engine's own code) and report; the exit status."""
+    engine = engine_of(args, "verify")  # options that do not apply to the engine: refused first
+    if engine is not None and engine.subject is not None:  # the release is the policy and the impl
+        args.policy, args.impl = [engine.subject], engine.subject
+    args.impl = "torch" if args.impl is None else args.impl
+    args.device = "cpu" if args.device is None else args.device
+    args.jobs = min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs
     specs = args.policy or list(BUILTIN_POLICIES)
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).
@@ -97,18 +104,25 @@ def run(args: argparse.Namespace) -> int:
         raise OptionError("--jobs", args.jobs, "must be >= 1")
     if files.markdown is not None:
         require_matplotlib()
-    isolation = options.isolation(args)
-    plan = VerifyPlan(
-        specs=specs, subjects={spec: resolve_policy(spec, isolation) for spec in specs}, impl=args.impl,
-        device=args.device, profile=args.profile, max_examples=args.max_examples, seed=args.seed,
-        select=args.select, jobs=args.jobs, isolation=isolation,
-    )  # fmt: skip
-    report = verify(plan)
+    if engine is not None and engine.subject is None:
+        report = run_engine(args, engine)
+        maps = {engine.spec: "not drawn (an engine answering in its own worker is not a sizing policy)"}
+    else:
+        isolation = options.isolation(args)
+        plan = VerifyPlan(
+            specs=specs, subjects={spec: resolve_policy(spec, isolation) for spec in specs}, impl=args.impl,
+            device=args.device, profile=args.profile, max_examples=args.max_examples, seed=args.seed,
+            select=args.select, jobs=args.jobs, isolation=isolation,
+        )  # fmt: skip
+        report = verify(plan)
+        maps = {}
     interrupted = report.interrupted
 
     def markdown() -> str:
         assert files.markdown is not None  # called only when the file is asked for
-        return report.markdown({} if interrupted else draw_maps(files.markdown, specs, plan.subjects))
+        if interrupted or maps:
+            return report.markdown(maps)
+        return report.markdown(draw_maps(files.markdown, specs, plan.subjects))
 
     # Files first: a second Ctrl-C during the table must not lose them.
     files.write(json=report.to_json, junit_xml=report.junit, markdown=markdown)
@@ -122,3 +136,14 @@ def run(args: argparse.Namespace) -> int:
         report.output_error = standard_output.describe(failure)
         files.write(json=report.to_json)  # written again, so its exit_status is the process's
     return report.exit_status
+
+
+def run_engine(args: argparse.Namespace, engine: Engine) -> VerifyReport:
+    """``verify --engine SPEC`` for an engine answering in its own worker: its suite, as one report row."""
+    isolation = options.isolation(args)  # --call-timeout bounds each call into the engine's worker
+    note = engine.family.obtain(engine.spec, isolation.timeout)  # bad input before any property runs
+    suite = engine.family.verify_suite(engine.spec)
+    assert suite is not None  # an engine that is not a subject has its own suite (EngineFamily)
+    suite = replace(suite, pytest_args=(*suite.pytest_args, *isolation.plugin_args()))
+    return engine_verify(engine.spec, suite, profile=args.profile, max_examples=args.max_examples,
+                         seed=args.seed, select=args.select, notes=[note] if note else [])  # fmt: skip

@@ -22,6 +22,11 @@ from typing import Any
 
 from crossattn_sizing.base.outcome import Outcome
 
+NOT_RUN_MARK = "[not run] "
+"""How a property's skip says "not run" rather than "does not apply": an engine could not run the
+example (the harness's adapter reached a gap). The suite folds such a skip to ``Outcome.NOT_RUN``, so
+a property whose examples were never judged never reads "n/a", and its policy never "holds"."""
+
 
 class PropertyFailure(AssertionError):
     """A property's own failure: the diagnosis to print and the command that replays it.

@@ -24,6 +24,7 @@ from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.findings.results import (
     EXPLICIT,
     FINAL_REPLAY,
+    NOT_RUN_MARK,
     PropertyResult,
     could_not_judge,
     property_name,
@@ -227,7 +228,8 @@ class _ResultCollector:
             result.reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
             # Hypothesis skips a test it was given no phase to run (the replay profile on a property
             # with no pinned example): nothing ran, which is not "does not apply".
-            if NO_TEST_CASES not in result.reason:
+            # A skip marked "not run" (an engine's adapter gap) is not "does not apply" either.
+            if NO_TEST_CASES not in result.reason and NOT_RUN_MARK not in result.reason:
                 result.outcome = Outcome.NOT_APPLICABLE
         elif report.passed and report.when == "call" and result.outcome in (Outcome.NOT_RUN,
                                                                             Outcome.NOT_APPLICABLE):

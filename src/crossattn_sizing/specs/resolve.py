@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.callables import check_form
-from crossattn_sizing.base.errors import ReleaseUnavailable, shown
 from crossattn_sizing.core import policies
-from crossattn_sizing.engine.specs import TREE_PREFIX, is_engine_spec, tree_root
+from crossattn_sizing.engine.specs import is_engine_spec
 
 if TYPE_CHECKING:
     import torch
@@ -117,33 +116,18 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
 
 
 def check_engine_spec(option: str, spec: str) -> str:
-    """The engine spec typed after ``option``, stripped and checked, without obtaining the release.
+    """The vLLM spec typed after ``option``, stripped and checked, without obtaining the release.
 
     ``vllm`` (the installed one), ``vllm==X.Y.Z`` (a release number; the
-    version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``).
-    ``reproduce --engine`` and the plugin's ``--impl`` both check here, so one
-    spec is refused in the same words wherever it is typed. Raises
+    version normalised) or ``vllm@PATH`` (a folder holding ``vllm/``): vLLM's
+    family checks it (:meth:`~crossattn_sizing.engine.interface.EngineFamily.check_spec`),
+    so one spec is refused in the same words wherever it is typed (``--engine``,
+    the plugin's ``--impl``, ``audit``). Raises
     :class:`~crossattn_sizing.releases.sources.ReleaseUnavailable` naming ``option``.
     """
-    from crossattn_sizing.releases.sources import check_version
+    from crossattn_sizing.engine.registry import family
 
-    spec = spec.strip()
-    if spec == "vllm":
-        return spec
-    if spec.startswith(TREE_PREFIX):
-        try:
-            tree_root(spec)
-        except ReleaseUnavailable as exc:
-            raise ReleaseUnavailable(f"{option} {exc}") from None
-        return spec
-    if not spec.startswith("vllm=="):
-        raise ReleaseUnavailable(f"{option} {shown(spec)}: expected vllm, vllm==X.Y.Z or vllm@PATH")
-    try:
-        return "vllm==" + check_version(spec.removeprefix("vllm=="))
-    except ReleaseUnavailable:
-        raise ReleaseUnavailable(
-            f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)"
-        ) from None
+    return family("vllm").check_spec(spec, option)
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,13 @@ def audit_release(spec: str, args: argparse.Namespace) -> Row:
                time.monotonic() - started)
 
 
+def run_audit_command(spec: str, args: argparse.Namespace) -> int:
+    """``audit --engine sglang...``: the family's audit (:mod:`crossattn_sizing.engine.sglang.family`);
+    every ``--engine`` value is audited (``spec`` is the first that named SGLang)."""
+    is_sglang_audit(args.engine)  # mixing engines in one audit is refused in one line
+    return run_sglang_audit(args)
+
+
 def run_sglang_audit(args: argparse.Namespace) -> int:
     """``audit --engine sglang[==X|@PATH] ...``: the release table.
 

@@ -13,9 +13,10 @@ guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
-from crossattn_sizing.base.errors import ConfigError, ReleaseUnavailable
+from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError, ReleaseUnavailable
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
@@ -64,15 +65,20 @@ def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
     return out
 
 
-def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_text: str) -> int:
-    """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run)."""
+def run_check(
+    spec: str, context_text: str | int, kv_text: str | int, requests_text: str, deadline: float | None = None
+) -> int:
+    """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run).
+
+    ``deadline``: seconds each call into the tree may take (``--call-timeout``; None: its setting).
+    """
     from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 
     context_len = int_option("--context-len", str(context_text), 8)
     kv_capacity = int_option("--kv-capacity", str(kv_text), 8)
     rule = SglangAdmission(context_len, kv_capacity)
     batch = parse_requests(requests_text, rule)
-    worker = sglang_worker(spec)
+    worker = sglang_worker(spec, deadline)
     note = getattr(worker.release, "note", "")
     if note:
         print(f"note: {note}")
@@ -86,8 +92,10 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
         return EXIT_FAILS
     except ReleaseUnavailable as exc:
-        print(f"NOT RUN width: {exc}")
+        print(f"NOT RUN width: {spec}: {exc}")
         return exit_status([Outcome.NOT_RUN])
+    if width is None:  # the release's sizing did not run under the harness (its verdicts say why)
+        width = "unknown (the release's sizing did not run)"
     print(
         f"server:    context_len {context_len}, kv_capacity {kv_capacity}; req_to_token row width {width} "
         f"(the release's sizing); max_req_input_len {rule.max_req_input_len}"
@@ -97,14 +105,14 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
     outcomes: list[Outcome] = []
-    reads = SglangReads(spec)
+    reads = SglangReads(spec, deadline=deadline)
     written = reads.write(context_len, batch)
     if written["verdict"] == "fails":
         print(f"FAIL  write: {written['message']}")
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
         return EXIT_FAILS
     if written["verdict"] == "not run":
-        print(f"NOT RUN write: {written['reason']}")
+        print(f"NOT RUN write: {spec}: {written['reason']}")
         return exit_status([Outcome.NOT_RUN])
     print(f"OK    write: every token the batch writes lands in its row (width {written['width']})")
     for path, verdict in reads.verdicts(context_len, batch).items():
@@ -117,7 +125,7 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
             print(f"FAIL  {path}: {verdict['message']}")
             outcomes.append(Outcome.FAILS)
         else:
-            print(f"NOT RUN {path}: {verdict['reason']}")
+            print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
             outcomes.append(Outcome.NOT_RUN)
     status = exit_status(outcomes)
     if status == EXIT_FAILS:
@@ -139,3 +147,51 @@ def mllama_mixed_batch() -> tuple[int, int, list[Triple], str]:
         "beside a text-only request of 3000 tokens; context_len 8192"
     )
     return 8192, 8192 * 4, [(e, 20, 21), (0, 3000, 3001)], why
+
+
+MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
+"""Issue 28's batch: a 4-tile Mllama image request beside a 3000-token text request."""
+
+
+def run_check_command(spec: str, args: argparse.Namespace) -> int:
+    """``check --engine sglang==X``: ``--context-len``, ``--kv-capacity`` and ``--requests`` are required."""
+    missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
+                              ("--requests", args.requests)) if v is None]  # fmt: skip
+    if missing:
+        raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
+    deadline = getattr(args, "call_timeout", None)  # --call-timeout; None: CROSSATTN_CALL_TIMEOUT, else 60
+    return run_check(spec, args.context_len, args.kv_capacity, args.requests, deadline)
+
+
+def run_reproduce(spec: str, args: argparse.Namespace) -> int:
+    """``reproduce mllama-mixed-batch --engine sglang==X``: the batch through that tree's own FA3 metadata."""
+    if args.model != MLLAMA_MIXED_BATCH:
+        raise OptionError("--engine", spec, f"SGLang reproduces {MLLAMA_MIXED_BATCH} only (a batch judged "
+                          "by the release's own metadata builder)")
+    context_len, kv_capacity, batch, why = mllama_mixed_batch()
+    print(f"reproduce {MLLAMA_MIXED_BATCH}: {why}")
+    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+    return run_check(spec, context_len, kv_capacity, requests)
+
+
+def run_map(spec: str, args: argparse.Namespace) -> int:
+    """``map --engine sglang==X``: SGLang's read-side plane, the issue's batch judged by the release.
+
+    ``args.out`` is the checked, absolute picture path (the command resolves it).
+    """
+    from crossattn_sizing.engine.sglang.client import SglangReads
+    from crossattn_sizing.findings.capacity_map import require_matplotlib
+    from crossattn_sizing.findings.sglang_map import draw_sglang
+
+    require_matplotlib()
+    context_len = int_option("--context-len", args.context_len or "8192", 8)
+    _, _, batch, _ = mllama_mixed_batch()
+    (e, p, _d), (_, p2, d2) = batch
+    markers = []
+    if e + p + 1 < context_len - 6 and p2 + 1 < context_len - 6:
+        found = SglangReads(spec).first_problem(context_len, batch)
+        markers.append(("Mllama 4 tiles + 3000-token text", e, d2, "holds" if found is None else found[0]))
+    draw_sglang(spec, context_len, markers, args.out)
+    print(f"wrote {args.out}: SGLang's read-side plane at context_len {context_len}"
+          + "".join(f"; {m[0]}: {spec} {m[3]}" for m in markers))
+    return 0

@@ -84,14 +84,16 @@ def sglang_worker(
 ) -> SglangWorker:
     """The shared, started worker of the tree ``spec`` names (closed at exit with every worker).
 
-    Every call into the tree runs under ``deadline`` seconds (default: ``--call-timeout``'s setting,
-    :func:`~crossattn_sizing.base.settings.call_timeout`), as a ``module:attr`` worker's does: past it the
-    worker's process group is killed and the call raises
+    Every call into the tree runs under ``deadline`` seconds (a command's ``--call-timeout``; None: its
+    setting, :func:`~crossattn_sizing.base.settings.call_timeout`, for a worker started now), as a
+    ``module:attr`` worker's does: past it the worker's process group is killed and the call raises
     :class:`~crossattn_sizing.engine.client.CallTimeout`; a worker that exits raises
     :class:`~crossattn_sizing.engine.client.EngineCrash`. The next call starts a fresh worker.
     """
     spec = spec.strip()
     worker = _WORKERS.get(spec)
+    if worker is not None and deadline is not None:
+        worker.deadline = deadline  # the caller's --call-timeout bounds its calls, on a started worker too
     if worker is None:
         from crossattn_sizing.base import settings
 
@@ -110,6 +112,8 @@ class SglangReads:
 
     spec: str
     paths: tuple[str, ...] = PATHS
+    deadline: float | None = None
+    """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
 
     @property
     def name(self) -> str:
@@ -122,21 +126,26 @@ class SglangReads:
         A tree whose step hangs past the deadline or ends its process fails the batch (the step is the
         tree's own code), reported in one line.
         """
-        worker = sglang_worker(self.spec)
+        worker = sglang_worker(self.spec, self.deadline)
         try:
             reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
         except EngineCrash as exc:
             return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
                            "message": f"the tree's code did not return: {exc}"} for path in self.paths}
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
+                    for path in self.paths}
         return {path: verdict for path, verdict in reads["paths"].items() if path in self.paths}
 
     def write(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
         """The write side of ``batch`` on the tree's own rows (``holds`` / ``fails`` / ``not run``)."""
         try:
-            return sglang_worker(self.spec).request("write", context_len=context_len,
+            return sglang_worker(self.spec, self.deadline).request("write", context_len=context_len,
                                                     batch=[list(r) for r in batch])
         except EngineCrash as exc:
             return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
     def first_problem(
         self, context_len: int, batch: Sequence[tuple[int, int, int]]
@@ -145,6 +154,6 @@ class SglangReads:
         for path, verdict in self.verdicts(context_len, batch).items():
             if verdict["verdict"] == "fails":
                 return "fails", f"{path}: {verdict['message']}"
-            if verdict["verdict"] == "not run":
-                return "not run", f"{path}: not run: {verdict['reason']}"
+            if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
+                return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}"
         return None

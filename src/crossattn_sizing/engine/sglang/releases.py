@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.engine.adapter import AdapterGap
 
 FA3 = "sglang/srt/layers/attention/flashattention_backend.py"
 FORWARD_BATCH_INFO = "sglang/srt/model_executor/forward_batch_info.py"
@@ -195,7 +196,12 @@ def _has(root: Path, step: Step) -> bool:
 
 
 def range_for(root: Path) -> tuple[SglangRange, str]:
-    """The range whose table applies to the tree at ``root``, and how it was chosen (for the ready line)."""
+    """The range whose table applies to the tree at ``root``, and how it was chosen (for the ready line).
+
+    A version older than the table, or a folder holding none of SGLang's files, is bad input
+    (:class:`ReleaseUnavailable`, one line); a tree without a version file that holds some of the steps
+    but matches no range has moved or renamed one: an :class:`AdapterGap` naming it ("not run").
+    """
     version = tree_version(root)
     if version is not None:
         key = version_key(version)
@@ -214,11 +220,14 @@ def range_for(root: Path) -> tuple[SglangRange, str]:
         if all(_has(root, s) for s in (*rng.steps.values(), rng.kernel)):
             return rng, f"no sglang/_version.py: the tree holds every step of release range {rng.label()}"
     newest = RANGES[0]
-    missing = next(s for s in (*newest.steps.values(), newest.kernel) if not _has(root, s))
-    raise ReleaseUnavailable(
-        f"{root}: the tree has no sglang/_version.py and matches no release range; for the newest "
-        f"({newest.label()}) it lacks {missing.name} in {missing.file}"
-    )
+    steps = (*newest.steps.values(), newest.kernel)
+    missing = next(s for s in steps if not _has(root, s))
+    message = (f"{root}: the tree has no sglang/_version.py and matches no release range; for the newest "
+               f"({newest.label()}) it lacks {missing.name} in {missing.file}")
+    if not any((root / s.file).is_file() for s in steps):  # none of SGLang's files: not a tree it runs
+        raise ReleaseUnavailable(message)
+    # An SGLang tree with a step renamed or moved: the harness's table does not reach it (not run).
+    raise AdapterGap(missing.name, f"{message} (renamed or moved in this tree?)", missing.file)
 
 
 FIRST_OVERFLOW = "0.5.13"

@@ -34,24 +34,25 @@ from typing import Any, NamedTuple
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
+from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang.client import PATHS
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
-    StandInMissing,
     definitions,
     execute,
     find_class,
     parse_release_file,
     require_methods,
+    take,
 )
 
 STAND_INS_DOC: tuple[tuple[str, str], ...] = COMMON_STAND_INS
 """Every stand-in and what it replaces, for the ready line and docs/engine.md."""
 
 
-class KernelCalled(RuntimeError):
+class KernelCalled(StandInReached):
     """A stubbed ``sgl_kernel`` function was called: the harness cannot run it on CPU."""
 
 
@@ -64,7 +65,7 @@ def sgl_kernel_stub() -> types.ModuleType:
             raise AttributeError(name)
 
         def refuse(*_: Any, **__: Any) -> Any:
-            raise KernelCalled(f"sgl_kernel.{name} was called; it is a CUDA kernel, stubbed on CPU")
+            raise KernelCalled(f"sgl_kernel.{name}", "called (a CUDA kernel, stubbed on CPU)")
 
         return refuse
 
@@ -197,9 +198,7 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
             exec(code, ns)  # the release's own method body
             return ns.pop(name)
-    from crossattn_sizing.base.errors import ReleaseUnavailable
-
-    raise ReleaseUnavailable(f"{module.path}: {cls} lacks {name} (the harness calls it)")
+    raise AdapterGap(f"{cls}.{name}", f"{cls} lacks {name} (the harness calls it)", module.rel)
 
 
 @dataclass
@@ -242,7 +241,7 @@ class SglangRelease:
         if rng.kernel.file != steps["metadata"].file:
             kernel_file = parse_release_file(root, rng.kernel.file)
             kernel_ns = execute(kernel_file, stand, only=functions(kernel_file), extra=PLATFORM)
-            stand[rng.kernel.name] = _unguarded(_defined(kernel_ns, kernel_file, rng.kernel.name))
+            stand[rng.kernel.name] = _unguarded(take(kernel_ns, rng.kernel.name, kernel_file))
         for helper in rng.helpers:  # the release's own, where the tree has it
             if (root / helper.file).is_file():
                 helper_file = parse_release_file(root, helper.file)
@@ -250,17 +249,18 @@ class SglangRelease:
                 if not isinstance(helper_ns.get(helper.name, Missing("")), Missing):
                     stand[helper.name] = helper_ns[helper.name]
         fbi = parse_release_file(root, steps["forward_mode"].file)
-        stand["ForwardMode"] = execute(fbi, stand, only=("ForwardMode",))["ForwardMode"]
+        stand["ForwardMode"] = take(execute(fbi, stand, only=("ForwardMode",)), "ForwardMode", fbi)
         fa_ns = execute(fa, stand, only=("FlashAttentionMetadata", "FlashAttentionBackend", *functions(fa)),
                         extra=PLATFORM)
         if rng.kernel.file == steps["metadata"].file:  # beside the backend (0.5.12 and older)
-            fa_ns[rng.kernel.name] = _unguarded(_defined(fa_ns, fa, rng.kernel.name))
-        pool_ns = execute(parse_release_file(root, steps["pool"].file), stand, only=(steps["pool"].name,))
+            fa_ns[rng.kernel.name] = _unguarded(take(fa_ns, rng.kernel.name, fa))
+        pool = parse_release_file(root, steps["pool"].file)
+        pool_ns = execute(pool, stand, only=(steps["pool"].name,))
         extra = None
         if "row_width" in steps:
             sizing = parse_release_file(root, steps["row_width"].file)
             sizing_ns = execute(sizing, stand, only=functions(sizing), extra=PLATFORM)
-            extra = _defined(sizing_ns, sizing, steps["row_width"].name)
+            extra = take(sizing_ns, steps["row_width"].name, sizing)
         sb = parse_release_file(root, steps["extend_strip"].file)
         sb_ns = {name: _bind_import(sb, name, stand) for name in sb.imports}
         sb_ns["torch"] = torch
@@ -273,12 +273,12 @@ class SglangRelease:
             rng,
             chosen,
             stand["ForwardMode"],
-            pool_ns[steps["pool"].name],
+            take(pool_ns, steps["pool"].name, pool),
             extra,
             prepare,
-            _defined(alloc_ns, alloc, steps["decode_rule"].name),
-            fa_ns["FlashAttentionBackend"],
-            fa_ns["FlashAttentionMetadata"],
+            take(alloc_ns, steps["decode_rule"].name, alloc),
+            take(fa_ns, "FlashAttentionBackend", fa),
+            take(fa_ns, "FlashAttentionMetadata", fa),
         )
 
 
@@ -295,17 +295,6 @@ def functions(module: SourceModule) -> tuple[str, ...]:
 
     return tuple(n for n in definitions(module) if any(
         isinstance(node, ast.FunctionDef) and node.name == n for node in module.body.body))
-
-
-def _defined(ns: dict[str, Any], module: SourceModule, name: str) -> Any:
-    """``name`` from an executed module; a release that lacks it is one line naming the file."""
-    found = ns.get(name)
-    if found is None or isinstance(found, Missing):
-        from crossattn_sizing.base.errors import ReleaseUnavailable
-
-        raise ReleaseUnavailable(f"{module.path}: the release lacks {name} (its release range's table "
-                                 "says the harness runs it from this file)")
-    return found
 
 
 def _bind_import(module: SourceModule, name: str, stand: dict[str, Any]) -> Any:
@@ -489,23 +478,17 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
     return backend
 
 
-def _where(exc: BaseException, root: Path) -> str:
-    """The last line of the tree's own code the exception passed through (``file:line``), or ''."""
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f.filename.startswith(str(root))]
-    if not frames:
-        return ""
-    last = frames[-1]
-    return f" (at {Path(last.filename).relative_to(root)}:{last.lineno})"
-
-
-def _not_run(rel: SglangRelease, exc: BaseException, what: str) -> dict[str, Any]:
-    """A verdict the harness could not reach: the release range, the piece, and the tree's file and line."""
-    piece = f"{type(exc).__name__}: {exc}"
-    if isinstance(exc, AssertionError):
-        piece = f"the release asserts: {exc}"
-    return {"verdict": "not run", "reason": f"{rel.range.label()}: {what}: {piece}{_where(exc, rel.root)}"}
+def _not_run(rel: SglangRelease, exc: BaseException, step: str) -> dict[str, Any]:
+    """:func:`~crossattn_sizing.engine.adapter.not_run` for ``step`` of this release, its reason led by the
+    release range; the release's own ``assert`` (0.5.12 and older assert one request per batch on the eager
+    path) is said as such (``asserts``): the engine refuses the batch, the harness did not break."""
+    verdict = not_run(exc, step, rel.root)
+    if isinstance(exc, AssertionError) and verdict["where"]:
+        verdict["asserts"] = True
+        verdict["reason"] = (f"the release asserts: {exc} at {verdict['where']} (step: {step}); the engine "
+                             "refuses this batch, not a verdict on it")
+    verdict["reason"] = f"{rel.range.label()}: {verdict['reason']}"
+    return verdict
 
 
 def run_write(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
@@ -523,7 +506,7 @@ def run_write(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, i
     except ExtendMismatch:  # the extend's output is judged on the read side; every write landed in its row
         return {"verdict": "holds", "width": context_len + rel.row_extra()}
     except Exception as exc:  # the adapter's own limits: not a verdict on the release
-        return _not_run(rel, exc, "laying the batch out")
+        return _not_run(rel, exc, "laying the batch into the release's pool (the write side)")
     return {"verdict": "holds", "width": prepared.table.width}
 
 
@@ -556,6 +539,9 @@ def run_metadata(
     harness cannot run it (a stand-in missing, the release's own assertion,
     a batch whose writes do not fit the rows: the write side's failure).
     """
+    steps = rel.range.steps
+    step = f"laying the batch into the release's pool ({steps['pool'].name}, {steps['extend_strip'].name}, "
+    step += f"{steps['decode_rule'].name})"
     try:
         prepared = prepare_batch(rel, context_len, batch)
     except ExtendMismatch as err:
@@ -566,27 +552,30 @@ def run_metadata(
         return {"verdict": "not run",
                 "reason": f"the batch does not fit the release's rows (the write side fails: row {err.row} "
                           f"column {err.column}, width {err.width})"}
-    except Exception as exc:
-        return _not_run(rel, exc, "laying the batch out")
+    except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
+        return _not_run(rel, exc, step)
     try:
         backend = _backend(rel, prepared, context_len)
         forward = _forward(rel, prepared, len(batch))
         if path == "eager":
+            step = "FlashAttentionBackend.init_forward_metadata"
             backend.init_forward_metadata(forward)
         else:
+            step = steps["replay"].name
             _replay(rel, backend, forward, prepared)
-        meta = backend.forward_metadata
-    except ReadOutOfRow as err:
+        step = "reading the decode metadata the backend built (FlashAttentionMetadata)"
+        return judge_metadata(backend.forward_metadata, prepared, batch)
+    except ReadOutOfRow as err:  # the guard's judged observation: a read past the row
         return {
             "verdict": "fails",
             "row": err.row,
             "column": err.column,
             "width": err.width,
             "message": str(err),
+            "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
-    except Exception as exc:
-        return _not_run(rel, exc, f"{path} decode metadata")
-    return judge_metadata(meta, prepared, batch)
+    except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
+        return _not_run(rel, exc, step)
 
 
 def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
@@ -598,7 +587,7 @@ def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, i
     (``alone``), and says so.
     """
     eager = run_metadata(rel, context_len, batch, "eager")
-    refused = eager["verdict"] == "not run" and "the release asserts" in eager.get("reason", "")
+    refused = eager["verdict"] == "not run" and bool(eager.get("asserts"))
     if not refused or len(batch) == 1:
         return {"paths": {"eager": eager, "replay": run_metadata(rel, context_len, batch, "replay")},
                 "alone": False}
@@ -624,7 +613,8 @@ def fa3_path(rel: SglangRelease) -> dict[str, Any]:
         prepared.table.keys.clear()
         _backend(rel, prepared, 64).init_forward_metadata(_forward(rel, prepared, 1))
     except Exception as exc:
-        return {"path": "not run", "reason": _not_run(rel, exc, "eager decode metadata")["reason"]}
+        return {"path": "not run", "reason": _not_run(rel, exc, "FlashAttentionBackend.init_forward_metadata "
+                                                       "(how the text page table is built)")["reason"]}
     kinds = prepared.table.keys
     if not kinds:
         return {"path": "not run", "reason": "the eager path read nothing from req_to_token"}
@@ -721,8 +711,9 @@ def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) 
     params = [p for p in inspect.signature(step).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
     unknown = [p.name for p in params if p.name not in values and p.default is p.empty]
     if unknown:
-        raise StandInMissing(f"{method} takes {', '.join(unknown)}, which the harness "
-                             "does not know how to pass")
+        replay = rel.range.steps["replay"]
+        raise AdapterGap(replay.name, f"{method} takes {', '.join(unknown)}, which the harness does not know "
+                         "how to pass (its signature changed)", replay.file)
     step(**{p.name: values[p.name] for p in params if p.name in values})
     if getattr(backend, "forward_metadata", None) is None:
         backend.forward_metadata = meta

@@ -7,8 +7,8 @@ engine and ``sgl_kernel`` (CUDA only), so the harness runs a module's *own
 source* instead: the file is parsed, its top-level ``import`` statements are
 replaced by bindings (the standard library and torch for real; every other
 name to a stand-in from :data:`STAND_INS`, or to :class:`Missing`, which raises
-:class:`StandInMissing` naming the piece the moment anything uses it), and the
-rest of the module (classes, functions, decorators) is executed as the
+:class:`~crossattn_sizing.engine.adapter.StandInReached` naming the piece the moment
+anything uses it), and the rest of the module (classes, functions, decorators) is executed as the
 release wrote it, under its real file name and line numbers. A function that
 reaches for a piece with no stand-in therefore stops with that piece's name
 (a "not run" verdict), never with a made-up result.
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.engine.adapter import AdapterGap, StandInReached
 from crossattn_sizing.engine.specs import tree_root
 
 TREE_PREFIX = "sglang@"
@@ -98,30 +99,58 @@ def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[tu
     )
 
 
-class StandInMissing(RuntimeError):
-    """The release's code used a piece the harness has no stand-in for: the check is not run."""
+class TreeSyntaxError(ReleaseUnavailable):
+    """A file the harness runs does not parse: the tree itself is broken (bad input, one line), not the
+    harness's gap."""
+
+
+def _refusal(how: str) -> Callable[..., Any]:
+    """A special method of :class:`Missing`: doing ``how`` to it raises :class:`StandInReached`."""
+
+    def refuse(self: Missing, *_: Any, **__: Any) -> Any:
+        raise StandInReached(object.__getattribute__(self, "_qualname"), how)
+
+    return refuse
 
 
 class Missing:
-    """A name a module imports that has no stand-in: any use raises :class:`StandInMissing` naming it."""
+    """A name a module imports that has no stand-in: any use raises :class:`StandInReached` naming it.
+
+    Every use, not only a call or an attribute: a subscript, an iteration, a
+    length, arithmetic, a comparison, a truth test or a conversion to a number
+    would otherwise give Python's own ``TypeError`` (or, for a truth test, a
+    silent True), which reads as the release's fault. Equality and hashing are
+    left as ``object``'s, so a stand-in can still sit in a dict or be compared
+    by identity.
+    """
 
     def __init__(self, qualname: str) -> None:
         object.__setattr__(self, "_qualname", qualname)
 
-    def _refuse(self, *_: Any, **__: Any) -> Any:
-        raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}")
-
-    __call__ = _refuse
-    # A subscript, an iteration or arithmetic on a stand-in is a use it does not support.
-    __getitem__ = _refuse
-    __iter__ = _refuse
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
-
     def __getattr__(self, name: str) -> Any:
-        raise StandInMissing(f"no CPU stand-in for {object.__getattribute__(self, '_qualname')}.{name}")
+        raise StandInReached(f"{object.__getattribute__(self, '_qualname')}.{name}", "looked up")
 
     def __repr__(self) -> str:
         return f"<missing {object.__getattribute__(self, '_qualname')}>"
+
+    __call__ = _refusal("called")
+    __getitem__ = _refusal("subscripted")
+    __setitem__ = _refusal("assigned into")
+    __delitem__ = _refusal("deleted from")
+    __iter__ = _refusal("iterated")
+    __len__ = _refusal("measured with len()")
+    __contains__ = _refusal("searched with in")
+    __bool__ = _refusal("tested for truth")
+    __index__ = __int__ = __float__ = _refusal("converted to a number")
+    __enter__ = __exit__ = _refusal("used as a context manager")
+    __lt__ = __le__ = __gt__ = __ge__ = _refusal("compared")
+    __neg__ = __pos__ = __abs__ = __invert__ = _refusal("used in arithmetic")
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refusal("used in arithmetic")
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = _refusal("used in arithmetic")
+    __mod__ = __rmod__ = __pow__ = __rpow__ = __matmul__ = __rmatmul__ = _refusal("used in arithmetic")
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = _refusal("used in arithmetic")
+    __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _refusal("used in arithmetic")
+    __mro_entries__ = _refusal("subclassed")
 
 
 @dataclass(frozen=True)
@@ -131,19 +160,24 @@ class SourceModule:
     path: Path
     body: ast.Module
     imports: Mapping[str, tuple[str, str | None]]  # bound name -> (module, attribute or None)
+    rel: str = ""  # the path inside the release (``sglang/srt/...``), for "not run" lines
 
 
 def parse_release_file(root: Path, key: str) -> SourceModule:
-    """Parse ``FILES[key]`` (or the path ``key`` inside the tree) under ``root``; a missing file or a
-    syntax error is one :class:`ReleaseUnavailable`."""
+    """Parse ``FILES[key]`` (or the path ``key`` inside the tree) under ``root``.
+
+    A missing file is an :class:`AdapterGap` (the release moved the code the
+    harness runs: not run); a syntax error is the tree's own, one
+    :class:`ReleaseUnavailable` line.
+    """
     rel = FILES.get(key, key)
     path = root / rel
     if not path.is_file():
-        raise ReleaseUnavailable(f"{root}: the release has no {rel} (the harness runs code from it)")
+        raise AdapterGap(rel, f"the release has no {rel} (the harness runs code from it)", rel)
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
-        raise ReleaseUnavailable(f"{path}:{exc.lineno}: the tree has a syntax error: {exc.msg}") from None
+        raise TreeSyntaxError(f"{path}:{exc.lineno}: the tree has a syntax error: {exc.msg}") from None
     imports: dict[str, tuple[str, str | None]] = {}
     body = []
     for node in tree.body:
@@ -157,7 +191,7 @@ def parse_release_file(root: Path, key: str) -> SourceModule:
             continue  # annotations only (the file uses ``from __future__ import annotations``)
         else:
             body.append(node)
-    return SourceModule(path, ast.Module(body=body, type_ignores=[]), imports)
+    return SourceModule(path, ast.Module(body=body, type_ignores=[]), imports, rel)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -165,19 +199,22 @@ def _is_type_checking(test: ast.expr) -> bool:
 
 
 def find_class(module: SourceModule, name: str) -> ast.ClassDef:
-    """The top-level class ``name`` of ``module``; :class:`ReleaseUnavailable` if the release lacks it."""
+    """The top-level class ``name`` of ``module``; :class:`AdapterGap` if the release lacks it."""
     for node in module.body.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
             return node
-    raise ReleaseUnavailable(f"{module.path}: the release lacks class {name} (the harness runs it)")
+    raise AdapterGap(name, f"{module.rel or module.path} has no class {name} (the harness runs it)",
+                     module.rel)
 
 
 def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) -> None:
-    """Refuse a release whose class lacks a method the harness calls, naming it."""
-    have = {n.name for n in find_class(module, cls).body if isinstance(n, ast.FunctionDef)}
+    """An :class:`AdapterGap` naming the first method the harness calls that the release's class lacks."""
+    node = find_class(module, cls)
+    have = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
     for method in methods:
         if method not in have:
-            raise ReleaseUnavailable(f"{module.path}: {cls} lacks {method} (the harness calls it)")
+            raise AdapterGap(f"{cls}.{method}", f"{cls} lacks {method} (the harness calls it)",
+                             f"{module.rel}:{node.lineno}")
 
 
 def compiled_decorator(node: ast.stmt) -> bool:
@@ -233,12 +270,25 @@ def execute(
             code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
             try:
                 exec(code, ns)  # the release's own definition, run in the worker process
-            except StandInMissing as exc:
+            except StandInReached as exc:
                 ns[node.name] = Missing(f"{module.path.name}:{node.name} (defining it: {exc})")  # type: ignore[attr-defined]
         return ns
     code = compile(ast.Module(body=body, type_ignores=[]), str(module.path), "exec")
     exec(code, ns)  # the release's own module body, run in the worker process
     return ns
+
+
+def take(ns: Mapping[str, Any], name: str, module: SourceModule) -> Any:
+    """``ns[name]``, the definition the harness runs; an :class:`AdapterGap` naming it when the release
+    has none (renamed or moved), never a bare ``KeyError``."""
+    value = ns.get(name)
+    where = module.rel or module.path.name
+    if isinstance(value, Missing) and "defining it" in repr(value):  # its decorator reached a stand-in
+        raise AdapterGap(name, f"{where}: {name} could not be defined: {value!r}", module.rel)
+    if value is None or isinstance(value, Missing):
+        raise AdapterGap(name, f"{module.rel or module.path.name} has no top-level {name} "
+                         "(the harness runs it; renamed or moved in this release?)", module.rel)
+    return value
 
 
 def bind(name: str, source: str, attr: str | None, stand_ins: Mapping[str, Any]) -> Any:

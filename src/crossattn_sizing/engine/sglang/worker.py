@@ -41,7 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     start = time.perf_counter()
+    root = Path(args.root)
+    gap: dict[str, Any] | None = None  # the adapter cannot load this release: every answer is "not run"
     try:
+        from crossattn_sizing.base.errors import ReleaseUnavailable
+        from crossattn_sizing.engine.adapter import not_run
+        from crossattn_sizing.engine.sglang.client import PATHS
         from crossattn_sizing.engine.sglang.run import (
             STAND_INS_DOC,
             SglangRelease,
@@ -51,36 +56,58 @@ def main(argv: list[str] | None = None) -> int:
             run_write,
         )
 
-        release = SglangRelease.load(Path(args.root))
+        try:
+            release: SglangRelease | None = SglangRelease.load(root)
+        except ReleaseUnavailable:  # bad input (a syntax error, a release older than the table): one line
+            raise
+        except Exception as exc:  # a definition moved or renamed, a stand-in reached at load: not run
+            release, gap = None, not_run(exc, "loading the release's definitions", root)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
         return 1
+    own_stand_ins = release.range.stand_ins if release is not None else ()  # the range's, beyond the common
     proto.write(
         json.dumps(
             {
                 "ready": True,
                 "path": args.root,
-                "shims": [name for name, _ in (*STAND_INS_DOC, *release.range.stand_ins)],
-                "range": release.chosen,
+                "shims": [name for name, _ in (*STAND_INS_DOC, *own_stand_ins)],
+                "range": release.chosen if release else None,
                 "import_s": round(time.perf_counter() - start, 2),
+                "not_run": gap,
             }
         )
         + "\n"
     )
 
+    def gap_answer(op: str) -> Any:
+        """What each op answers when the release did not load: "not run" with the gap's reason."""
+        assert gap is not None
+        if op == "read":
+            return {"paths": dict.fromkeys(PATHS, gap), "alone": False}
+        if op == "fa3_path":
+            return {"path": "not run", "reason": gap["reason"]}
+        return None if op == "width" else gap  # width None: not known
+
     def dispatch(req: dict[str, Any]) -> Any:
+        op = req["op"]
+        if op not in ("metadata", "read", "write", "fa3_path", "width"):
+            raise ValueError(f"unknown op {op!r}")
+        if release is None:
+            return gap_answer(op)
         batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req.get("batch", [])])
-        if req["op"] == "metadata":
+        if op == "metadata":
             return run_metadata(release, int(req["context_len"]), batch, str(req.get("path", "eager")))
-        if req["op"] == "read":
+        if op == "read":
             return run_reads(release, int(req["context_len"]), batch)
-        if req["op"] == "write":
+        if op == "write":
             return run_write(release, int(req["context_len"]), batch)
-        if req["op"] == "fa3_path":
+        if op == "fa3_path":
             return fa3_path(release)
-        if req["op"] == "width":
+        try:
             return int(req["context_len"]) + release.row_extra()
-        raise ValueError(f"unknown op {req['op']!r}")
+        except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
+            return None
 
     for line in sys.stdin:
         if line.strip():

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.policies import policy_name
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.vllm.adapters import VllmPolicy, run_block_tables
 
@@ -120,3 +122,21 @@ def engine_coverage(
                 f"cell, first position {p}: slot {mine[p]}, expected {entries[p // kbs] * kbs + p % kbs}"
             )
     return EngineCoverage(policy.spec, g, widths, tuple(rows), tuple(problems))
+
+
+def coverage_lines(policy: Any, scenario: Any) -> list[str]:
+    """``reproduce --engine vllm==X``: the scenario's request through the release's own BlockTables and
+    kernel, beside another request and in the last row (``scenario`` a
+    :class:`~crossattn_sizing.models.adapters.ModelScenario`)."""
+    config = scenario.config.replace(max_num_reqs=max(scenario.config.max_num_reqs, 2))
+    e = scenario.encoder_len.value
+    if not config.cross_groups():
+        return []
+    lines = []
+    for where, lens, first in (("in row 0, row 1 in use", [e, 1], 0), ("in the last row", [e], None)):
+        result = engine_coverage(policy, config, lens, first_row=first)
+        verdict = "holds" if result.holds else ("CRASHED" if result.crashed else "FAILS")
+        lines.append(f"engine:    {policy_name(policy)} BlockTables + slot-mapping kernel, request {where}: "
+                     f"{verdict}")
+        lines += [f"           {p}" for p in result.problems]
+    return lines

@@ -1,0 +1,107 @@
+"""``--engine`` means the same in every command (issue 36, items 1-3): one registry, one protocol.
+
+- every registered family implements :class:`~crossattn_sizing.engine.interface.EngineFamily`;
+- no command imports an engine family's sub-package (only the registry and the shared machinery);
+- ``verify --engine vllm==X`` builds the very plan ``--policy vllm==X --impl vllm==X`` builds;
+- ``verify --engine sglang@T`` writes the JSON, JUnit and Markdown reports through the same writer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from crossattn_sizing.commands import verify as verify_command
+from crossattn_sizing.commands.cli import main
+from crossattn_sizing.engine.interface import EngineFamily, ReleaseRange, version_key
+from crossattn_sizing.engine.registry import ENGINES, engine_name, family
+from tests.sglang_tree import SPEC
+
+COMMANDS = Path(__file__).resolve().parents[1] / "src" / "crossattn_sizing" / "commands"
+
+
+@pytest.mark.parametrize("name", list(ENGINES))
+def test_each_registered_family_implements_the_protocol(name: str) -> None:
+    found: EngineFamily = family(name)
+    assert found.name == name
+    assert found.ranges and all(isinstance(r, ReleaseRange) for r in found.ranges)
+    for member in ("check_spec", "subject_spec", "refused", "obtain", "verify_suite", "command",
+                   "unsupported", "subject_lines"):  # fmt: skip
+        assert callable(getattr(found, member)), member
+    assert "--policy" in found.refused("verify")  # an engine answers the policy question itself
+
+
+def test_no_command_imports_an_engine_family() -> None:
+    """Commands reach an engine only through the registry: adding one never edits a command."""
+    found = []
+    for path in sorted(COMMANDS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.name}: {n}" for n in names
+                      if any(n.startswith(f"crossattn_sizing.engine.{e}") for e in ENGINES)]  # fmt: skip
+    assert not found, found
+
+
+def test_engine_names_and_release_order() -> None:
+    assert [engine_name(s) for s in ("vllm", "vllm==0.25.0", "sglang@/x==y", " sglang==0.5.23")] == [
+        "vllm", "vllm", "sglang", "sglang"]  # fmt: skip
+    assert version_key("0.5.23") > version_key("0.5.9") and version_key("0.34.0rc1") == (0, 34, 0)
+    assert ReleaseRange("0.5.21", None, ()).covers((0, 5, 23))
+    assert not ReleaseRange("0.5.21", "0.5.22", ()).covers((0, 5, 23))
+
+
+def _plans(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> Any:
+    """The VerifyPlan ``verify argv`` builds (the policies resolved by name only, nothing run)."""
+    seen: list[Any] = []
+
+    def fake_verify(plan: Any) -> Any:
+        seen.append(plan)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(verify_command, "resolve_policy", lambda spec, isolation=None: spec)
+    monkeypatch.setattr(verify_command, "verify", fake_verify)
+    with pytest.raises(SystemExit):
+        main(["verify", *argv])
+    return seen[0]
+
+
+def test_verify_engine_vllm_is_policy_and_impl(monkeypatch: pytest.MonkeyPatch) -> None:
+    by_engine = _plans(monkeypatch, ["--engine", "vllm==0.25.0"])
+    by_options = _plans(monkeypatch, ["--policy", "vllm==0.25.0", "--impl", "vllm==0.25.0"])
+    assert by_engine == by_options
+    assert (by_engine.specs, by_engine.impl) == (["vllm==0.25.0"], "vllm==0.25.0")
+
+
+def test_an_engine_command_it_lacks_is_refused_in_one_line() -> None:
+    from crossattn_sizing.base.errors import OptionError
+    from crossattn_sizing.commands.engines import engine_of
+
+    args = argparse.Namespace(engine=SPEC, policy=None, impl=None, call_timeout=None, in_process=False)
+    engine = engine_of(args, "fuzz")
+    assert engine is not None and engine.subject is None
+    with pytest.raises(OptionError, match="fuzz cannot run sglang"):
+        engine.command("fuzz")
+
+
+def test_verify_engine_sglang_writes_every_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The issue's run: the three files are written (they were not), through runs/outputs.py."""
+    pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
+    out = {"--json": tmp_path / "a.json", "--junit-xml": tmp_path / "a.xml", "--markdown": tmp_path / "a.md"}
+    code = main(["verify", "--engine", SPEC, "--max-examples", "3", "--seed", "1",
+                 *[w for flag, path in out.items() for w in (flag, str(path))]])  # fmt: skip
+    printed = capsys.readouterr().out
+    data = json.loads(out["--json"].read_text())
+    assert data["exit_status"] == code and data["policies"][0]["policy"] == SPEC
+    assert data["impl"] == SPEC and data["device"] == "cpu"
+    names = {p["name"].split("::")[-1] for p in data["policies"][0]["properties"]}
+    assert names == {"test_gathers_stay_in_row_and_own_columns",
+                     "test_admitted_requests_fit_their_shared_row"}  # fmt: skip
+    assert "<testsuites" in out["--junit-xml"].read_text()
+    assert out["--markdown"].read_text().startswith(f"# crossattn-sizing verify (impl={SPEC}")
+    assert SPEC in printed
