@@ -171,3 +171,26 @@ def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
 def test_offline_without_the_wheel_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ReleaseUnavailable, match="is not in the engine cache"):
         sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)
+
+
+ALLOCATION = "sglang/srt/mem_cache/allocation.py"
+HANG = ("    batch.maybe_evict_swa()\n", "    import time; time.sleep(600)\n    batch.maybe_evict_swa()\n")
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "says"),
+    [(["--call-timeout", "2"], "30", "timed out after 2 s"),  # the option over the variable
+     ([], "3", "timed out after 3 s")],  # the variable without the option
+)
+def test_check_call_timeout_bounds_each_call_into_the_tree(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch, capsys, option: list[str], env: str, says: str
+) -> None:
+    """``--call-timeout`` applies to SGLang's worker (option > CROSSATTN_CALL_TIMEOUT > default): a decode
+    rule that hangs fails the batch in one line after that many seconds."""
+    monkeypatch.setenv("CROSSATTN_CALL_TIMEOUT", env)
+    tree = copy_tree(tmp_path / "t", {ALLOCATION: HANG})
+    code = main(["check", "--engine", f"sglang@{tree}", *option, "--context-len", "64", "--kv-capacity", "64",
+                 "--requests", "5:3:6"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL  write: the tree's code did not return" in out and says in out, out
+    assert "Traceback" not in out
