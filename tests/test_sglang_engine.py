@@ -194,3 +194,21 @@ def test_check_call_timeout_bounds_each_call_into_the_tree(  # type: ignore[no-u
     out = capsys.readouterr().out
     assert code == 1 and "FAIL  write: the tree's code did not return" in out and says in out, out
     assert "Traceback" not in out
+
+
+def test_a_release_that_asserts_one_request_per_batch_is_judged_request_by_request(tmp_path: Path) -> None:
+    """0.5.12 and older assert one request per batch on the eager path: that assert is the release refusing
+    the batch (not a verdict, and not the harness breaking), so each request is judged alone, and says so."""
+    from crossattn_sizing.engine.sglang.client import sglang_worker
+
+    doc = '        """Initialize forward metadata hence all layers in the forward pass can reuse it."""\n'
+    first = doc + "        metadata = FlashAttentionMetadata()\n"
+    refuse = "        assert forward_batch.batch_size == 1, 'Only encoder size 1 is supported for now'\n"
+    asserts = doc + refuse + "        metadata = FlashAttentionMetadata()\n"
+    spec = f"sglang@{copy_tree(tmp_path / 't', {FA3: (first, asserts)})}"
+    answer = sglang_worker(spec).request("read", context_len=64, batch=[[5, 3, 6], [0, 7, 9]])
+    assert answer["alone"] is True and "the release asserts: Only encoder size 1" in answer["why"]
+    verdicts = {path: v["verdict"] for path, v in answer["paths"].items()}
+    assert verdicts == {"eager": "holds", "replay": "holds"}
+    alone = sglang_worker(spec).request("metadata", context_len=64, batch=[[5, 3, 6]], path="eager")
+    assert alone == {"verdict": "holds"}

@@ -6,8 +6,10 @@ the read side (the decode metadata a backend gathers). So it answers the
 properties' questions in its own worker (:mod:`crossattn_sizing.engine.sglang.worker`):
 ``verify`` runs the read-coverage properties with ``--read-builder SPEC``;
 ``check``, ``map`` and ``reproduce mllama-mixed-batch`` judge one batch
-(:mod:`crossattn_sizing.engine.sglang.check`). What runs as the release's own
-code and what stands in is :data:`RANGES` (docs/engine.md, "SGLang").
+(:mod:`crossattn_sizing.engine.sglang.check`); ``audit`` runs each release's
+own code into the release table (:mod:`crossattn_sizing.engine.sglang.audit`).
+What runs as the release's own code and what stands in is :data:`RANGES`,
+built from :mod:`crossattn_sizing.engine.sglang.releases` (docs/engine.md, "SGLang").
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, s
 
 READ_PROPERTY = "test_gathers_stay_in_row_and_own_columns"
 PROPERTY_FILE = "properties/test_read_coverage.py"
-
 
 
 def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
