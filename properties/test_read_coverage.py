@@ -77,8 +77,24 @@ def _triples(case: ReadCase) -> list[tuple[int, int, int]]:
 
 
 @given(case=mixed_batches())
-def test_admitted_requests_fit_their_shared_row(case: ReadCase) -> None:
-    """Write side on the same draws: SGLang's admission keeps ``E + d`` inside ``context_len + 4``."""
+def test_admitted_requests_fit_their_shared_row(case: ReadCase, read_builder: Builder) -> None:
+    """Write side on the same draws: every token an admitted request writes lands inside its row.
+
+    With an SGLang tree (``--read-builder sglang==X``), the rows are the tree's
+    own (its sizing and its ``ReqToTokenPool``) and the writes its own extend
+    and decode rule; otherwise the harness's model of the row, ``context_len + 4``.
+    """
+    if hasattr(read_builder, "write"):
+        verdict = read_builder.write(case.layout.context_len, _triples(case))
+        if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
+            pytest.skip(f"{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
+        if verdict["verdict"] == "fails":
+            fail(
+                ["write-side coverage: an admitted request writes past its row (the tree's own rows)",
+                 *case.lines(), f"  {verdict['message']}"],
+                check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
+            )
+        return
     for req in case.batch:
         over = write_overflows(case.layout, req.encoder_len, req.decoder_len)
         if over:

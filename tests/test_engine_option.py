@@ -105,3 +105,26 @@ def test_verify_engine_sglang_writes_every_report(tmp_path: Path, capsys: pytest
     assert "<testsuites" in out["--junit-xml"].read_text()
     assert out["--markdown"].read_text().startswith(f"# crossattn-sizing verify (impl={SPEC}")
     assert SPEC in printed
+
+
+def test_verify_engine_sglang_gives_call_timeout_to_its_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``verify --engine sglang@T --call-timeout S``: the worker started before the suite and the suite's
+    read builder both run each call under S (the option is not refused, nor ignored)."""
+    seen: dict[str, Any] = {}
+    sglang = type(family("sglang"))
+
+    def obtain(self: Any, spec: str, call_timeout: float | None = None) -> str:
+        seen["obtain"] = call_timeout
+        return ""
+
+    def engine_verify(spec: str, suite: Any, **_: Any) -> Any:
+        seen["pytest_args"] = suite.pytest_args
+        raise SystemExit(0)
+
+    monkeypatch.setattr(sglang, "obtain", obtain)
+    monkeypatch.setattr(verify_command, "engine_verify", engine_verify)
+    with pytest.raises(SystemExit):
+        main(["verify", "--engine", SPEC, "--call-timeout", "7"])
+    assert seen["obtain"] == 7.0
+    args = list(seen["pytest_args"])
+    assert args[args.index("--call-timeout") + 1] == "7.0" and "--read-builder" in args

@@ -58,8 +58,11 @@ def test_without_the_guard_torch_s_index_error_is_not_a_verdict(release, monkeyp
 
     monkeypatch.setattr(sglang_run.GuardedTable, "_check", lambda self, key, attention: None)
     verdict = sglang_run.run_metadata(release, 8192, ISSUE, "eager")
+    # Unguarded, torch's own IndexError is all that is left: the harness cannot judge it (not run), and
+    # names the release's line that raised it.
     assert verdict["verdict"] == "not run"
     assert "IndexError: index 8196 is out of bounds" in verdict["reason"]
+    assert "flashattention_backend.py:" in verdict["reason"]
     assert verdict["where"].startswith(f"{FA3}:")
 
 
@@ -168,3 +171,44 @@ def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
 def test_offline_without_the_wheel_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(ReleaseUnavailable, match="is not in the engine cache"):
         sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)
+
+
+ALLOCATION = "sglang/srt/mem_cache/allocation.py"
+HANG = ("    batch.maybe_evict_swa()\n", "    import time; time.sleep(600)\n    batch.maybe_evict_swa()\n")
+
+
+@pytest.mark.parametrize(
+    ("option", "env", "says"),
+    [(["--call-timeout", "2"], "30", "timed out after 2 s"),  # the option over the variable
+     ([], "3", "timed out after 3 s")],  # the variable without the option
+)
+def test_check_call_timeout_bounds_each_call_into_the_tree(  # type: ignore[no-untyped-def]
+    tmp_path: Path, monkeypatch, capsys, option: list[str], env: str, says: str
+) -> None:
+    """``--call-timeout`` applies to SGLang's worker (option > CROSSATTN_CALL_TIMEOUT > default): a decode
+    rule that hangs fails the batch in one line after that many seconds."""
+    monkeypatch.setenv("CROSSATTN_CALL_TIMEOUT", env)
+    tree = copy_tree(tmp_path / "t", {ALLOCATION: HANG})
+    code = main(["check", "--engine", f"sglang@{tree}", *option, "--context-len", "64", "--kv-capacity", "64",
+                 "--requests", "5:3:6"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 1 and "FAIL  write: the tree's code did not return" in out and says in out, out
+    assert "Traceback" not in out
+
+
+def test_a_release_that_asserts_one_request_per_batch_is_judged_request_by_request(tmp_path: Path) -> None:
+    """0.5.12 and older assert one request per batch on the eager path: that assert is the release refusing
+    the batch (not a verdict, and not the harness breaking), so each request is judged alone, and says so."""
+    from crossattn_sizing.engine.sglang.client import sglang_worker
+
+    doc = '        """Initialize forward metadata hence all layers in the forward pass can reuse it."""\n'
+    first = doc + "        metadata = FlashAttentionMetadata()\n"
+    refuse = "        assert forward_batch.batch_size == 1, 'Only encoder size 1 is supported for now'\n"
+    asserts = doc + refuse + "        metadata = FlashAttentionMetadata()\n"
+    spec = f"sglang@{copy_tree(tmp_path / 't', {FA3: (first, asserts)})}"
+    answer = sglang_worker(spec).request("read", context_len=64, batch=[[5, 3, 6], [0, 7, 9]])
+    assert answer["alone"] is True and "the release asserts: Only encoder size 1" in answer["why"]
+    verdicts = {path: v["verdict"] for path, v in answer["paths"].items()}
+    assert verdicts == {"eager": "holds", "replay": "holds"}
+    alone = sglang_worker(spec).request("metadata", context_len=64, batch=[[5, 3, 6]], path="eager")
+    assert alone == {"verdict": "holds"}

@@ -66,3 +66,19 @@ def test_bounded_wheel_copy_holds(wheel_root: Path, tmp_path: Path) -> None:
     assert SglangReads(f"sglang@{tree}").first_problem(8192, [(6404, 20, 21), (0, 3000, 3001)]) is None
     kind, line = SglangReads(SPEC).first_problem(8192, [(6404, 20, 21), (0, 3000, 3001)])
     assert kind == "fails" and "column 8196" in line
+
+
+def test_audit_release_table_names_the_first_overflow() -> None:
+    """``audit --engine sglang`` on every audited release (downloads each wheel once): slices up to
+    0.5.12.post1, the per-request gather and the read overflow from 0.5.13, rows from each release's code."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRITON_INTERPRET": "1"}
+    out = subprocess.run([sys.executable, "-m", "crossattn_sizing", "audit", "--engine", "sglang"],
+                         capture_output=True, text=True, timeout=1800, env=env, cwd=ROOT)
+    assert out.returncode == 1, out.stderr
+    rows = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()
+            if line.startswith("sglang==") and ":" not in line.split()[0]}
+    assert rows["sglang==0.5.12.post1"][:1] == ["slice"]
+    assert rows["sglang==0.5.13"][:3] == ["per-request", "gather", "fails"]
+    assert rows["sglang==0.5.23"][:3] == ["per-request", "gather", "fails"]
+    first = "first release with the overflow: sglang==0.5.13 (FA3 text table: per-request gather)"
+    assert first in out.stdout

@@ -27,7 +27,7 @@ def test_write_property_fails_when_the_row_loses_its_margin(monkeypatch: pytest.
     # Width context_len - 200 instead of + 4: an admitted request of 200 tokens or more no longer fits.
     monkeypatch.setattr(layouts, "SGLANG_EXTRA_CONTEXT", -200)
     with pytest.raises(PropertyFailure):
-        test_read_coverage.test_admitted_requests_fit_their_shared_row()
+        test_read_coverage.test_admitted_requests_fit_their_shared_row(read_builder=bounded_gather)
 
 
 def test_consuming_an_unwritten_column_fails() -> None:

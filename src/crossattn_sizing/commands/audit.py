@@ -181,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
     for text in args.engine or []:  # an engine that is not vLLM runs the audit its own way, or says why not
         if engine_name(text) in ENGINES and engine_name(text) != "vllm":
             family = family_of(text)
-            engine = Engine(family, family.check_spec(text))
+            # A bare NAME asks for the family's own list of releases; its audit checks what it runs.
+            spec = text.strip() if text.strip() == family.name else family.check_spec(text)
+            engine = Engine(family, spec)
             return engine.command("audit")(engine.spec, args)
     files = ReportFiles.checked(json=args.json, markdown=args.markdown)  # before any download
     trees = _sources(args)

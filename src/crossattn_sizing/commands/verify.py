@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -147,8 +148,10 @@ def run(args: argparse.Namespace) -> int:
 
 def run_engine(args: argparse.Namespace, engine: Engine) -> VerifyReport:
     """``verify --engine SPEC`` for an engine answering in its own worker: its suite, as one report row."""
-    note = engine.family.obtain(engine.spec)  # downloads and starts it now: bad input before any property
+    isolation = options.isolation(args)  # --call-timeout bounds each call into the engine's worker
+    note = engine.family.obtain(engine.spec, isolation.timeout)  # bad input before any property runs
     suite = engine.family.verify_suite(engine.spec)
     assert suite is not None  # an engine that is not a subject has its own suite (EngineFamily)
+    suite = replace(suite, pytest_args=(*suite.pytest_args, *isolation.plugin_args()))
     return engine_verify(engine.spec, suite, profile=args.profile, max_examples=args.max_examples,
                          seed=args.seed, select=args.select, notes=[note] if note else [])  # fmt: skip

@@ -102,9 +102,10 @@ class EngineFamily(Protocol):
         """``option flag -> why it does not apply`` with ``command --engine`` of this family."""
         ...
 
-    def obtain(self, spec: str) -> str:
+    def obtain(self, spec: str, call_timeout: float | None = None) -> str:
         """Obtain the release now (download, unpack, start its worker), so bad input is one line before
-        any property runs; a note for the user ("" when none)."""
+        any property runs; a note for the user ("" when none). ``call_timeout``: the seconds one call into
+        the engine's worker may take (``--call-timeout``; None: its setting)."""
         ...
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:

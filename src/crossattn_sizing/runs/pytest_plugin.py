@@ -457,21 +457,23 @@ impl_spec = _typed("impl", "impl_spec", "The ``--impl`` value as typed.")
 
 
 @pytest.fixture(scope="session")
-def read_builder(read_builder_name: str):
+def read_builder(request: pytest.FixtureRequest, read_builder_name: str):
     """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
-    (``sglang==X``, ``sglang@PATH``); one that does not load stops the session with one line."""
+    (``sglang==X``, ``sglang@PATH``, each call into it under ``--call-timeout``); one that does not load
+    stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
     from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
     if is_sglang_spec(read_builder_name):
         from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 
+        deadline = float(request.config.getoption("call_timeout"))
         try:
-            sglang_worker(read_builder_name)
+            sglang_worker(read_builder_name, deadline)
         except HarnessError as exc:
             pytest.exit(f"--read-builder {read_builder_name!r}: {exc}",
                         returncode=pytest.ExitCode.USAGE_ERROR)
-        return SglangReads(read_builder_name)
+        return SglangReads(read_builder_name, deadline=deadline)
     if read_builder_name not in BUILDERS:
         pytest.exit(f"--read-builder {read_builder_name!r}: must be one of {', '.join(sorted(BUILDERS))}, "
                     "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)

@@ -16,11 +16,12 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError
+from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError, ReleaseUnavailable
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
+from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.source import check_line
 
 Triple = tuple[int, int, int]
@@ -64,22 +65,37 @@ def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
     return out
 
 
-def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_text: str) -> int:
-    """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run)."""
+def run_check(
+    spec: str, context_text: str | int, kv_text: str | int, requests_text: str, deadline: float | None = None
+) -> int:
+    """Judge one batch under ``spec``'s own builder; the exit status (0 holds, 1 fails, 3 not run).
+
+    ``deadline``: seconds each call into the tree may take (``--call-timeout``; None: its setting).
+    """
     from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 
     context_len = int_option("--context-len", str(context_text), 8)
     kv_capacity = int_option("--kv-capacity", str(kv_text), 8)
     rule = SglangAdmission(context_len, kv_capacity)
     batch = parse_requests(requests_text, rule)
-    worker = sglang_worker(spec)
+    worker = sglang_worker(spec, deadline)
     note = getattr(worker.release, "note", "")
     if note:
         print(f"note: {note}")
-    width = worker.request("width", context_len=context_len)
+    print(f"engine:    {spec} FlashAttentionBackend decode metadata (the release's own code; docs/engine.md)")
+    if worker.ready.get("range"):
+        print(f"release:   {worker.ready['range']}")
+    try:
+        width: Any = worker.request("width", context_len=context_len)
+    except EngineCrash as exc:  # the tree's own sizing hung or ended its process: that batch fails
+        print(f"FAIL  width: the tree's row sizing did not return: {exc}")
+        print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
+        return EXIT_FAILS
+    except ReleaseUnavailable as exc:
+        print(f"NOT RUN width: {spec}: {exc}")
+        return exit_status([Outcome.NOT_RUN])
     if width is None:  # the release's sizing did not run under the harness (its verdicts say why)
         width = "unknown (the release's sizing did not run)"
-    print(f"engine:    {spec} FlashAttentionBackend decode metadata (the release's own code; docs/engine.md)")
     print(
         f"server:    context_len {context_len}, kv_capacity {kv_capacity}; req_to_token row width {width} "
         f"(the release's sizing); max_req_input_len {rule.max_req_input_len}"
@@ -89,7 +105,17 @@ def run_check(spec: str, context_text: str | int, kv_text: str | int, requests_t
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
     outcomes: list[Outcome] = []
-    for path, verdict in SglangReads(spec).verdicts(context_len, batch).items():
+    reads = SglangReads(spec, deadline=deadline)
+    written = reads.write(context_len, batch)
+    if written["verdict"] == "fails":
+        print(f"FAIL  write: {written['message']}")
+        print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
+        return EXIT_FAILS
+    if written["verdict"] == "not run":
+        print(f"NOT RUN write: {spec}: {written['reason']}")
+        return exit_status([Outcome.NOT_RUN])
+    print(f"OK    write: every token the batch writes lands in its row (width {written['width']})")
+    for path, verdict in reads.verdicts(context_len, batch).items():
         if verdict["verdict"] == "holds":
             print(
                 f"OK    {path}: every column gathered lies in its row; the kernel reads only its own"
@@ -133,7 +159,8 @@ def run_check_command(spec: str, args: argparse.Namespace) -> int:
                               ("--requests", args.requests)) if v is None]  # fmt: skip
     if missing:
         raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
-    return run_check(spec, args.context_len, args.kv_capacity, args.requests)
+    deadline = getattr(args, "call_timeout", None)  # --call-timeout; None: CROSSATTN_CALL_TIMEOUT, else 60
+    return run_check(spec, args.context_len, args.kv_capacity, args.requests, deadline)
 
 
 def run_reproduce(spec: str, args: argparse.Namespace) -> int:

@@ -18,12 +18,16 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.client import _SIBLINGS, EngineWorker
+from crossattn_sizing.engine.client import _SIBLINGS, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
+
+LOAD_DEADLINE_S = 120.0
+"""Seconds a tree's worker may take to load (parse and define the release's files) before it is killed."""
 
 PATHS = ("eager", "replay")
 """FlashAttentionBackend's two ways to build decode metadata: ``init_forward_metadata``, CUDA-graph replay."""
@@ -50,10 +54,15 @@ class SglangWorker(EngineWorker):
         self._stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (lives as long as the worker)
         # The decode-metadata Triton kernel runs in Triton's interpreter; no CUDA device is looked for.
         env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env
+        self.proc = subprocess.Popen(  # its own group, so a deadline ends it with all it started
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=env,
+            start_new_session=self.deadline is not None,
         )
-        line = self.proc.stdout.readline() if self.proc.stdout else ""
+        # Loading parses and defines the tree's files (seconds, more on a busy machine): it gets
+        # LOAD_DEADLINE_S or the call deadline, whichever is longer; a tree whose loading hangs is
+        # killed then.
+        load = None if self.deadline is None else max(self.deadline, LOAD_DEADLINE_S)
+        line = self._read_line(self.proc, load)
         if not line:
             self.proc.wait()
             tail = self.stderr_tail()
@@ -70,13 +79,27 @@ class SglangWorker(EngineWorker):
 _WORKERS: dict[str, SglangWorker] = {}
 
 
-def sglang_worker(spec: str) -> SglangWorker:
-    """The shared, started worker of the tree ``spec`` names (closed at exit with every worker)."""
+def sglang_worker(
+    spec: str, deadline: float | None = None, *, offline: bool | None = None, cache: Path | None = None
+) -> SglangWorker:
+    """The shared, started worker of the tree ``spec`` names (closed at exit with every worker).
+
+    Every call into the tree runs under ``deadline`` seconds (a command's ``--call-timeout``; None: its
+    setting, :func:`~crossattn_sizing.base.settings.call_timeout`, for a worker started now), as a
+    ``module:attr`` worker's does: past it the worker's process group is killed and the call raises
+    :class:`~crossattn_sizing.engine.client.CallTimeout`; a worker that exits raises
+    :class:`~crossattn_sizing.engine.client.EngineCrash`. The next call starts a fresh worker.
+    """
     spec = spec.strip()
     worker = _WORKERS.get(spec)
+    if worker is not None and deadline is not None:
+        worker.deadline = deadline  # the caller's --call-timeout bounds its calls, on a started worker too
     if worker is None:
-        root, note = resolve_sglang(spec)
-        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False)
+        from crossattn_sizing.base import settings
+
+        root, note = resolve_sglang(spec, offline=offline, cache=cache)
+        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False,
+                              deadline=settings.call_timeout() if deadline is None else deadline)
         worker.start()
         _SIBLINGS.append(worker)  # ended by client.close_all at exit
         _WORKERS[spec] = worker
@@ -89,6 +112,8 @@ class SglangReads:
 
     spec: str
     paths: tuple[str, ...] = PATHS
+    deadline: float | None = None
+    """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
 
     @property
     def name(self) -> str:
@@ -96,17 +121,31 @@ class SglangReads:
         return self.spec
 
     def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
-        """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason)."""
-        worker = sglang_worker(self.spec)
-        out: dict[str, dict[str, Any]] = {}
-        for path in self.paths:
-            try:
-                out[path] = worker.request(
-                    "metadata", context_len=context_len, batch=[list(r) for r in batch], path=path
-                )
-            except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
-                out[path] = {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
-        return out
+        """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason).
+
+        A tree whose step hangs past the deadline or ends its process fails the batch (the step is the
+        tree's own code), reported in one line.
+        """
+        worker = sglang_worker(self.spec, self.deadline)
+        try:
+            reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
+        except EngineCrash as exc:
+            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
+                           "message": f"the tree's code did not return: {exc}"} for path in self.paths}
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
+                    for path in self.paths}
+        return {path: verdict for path, verdict in reads["paths"].items() if path in self.paths}
+
+    def write(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+        """The write side of ``batch`` on the tree's own rows (``holds`` / ``fails`` / ``not run``)."""
+        try:
+            return sglang_worker(self.spec, self.deadline).request("write", context_len=context_len,
+                                                    batch=[list(r) for r in batch])
+        except EngineCrash as exc:
+            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
     def first_problem(
         self, context_len: int, batch: Sequence[tuple[int, int, int]]

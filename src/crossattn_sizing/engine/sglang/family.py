@@ -6,8 +6,10 @@ the read side (the decode metadata a backend gathers). So it answers the
 properties' questions in its own worker (:mod:`crossattn_sizing.engine.sglang.worker`):
 ``verify`` runs the read-coverage properties with ``--read-builder SPEC``;
 ``check``, ``map`` and ``reproduce mllama-mixed-batch`` judge one batch
-(:mod:`crossattn_sizing.engine.sglang.check`). What runs as the release's own
-code and what stands in is :data:`RANGES` (docs/engine.md, "SGLang").
+(:mod:`crossattn_sizing.engine.sglang.check`); ``audit`` runs each release's
+own code into the release table (:mod:`crossattn_sizing.engine.sglang.audit`).
+What runs as the release's own code and what stands in is :data:`RANGES`,
+built from :mod:`crossattn_sizing.engine.sglang.releases` (docs/engine.md, "SGLang").
 """
 
 from __future__ import annotations
@@ -17,51 +19,38 @@ from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.sglang import releases
+from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, KNOWN_READ_FAILURES, SglangRange
 from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
 
 READ_PROPERTY = "test_gathers_stay_in_row_and_own_columns"
 PROPERTY_FILE = "properties/test_read_coverage.py"
 
-KNOWN_READ_FAILURES = frozenset({"sglang==0.5.23"})
-"""Releases whose FA3 decode gather is known to read past a row (docs/spec.md §10): the read side is
-expected to fail there. Any other release or tree is expected to hold, as a user's own policy is."""
 
-OWN_CODE = (
-    "mem_cache/allocation_sizing.py: get_req_to_token_extra_context_len (the row width)",
-    "mem_cache/memory_pool.py: ReqToTokenPool.__init__ (the table)",
-    "managers/schedule_batch.py: ScheduleBatch.prepare_encoder_info_extend",
-    "mem_cache/allocation.py: alloc_for_decode_default (the decode location rule)",
-    "layers/attention/flashattention_backend.py: FlashAttentionBackend.init_forward_metadata (eager) and "
-    "_apply_cuda_graph_metadata (CUDA-graph replay)",
-    "kernels/ops/attention/metadata.py: normal_decode_set_metadata (Triton, interpreted)",
-    "model_executor/forward_batch_info.py: ForwardMode",
-)
+def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
+    """One row of :data:`~crossattn_sizing.engine.sglang.releases.RANGES` as the protocol states it."""
+    own = tuple(f"{s.file.removeprefix('sglang/')}: {s.name}"
+                for s in (*rng.steps.values(), rng.kernel, *rng.helpers))  # fmt: skip
+    note = "runs where the release keeps these files and definitions; a piece it moved or renamed is "
+    note += "'not run', naming it"
+    if newest:
+        note = f"a release after {rng.last} runs with these steps; {note}"
+    return ReleaseRange(rng.first, None if newest else rng.last, own,
+                        stand_ins=(*COMMON_STAND_INS, *rng.stand_ins), note=note)  # fmt: skip
 
-RANGES = (
-    ReleaseRange(
-        "0.5.21", None, OWN_CODE,
-        stand_ins=(
-            ("sgl_kernel", "a module whose every function raises if called (CUDA-only kernels)"),
-            ("platform probes (is_cuda, is_hip, ...)", "False: this is a CPU"),
-            ("server settings (speculative decoding, page size, DCP)", "none, page size 1, no DCP"),
-            ("TorchMemorySaverAdapter", "a region that does nothing"),
-            ("pinned memory", "a flat int64 CPU tensor"),
-            ("the tree cache and its token allocator", "the next free slots in order, nothing to evict"),
-            ("AttentionBackend (base class)", "an empty class: only FlashAttentionBackend's own methods run"),
-            ("every other import", "Missing: any use is 'not run', naming the piece"),
-        ),
-        note="runs where the release keeps these files and functions; a piece it moved or renamed is "
-        "'not run', naming it",
-    ),
-)  # fmt: skip
-"""Per release range, what runs as SGLang's own code and what stands in."""
+
+RANGES = tuple(_release_range(rng, i == 0) for i, rng in enumerate(releases.RANGES))
+"""Per release range, what runs as SGLang's own code and what stands in: built from the one table,
+:data:`crossattn_sizing.engine.sglang.releases.RANGES` (newest first)."""
 
 NOT_THE_ENGINE = "SGLang's release answers in its own worker; it is not a sizing policy or an implementation"
 CPU_ONLY = "SGLang's metadata builder runs on CPU in its own worker (Triton interpreted)"
 ONE_WORKER = "the engine's questions go to one worker process per release"
-USER_CODE = "applies to a module:attr policy or implementation, which --engine sglang does not run"
+IN_PROCESS = "SGLang's code always runs in its own worker process (its calls under --call-timeout)"
 CHECK_FORM = "check --engine sglang judges one batch: --context-len, --kv-capacity, --requests"
 PAGE_SIZE = "SGLang's table is drawn at page size 1, one column per token"
+SLICE = ("this release takes a slice and asserts one request per batch (FA3 eager path): the read side "
+         "judges each drawn batch as the engine runs it, every request in a batch of its own")
 MIXED_BATCH = "reproduce --engine sglang runs mllama-mixed-batch, its shape from a transformers config"
 
 
@@ -92,8 +81,7 @@ class SglangFamily:
 
     def refused(self, command: str) -> Mapping[str, str]:
         """The options no SGLang run takes, by command."""
-        out = {"--policy": NOT_THE_ENGINE, "--impl": NOT_THE_ENGINE, "--call-timeout": USER_CODE,
-               "--in-process": USER_CODE}  # fmt: skip
+        out = {"--policy": NOT_THE_ENGINE, "--impl": NOT_THE_ENGINE, "--in-process": IN_PROCESS}
         if command == "verify":
             out |= {"--device": CPU_ONLY, "--jobs": ONE_WORKER}
         if command == "check":
@@ -106,11 +94,25 @@ class SglangFamily:
                 "--max-num-batched-tokens", "--encoder-budget")}  # fmt: skip
         return out
 
-    def obtain(self, spec: str) -> str:
-        """The release resolved (downloaded and unpacked once) and its worker started; its note."""
+    def obtain(self, spec: str, call_timeout: float | None = None) -> str:
+        """The release resolved (downloaded and unpacked once) and its worker started; its note: the
+        release range it runs with, and, where its own eager path takes a slice (observed, not looked up),
+        that its read side is judged on batches of one request."""
+        from crossattn_sizing.engine.client import EngineCrash
         from crossattn_sizing.engine.sglang.client import sglang_worker
 
-        return str(getattr(sglang_worker(spec).release, "note", ""))
+        worker = sglang_worker(spec, call_timeout)
+        notes = [str(getattr(worker.release, "note", ""))]
+        if worker.ready.get("range"):
+            notes.append(f"release: {worker.ready['range']} (engine/sglang/releases.py: the steps run as its "
+                         "code)")
+        try:
+            path = worker.request("fa3_path").get("path")
+        except (EngineCrash, ReleaseUnavailable):  # the tree's own code did not answer: its verdicts say so
+            path = None
+        if path == "slice":
+            notes.append(SLICE)
+        return "; ".join(n for n in notes if n)
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
         """None: SGLang is never a subject."""
@@ -127,20 +129,20 @@ class SglangFamily:
         )
 
     def command(self, name: str) -> EngineCommand | None:
-        """check, map and reproduce judge one batch through the release's own builder."""
-        from crossattn_sizing.engine.sglang import check
+        """check, map and reproduce judge one batch through the release's own builder; audit runs each
+        release's own code into the release table (:mod:`crossattn_sizing.engine.sglang.audit`)."""
+        from crossattn_sizing.engine.sglang import audit, check
 
         commands: dict[str, EngineCommand] = {
             "check": check.run_check_command,
             "map": check.run_map,
             "reproduce": check.run_reproduce,
+            "audit": audit.run_audit_command,
         }
         return commands.get(name)
 
     def unsupported(self, name: str) -> str:
-        """audit and fuzz have no SGLang run yet."""
-        if name == "audit":
-            return "the audit reads vLLM's sizing code; SGLang has no release table yet"
+        """fuzz has no SGLang run yet."""
         if name == "fuzz":
             return "fuzz runs sizing policies; for SGLang run verify --engine with a larger --max-examples"
         return f"{name} has no SGLang run"

@@ -29,15 +29,18 @@ from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
+from crossattn_sizing.engine.sglang.client import PATHS
+from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
     Missing,
     SourceModule,
+    definitions,
     execute,
     find_class,
     parse_release_file,
@@ -45,24 +48,7 @@ from crossattn_sizing.engine.sglang.source import (
     take,
 )
 
-STAND_INS_DOC: tuple[tuple[str, str], ...] = (
-    (
-        "sgl_kernel",
-        "a module whose every function raises if called (CUDA-only kernels; none is called on "
-        "the metadata path)",
-    ),
-    ("platform probes (is_cuda, is_hip, is_npu, is_xpu, _is_* flags)", "False: this is a CPU"),
-    (
-        "server settings (get_spec, get_schedule, get_parallel, max_speculative_num_draft_tokens, "
-        "get_alloc_page_size)",
-        "no speculative decoding, page size 1, no DCP",
-    ),
-    ("TorchMemorySaverAdapter", "a region that does nothing (no memory saver)"),
-    ("is_pin_memory_available / flatten_arrays_to_pinned_cpu", "no pinned memory; a flat int64 CPU tensor"),
-    ("the tree cache and its token allocator", "the next free slots in order, nothing to evict"),
-    ("AttentionBackend (base class)", "an empty class: only FlashAttentionBackend's own methods run"),
-    ("ForwardMode", "the release's own enum, executed alone from model_executor/forward_batch_info.py"),
-)
+STAND_INS_DOC: tuple[tuple[str, str], ...] = COMMON_STAND_INS
 """Every stand-in and what it replaces, for the ready line and docs/engine.md."""
 
 
@@ -100,6 +86,7 @@ class GuardedTable:
         self.tensor = tensor
         self.width = int(tensor.shape[1])
         self.reads = 0
+        self.keys: set[str] = set()  # "gather" (tensor columns) or "slice": how reads indexed the rows
 
     def _check(self, key: Any, attention: str) -> None:
         if not isinstance(key, tuple) or len(key) != 2 or not isinstance(key[1], torch.Tensor):
@@ -117,6 +104,8 @@ class GuardedTable:
     def __getitem__(self, key: Any) -> torch.Tensor:
         self._check(key, "self")
         self.reads += 1
+        if isinstance(key, tuple) and len(key) == 2:
+            self.keys.add("gather" if isinstance(key[1], torch.Tensor) else "slice")
         return self.tensor[key]
 
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -173,15 +162,6 @@ def _flatten(arrays: Sequence[array], _pin: bool) -> torch.Tensor:
     return torch.tensor([x for a in arrays for x in a], dtype=torch.int64)
 
 
-FA_DEFINITIONS = (
-    "_should_disable_scheduler_metadata_precompute",
-    "FlashAttentionMetadata",
-    "FlashAttentionBackend",
-)
-"""What runs of ``flashattention_backend.py``: not the multi-step backend, nor the two helpers
-``torch.compile``/``torch._dynamo`` decorate (compiling them needs dynamo, and a plain decode calls
-neither)."""
-
 PLATFORM = {name: False for name in ("_is_hip", "_is_npu", "_is_cuda", "_is_xpu", "_is_cpu")}
 
 
@@ -223,9 +203,11 @@ def _method(module: SourceModule, cls: str, name: str, ns: dict[str, Any]) -> An
 
 @dataclass
 class SglangRelease:
-    """One SGLang tree's functions, executed from its files."""
+    """One SGLang tree's functions, executed from its files, as its release range's table places them."""
 
     root: Path
+    range: SglangRange
+    chosen: str  # how the range was chosen (the ready line says it)
     forward_mode: Any
     pool_class: Any
     extra_context_len: Any
@@ -234,57 +216,85 @@ class SglangRelease:
     backend_class: Any
     metadata_class: Any
 
+    def row_extra(self) -> int:
+        """The columns a row has beyond ``context_len``: the release's own sizing, where it has one."""
+        if self.extra_context_len is None:
+            return 4  # the table's stand-in: the release computes ``extra_max_context_len = 4`` inline
+        if self.range.sizing_takes_server_args:
+            return int(self.extra_context_len(SERVER_ARGS))
+        return int(self.extra_context_len())
+
     @classmethod
     def load(cls, root: Path) -> SglangRelease:
-        """Parse the release's attention backend from ``root`` and stand in for what it cannot import."""
+        """Parse the release's steps from ``root`` (where its range's table says); stand in for the rest."""
+        rng, chosen = range_for(root)
+        steps = rng.steps
         sys.modules.setdefault("sgl_kernel", sgl_kernel_stub())
         stand = _settings()
-        stub = sys.modules["sgl_kernel"]
-        fa = parse_release_file(root, "flashattention")
-        require_methods(fa, "FlashAttentionBackend", ("init_forward_metadata", "_apply_cuda_graph_metadata"))
+        kernel = sys.modules["sgl_kernel"]
+        fa = parse_release_file(root, steps["metadata"].file)
+        replay = steps["replay"].name.partition(".")[2]
+        require_methods(fa, "FlashAttentionBackend", ("init_forward_metadata", replay))
         for name, (source, attr) in fa.imports.items():
             if source.split(".")[0] == "sgl_kernel":
-                stand[name] = getattr(stub, attr or name)
-        kernel = parse_release_file(root, "decode_metadata_kernel")
-        kernel_ns = execute(
-            kernel,
-            stand,
-            only=(
-                "_resolve_metadata_page_ids",
-                "_fused_decode_metadata_kernel",
-                "normal_decode_set_metadata",
-            ),
-        )
-        launcher = take(kernel_ns, "normal_decode_set_metadata", kernel)
-        stand["normal_decode_set_metadata"] = _unguarded(launcher)
-        fbi = parse_release_file(root, "forward_batch_info")
+                stand[name] = getattr(kernel, attr or name)
+        if rng.kernel.file != steps["metadata"].file:
+            kernel_file = parse_release_file(root, rng.kernel.file)
+            kernel_ns = execute(kernel_file, stand, only=functions(kernel_file), extra=PLATFORM)
+            stand[rng.kernel.name] = _unguarded(take(kernel_ns, rng.kernel.name, kernel_file))
+        for helper in rng.helpers:  # the release's own, where the tree has it
+            if (root / helper.file).is_file():
+                helper_file = parse_release_file(root, helper.file)
+                helper_ns = execute(helper_file, stand, only=(helper.name,), extra=PLATFORM)
+                if not isinstance(helper_ns.get(helper.name, Missing("")), Missing):
+                    stand[helper.name] = helper_ns[helper.name]
+        fbi = parse_release_file(root, steps["forward_mode"].file)
         stand["ForwardMode"] = take(execute(fbi, stand, only=("ForwardMode",)), "ForwardMode", fbi)
-        fa_ns = execute(fa, stand, only=FA_DEFINITIONS)
-        pool = parse_release_file(root, "memory_pool")
-        pool_ns = execute(pool, stand, only=("ReqToTokenPool",))
-        sizing = parse_release_file(root, "allocation_sizing")
-        sizing_ns = execute(sizing, stand, only=("get_req_to_token_extra_context_len",))
-        sb = parse_release_file(root, "schedule_batch")
+        fa_ns = execute(fa, stand, only=("FlashAttentionMetadata", "FlashAttentionBackend", *functions(fa)),
+                        extra=PLATFORM)
+        if rng.kernel.file == steps["metadata"].file:  # beside the backend (0.5.12 and older)
+            fa_ns[rng.kernel.name] = _unguarded(take(fa_ns, rng.kernel.name, fa))
+        pool = parse_release_file(root, steps["pool"].file)
+        pool_ns = execute(pool, stand, only=(steps["pool"].name,))
+        extra = None
+        if "row_width" in steps:
+            sizing = parse_release_file(root, steps["row_width"].file)
+            sizing_ns = execute(sizing, stand, only=functions(sizing), extra=PLATFORM)
+            extra = take(sizing_ns, steps["row_width"].name, sizing)
+        sb = parse_release_file(root, steps["extend_strip"].file)
         sb_ns = {name: _bind_import(sb, name, stand) for name in sb.imports}
         sb_ns["torch"] = torch
-        prepare = _method(sb, "ScheduleBatch", "prepare_encoder_info_extend", sb_ns)
-        alloc = parse_release_file(root, "allocation")
-        alloc_ns = execute(
-            alloc,
-            stand,
-            only=("alloc_for_decode_default", "_alloc_page_size", "alloc_token_slots"),
-            extra=PLATFORM,
-        )
+        cls_name, _, method = steps["extend_strip"].name.partition(".")
+        prepare = _method(sb, cls_name, method, sb_ns)
+        alloc = parse_release_file(root, steps["decode_rule"].file)
+        alloc_ns = execute(alloc, stand, only=functions(alloc), extra=PLATFORM)
         return cls(
             root,
+            rng,
+            chosen,
             stand["ForwardMode"],
-            take(pool_ns, "ReqToTokenPool", pool),
-            take(sizing_ns, "get_req_to_token_extra_context_len", sizing),
+            take(pool_ns, steps["pool"].name, pool),
+            extra,
             prepare,
-            take(alloc_ns, "alloc_for_decode_default", alloc),
+            take(alloc_ns, steps["decode_rule"].name, alloc),
             take(fa_ns, "FlashAttentionBackend", fa),
             take(fa_ns, "FlashAttentionMetadata", fa),
         )
+
+
+SERVER_ARGS = types.SimpleNamespace(
+    max_speculative_num_draft_tokens=None, speculative_algorithm=None, page_size=1,
+    speculative_eagle_topk=None,
+)
+"""``server_args`` stood in where a release's row sizing takes it: no speculative decoding, page size 1."""
+
+
+def functions(module: SourceModule) -> tuple[str, ...]:
+    """The module's top-level functions the harness defines (its classes only where named)."""
+    import ast
+
+    return tuple(n for n in definitions(module) if any(
+        isinstance(node, ast.FunctionDef) and node.name == n for node in module.body.body))
 
 
 def _bind_import(module: SourceModule, name: str, stand: dict[str, Any]) -> Any:
@@ -294,88 +304,138 @@ def _bind_import(module: SourceModule, name: str, stand: dict[str, Any]) -> Any:
     return bind(name, source, attr, stand)
 
 
+class ExtendRange(NamedTuple):
+    """A request's extend span as 0.5.16 .. 0.5.21 spell it (``req.extend_range``, the utils' ``Range``)."""
+
+    start: int
+    end: int
+
+    @property
+    def length(self) -> int:
+        """Tokens in the span."""
+        return self.end - self.start
+
+
 @dataclass
 class Prepared:
-    """A decode batch laid into the release's pool: what the backend's metadata is built from."""
+    """A decode batch laid into the release's pool: what the backend's metadata is built from.
+
+    ``encoder_lens``, ``seq_lens`` and ``req_pool_indices`` are what the
+    release's own extend and decode hand the backend; ``ids`` is the truth,
+    from the draw: per request, the slot of each of its ``E + d`` tokens, in order.
+    """
 
     pool: Any
     table: GuardedTable
     encoder_lens: torch.Tensor
     seq_lens: torch.Tensor
     req_pool_indices: torch.Tensor
-    ids: list[torch.Tensor]  # per request: the ids its columns [0, E + d) hold
+    ids: list[torch.Tensor]
+
+
+class ExtendMismatch(RuntimeError):
+    """The release's extend output disagrees with the draw (a judged observation: the read side fails)."""
+
+    def __init__(self, request: int, what: str) -> None:
+        super().__init__(f"extend: request {request}: {what}")
+        self.request = request
 
 
 def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> Prepared:
     """Lay out ``batch`` = ``[(E, prompt, d)]`` with the release's pool, extend stripping and decode rule.
 
-    Extend writes ``[0, E + prompt)`` (the release's ``prepare_encoder_info_extend``
-    strips ``E`` from ``seq_lens``); the decode steps before the last write
-    their columns directly, and the last runs the release's
-    ``alloc_for_decode_default``, which writes at ``encoder_lens + seq_lens``.
+    The extend's slots are written at ``[0, E + prompt)`` of each row (the
+    stand-in for ``alloc_for_extend``), then the release's
+    ``prepare_encoder_info_extend`` strips the encoder part: its output (the
+    decoder lengths, the prefix lengths, the split of ``out_cache_loc``) is what
+    the decode runs on, never a length the harness computed. Each decode step
+    before the last writes its slot where the release's decode rule puts it
+    (``encoder_lens + seq_lens``, ``seq_lens`` advancing one a step from the
+    extend's); the last step runs the release's own decode rule, and
+    ``seq_lens + 1`` (``prepare_for_decode``) is what the backend is handed.
+    Every write goes through the row guard: a write past a row raises
+    :class:`ReadOutOfRow` (``attention="write"``).
     """
-    width = context_len + rel.extra_context_len()
+    width = context_len + rel.row_extra()
+    if width < 1:  # the tree's sizing leaves no row at all: the first token's write is already past it
+        raise ReadOutOfRow(0, 0, width, "write")
     pool = rel.pool_class(size=len(batch), max_context_len=width, device="cpu", enable_memory_saver=False)
-    table = GuardedTable(pool.req_to_token)
+    table = GuardedTable(pool.req_to_token)  # the width is the pool's own row, whatever it was asked for
     pool.req_to_token = table
     allocator = _Allocator()
-    rows = torch.tensor(pool.free_slots[: len(batch)], dtype=torch.int64)
+    rows = torch.tensor(list(pool.free_slots)[: len(batch)], dtype=torch.int64)
     reqs = []
     for (e, p, _d), row in zip(batch, rows.tolist(), strict=True):
         mm = types.SimpleNamespace(num_image_tokens=e) if e else None
         reqs.append(
-            types.SimpleNamespace(
-                multimodal_inputs=mm,
-                prefix_len=0,
-                extend_len=e + p,
-                logprob_start_len=0,
-                req_pool_idx=row,
-                kv=types.SimpleNamespace(kv_allocated_len=0, kv_committed_len=0),
+            types.SimpleNamespace(  # the request as both spellings of the releases name its fields
+                multimodal_inputs=mm, prefix_len=0, prefix_indices=[], extend_len=e + p,
+                extend_range=ExtendRange(0, e + p),
+                extend_input_len=e + p, logprob_start_len=0, extend_logprob_start_len=0,
+                req_pool_idx=row, kv=types.SimpleNamespace(kv_allocated_len=0, kv_committed_len=0),
             )
         )
     out_cache_loc = allocator.alloc(sum(e + p for e, p, _ in batch))
-    sched = types.SimpleNamespace(
-        device="cpu",
-        reqs=reqs,
-        forward_mode=rel.forward_mode.EXTEND,
-        out_cache_loc=out_cache_loc,
-        extend_lens=[e + p for e, p, _ in batch],
-        prefix_lens=[0] * len(batch),
-        extend_num_tokens=int(out_cache_loc.numel()),
-        extend_input_logprob_token_ids=None,
-    )
     full_locs = out_cache_loc.clone()
-    rel.prepare_encoder_info_extend(
-        sched, [array("l", range(e + p)) for e, p, _ in batch], [e + p for e, p, _ in batch]
-    )
     ids, pt = [], 0
-    for i, (e, p, d) in enumerate(batch):
-        own = torch.empty(e + d, dtype=torch.int64)
+    for i, (e, p, d) in enumerate(batch):  # the truth: the slots the draw's tokens were given, in order
+        own = torch.full((e + d,), -1, dtype=torch.int64)
         own[: e + p] = full_locs[pt : pt + e + p]
+        table[rows[i].expand(e + p), torch.arange(e + p)] = own[: e + p].to(torch.int32)  # the extend's write
         pt += e + p
-        if d - 1 > p:  # the decode steps before the last: one token each at E + seq_len
-            own[e + p : e + d - 1] = allocator.alloc(d - 1 - p)
-        table.tensor[rows[i], : e + d - 1] = own[: e + d - 1].to(torch.int32)
         ids.append(own)
-    seq_lens = torch.tensor([d - 1 for _, _, d in batch], dtype=torch.int64)
-    decode = types.SimpleNamespace(
-        seq_lens=seq_lens,
-        seq_lens_cpu=seq_lens.clone(),
-        encoder_lens=sched.encoder_lens,
-        req_pool_indices=rows,
-        req_pool_indices_cpu=rows.clone(),
-        req_to_token_pool=pool,
-        reqs=reqs,
+    sched = types.SimpleNamespace(
+        device="cpu", reqs=reqs, forward_mode=rel.forward_mode.EXTEND, out_cache_loc=out_cache_loc,
+        extend_lens=[e + p for e, p, _ in batch], prefix_lens=[0] * len(batch),
+        extend_num_tokens=int(out_cache_loc.numel()), extend_input_logprob_token_ids=None,
+        extend_logprob_start_lens=[0] * len(batch),
         model_config=types.SimpleNamespace(is_encoder_decoder=True),
-        device="cpu",
-        tree_cache=types.SimpleNamespace(page_size=1, token_to_kv_pool_allocator=allocator),
+    )
+    input_ids: list[Any] = [array("q", range(e + p)) for e, p, _ in batch]
+    if rel.range.input_ids_are_lists:
+        input_ids = [list(ids) for ids in input_ids]
+    rel.prepare_encoder_info_extend(sched, input_ids, [e + p for e, p, _ in batch])
+    _check_extend(sched, batch, ids)
+    seq_lens = sched.seq_lens.clone().to(torch.int64)  # the release's decoder lengths after the extend
+    encoder_lens = sched.encoder_lens
+    for i, (e, p, d) in enumerate(batch):  # earlier decode steps: one slot each, where the rule puts it
+        steps = d - 1 - p
+        if steps > 0:
+            slots = allocator.alloc(steps)
+            start = int(encoder_lens[i]) + int(seq_lens[i])
+            table[rows[i].expand(steps), torch.arange(start, start + steps)] = slots.to(torch.int32)
+            ids[i][e + p : e + d - 1] = slots
+    seq_lens = seq_lens + torch.tensor([d - 1 - p for _, p, d in batch], dtype=torch.int64)
+    decode = types.SimpleNamespace(
+        seq_lens=seq_lens, seq_lens_cpu=seq_lens.clone(), encoder_lens=encoder_lens,
+        req_pool_indices=rows, req_pool_indices_cpu=rows.clone(), req_to_token_pool=pool, reqs=reqs,
+        model_config=types.SimpleNamespace(is_encoder_decoder=True), device="cpu",
+        tree_cache=types.SimpleNamespace(page_size=1, token_to_kv_pool_allocator=allocator,
+                                         is_chunk_cache=lambda: True),
         maybe_evict_swa=lambda: None,
     )
     pool.alloc_aux_to_lengths = lambda **_: None
     last = rel.alloc_for_decode(decode, 1)
     for i, (e, _p, d) in enumerate(batch):
         ids[i][e + d - 1] = last[i]
-    return Prepared(pool, table, sched.encoder_lens, seq_lens + 1, rows, ids)
+    return Prepared(pool, table, encoder_lens, seq_lens + 1, rows, ids)
+
+
+def _check_extend(sched: Any, batch: Sequence[tuple[int, int, int]], ids: list[torch.Tensor]) -> None:
+    """The release's extend output against the draw: the decoder part of ``out_cache_loc`` is each
+    request's prompt slots, the encoder part its encoder slots, the decoder lengths its prompts."""
+    dec, enc, pd, pe = sched.out_cache_loc, getattr(sched, "encoder_out_cache_loc", None), 0, 0
+    for i, (e, p, _d) in enumerate(batch):
+        if int(sched.encoder_lens[i]) != e:
+            raise ExtendMismatch(i, f"encoder_lens {int(sched.encoder_lens[i])}, the request has {e}")
+        if int(sched.seq_lens[i]) != p:
+            raise ExtendMismatch(i, f"decoder length (seq_lens) {int(sched.seq_lens[i])} after stripping the "
+                                    f"encoder, the request has {p} prompt tokens")
+        if not torch.equal(dec[pd : pd + p].to(torch.int64), ids[i][e : e + p]):
+            raise ExtendMismatch(i, "the decoder part of out_cache_loc is not its own prompt slots")
+        if enc is not None and not torch.equal(enc[pe : pe + e].to(torch.int64), ids[i][:e]):
+            raise ExtendMismatch(i, "encoder_out_cache_loc is not its own encoder slots")
+        pd, pe = pd + p, pe + e
 
 
 def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
@@ -394,13 +454,77 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
         use_sliding_window_kv_pool=False,
         local_attn_builder=None,
         _sched_meta_buf=None,
-        kv_index_translator=types.SimpleNamespace(is_translating=False, reads_are_translated=False),
+        kv_index_translator=types.SimpleNamespace(
+            is_translating=False,
+            reads_are_translated=False,
+            build_index_table=lambda *, req_pool_indices, **_: types.SimpleNamespace(
+                ids=prepared.table, row_ids=req_pool_indices, row_stride=prepared.table.width,
+                entry_page_size=1, is_translated=False, sliding_window_ids=None,
+            ),
+        ),
+        kv_read_tables=None,
+        _unified_hooks=types.SimpleNamespace(
+            enabled=False, v2p_page_table=None, translate_kv_loc_dense=None, kernel_page_multiplier=1
+        ),
         _pa_swa_max_prefill_len=0,
         _get_scheduler_metadata=None,
         use_mla=False,
         max_num_pages=prepared.table.width,
+        has_local_attention=False,
+        _unified_dense=False,
+        attention_chunk_size=None,
+        forward_metadata=None,
     )
     return backend
+
+
+def _not_run(rel: SglangRelease, exc: BaseException, step: str) -> dict[str, Any]:
+    """:func:`~crossattn_sizing.engine.adapter.not_run` for ``step`` of this release, its reason led by the
+    release range; the release's own ``assert`` (0.5.12 and older assert one request per batch on the eager
+    path) is said as such (``asserts``): the engine refuses the batch, the harness did not break."""
+    verdict = not_run(exc, step, rel.root)
+    if isinstance(exc, AssertionError) and verdict["where"]:
+        verdict["asserts"] = True
+        verdict["reason"] = (f"the release asserts: {exc} at {verdict['where']} (step: {step}); the engine "
+                             "refuses this batch, not a verdict on it")
+    verdict["reason"] = f"{rel.range.label()}: {verdict['reason']}"
+    return verdict
+
+
+def run_write(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    """The write side on the release's own rows: lay ``batch`` out (extend, earlier decodes, the release's
+    decode rule) in its ``ReqToTokenPool``; ``fails`` at the first write past a row."""
+    try:
+        prepared = prepare_batch(rel, context_len, batch)
+    except ReadOutOfRow as err:
+        if err.attention != "write":
+            raise
+        return {"verdict": "fails", "row": err.row, "column": err.column, "width": err.width,
+                "message": f"a token of row {err.row} is written at column {err.column}, past the release's "
+                           f"row (width {err.width}: context_len {context_len} + {rel.row_extra()} from "
+                           "its own sizing)"}
+    except ExtendMismatch:  # the extend's output is judged on the read side; every write landed in its row
+        return {"verdict": "holds", "width": context_len + rel.row_extra()}
+    except Exception as exc:  # the adapter's own limits: not a verdict on the release
+        return _not_run(rel, exc, "laying the batch into the release's pool (the write side)")
+    return {"verdict": "holds", "width": prepared.table.width}
+
+
+def _forward(rel: SglangRelease, prepared: Prepared, size: int) -> Any:
+    """The decode ``ForwardBatch`` stood in: what the backend's metadata builders read of it."""
+    return types.SimpleNamespace(
+        seq_lens=prepared.seq_lens,
+        seq_lens_cpu=prepared.seq_lens.clone(),
+        seq_lens_sum=int(prepared.seq_lens.sum()),
+        batch_size=size,
+        forward_mode=rel.forward_mode.DECODE,
+        spec_info=None,
+        encoder_lens=prepared.encoder_lens,
+        req_pool_indices=prepared.req_pool_indices,
+        req_to_token_pool=prepared.pool,
+        kv_loc_plan=None,
+        out_cache_loc=None,
+    )
 
 
 def run_metadata(
@@ -409,34 +533,38 @@ def run_metadata(
     """Build the decode metadata for ``batch`` on ``path`` (``eager`` or ``replay``) and judge what it reads.
 
     Returns ``{"verdict": "holds"}``; ``{"verdict": "fails", "row", "column",
-    "width", "message"}`` for the first read past a row (or a consumed column
-    that is not the request's own); ``{"verdict": "not run", "reason"}`` when
-    anything else is raised (the harness's gap, :func:`~crossattn_sizing.engine.adapter.not_run`).
+    "width", "message"}`` for the first read past a row, an extend output or a
+    length handed to the kernel that is not the request's, or a consumed
+    column that is not its own; ``{"verdict": "not run", "reason"}`` when the
+    harness cannot run it (a stand-in missing, the release's own assertion,
+    a batch whose writes do not fit the rows: the write side's failure).
     """
-    step = "laying the batch into the release's pool (ReqToTokenPool, prepare_encoder_info_extend, "
-    step += "alloc_for_decode_default)"
+    steps = rel.range.steps
+    step = f"laying the batch into the release's pool ({steps['pool'].name}, {steps['extend_strip'].name}, "
+    step += f"{steps['decode_rule'].name})"
     try:
         prepared = prepare_batch(rel, context_len, batch)
+    except ExtendMismatch as err:
+        return {"verdict": "fails", "row": err.request, "column": -1, "width": -1, "message": str(err)}
+    except ReadOutOfRow as err:
+        if err.attention != "write":
+            raise
+        return {"verdict": "not run",
+                "reason": f"the batch does not fit the release's rows (the write side fails: row {err.row} "
+                          f"column {err.column}, width {err.width})"}
+    except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
+        return _not_run(rel, exc, step)
+    try:
         backend = _backend(rel, prepared, context_len)
-        forward = types.SimpleNamespace(
-            seq_lens=prepared.seq_lens,
-            seq_lens_cpu=prepared.seq_lens.clone(),
-            batch_size=len(batch),
-            forward_mode=rel.forward_mode.DECODE,
-            spec_info=None,
-            encoder_lens=prepared.encoder_lens,
-            req_pool_indices=prepared.req_pool_indices,
-            kv_loc_plan=None,
-            out_cache_loc=None,
-        )
+        forward = _forward(rel, prepared, len(batch))
         if path == "eager":
             step = "FlashAttentionBackend.init_forward_metadata"
             backend.init_forward_metadata(forward)
         else:
-            step = "FlashAttentionBackend._apply_cuda_graph_metadata"
+            step = steps["replay"].name
             _replay(rel, backend, forward, prepared)
         step = "reading the decode metadata the backend built (FlashAttentionMetadata)"
-        return _judge(backend.forward_metadata, prepared, batch)
+        return judge_metadata(backend.forward_metadata, prepared, batch)
     except ReadOutOfRow as err:  # the guard's judged observation: a read past the row
         return {
             "verdict": "fails",
@@ -447,31 +575,115 @@ def run_metadata(
             "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
     except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line
-        return not_run(exc, step, rel.root)
+        return _not_run(rel, exc, step)
 
 
-def _judge(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
-    """The consumed part of each page table row must be the request's own ids."""
+def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    """Both paths on ``batch``: ``{"paths": {path: verdict}, "alone": bool}``.
+
+    A release that asserts one request per batch on the eager path (0.5.12
+    and older) never builds replay metadata for a batch it refuses: that batch
+    is judged as the engine can run it, each request in a batch of its own
+    (``alone``), and says so.
+    """
+    eager = run_metadata(rel, context_len, batch, "eager")
+    refused = eager["verdict"] == "not run" and bool(eager.get("asserts"))
+    if not refused or len(batch) == 1:
+        return {"paths": {"eager": eager, "replay": run_metadata(rel, context_len, batch, "replay")},
+                "alone": False}
+    paths: dict[str, dict[str, Any]] = {}
+    for path in PATHS:
+        verdict: dict[str, Any] = {"verdict": "holds"}
+        for i, request in enumerate(batch):
+            alone = run_metadata(rel, context_len, [request], path)
+            if alone["verdict"] != "holds":
+                verdict = {**alone, **({"message": f"request {i} alone: {alone['message']}"}
+                                       if "message" in alone else {"reason": f"request {i} alone: "
+                                                                            f"{alone['reason']}"})}
+                break
+        paths[path] = verdict
+    return {"paths": paths, "alone": True, "why": eager["reason"]}
+
+
+def fa3_path(rel: SglangRelease) -> dict[str, Any]:
+    """How the release builds the text page table, observed on a one-request batch (eager path): a
+    ``per-request gather`` indexes the rows with a tensor of columns, a ``slice`` with a range."""
+    try:
+        prepared = prepare_batch(rel, 64, [(5, 3, 6)])
+        prepared.table.keys.clear()
+        _backend(rel, prepared, 64).init_forward_metadata(_forward(rel, prepared, 1))
+    except Exception as exc:
+        return {"path": "not run", "reason": _not_run(rel, exc, "FlashAttentionBackend.init_forward_metadata "
+                                                       "(how the text page table is built)")["reason"]}
+    kinds = prepared.table.keys
+    if not kinds:
+        return {"path": "not run", "reason": "the eager path read nothing from req_to_token"}
+    return {"path": "per-request gather" if "gather" in kinds else "slice"}
+
+
+def judge_metadata(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    """What the kernel will consume, per the backend's own metadata, against the truth from the draw.
+
+    Every length the metadata hands the kernel (``cache_seqlens_int32``,
+    ``cu_seqlens_k``, ``encoder_lens_int32``, ``encoder_cu_seqlens_k``) must be
+    the request's true length, and every column it consumes (the first
+    ``cache_seqlens_int32[i]`` of the page table, the first
+    ``encoder_lens_int32[i]`` of the encoder page table) the request's own slot
+    for that position, in order.
+    """
+
+    def fail(i: int, message: str) -> dict[str, Any]:
+        return {"verdict": "fails", "row": int(prepared.req_pool_indices[i]), "column": -1,
+                "width": prepared.table.width, "message": message}
+
+    def per_request(name: str, i: int) -> int | None:
+        value = getattr(meta, name, None)
+        return None if value is None else int(value[i])
+
+    def span(name: str, i: int) -> int | None:
+        cu = getattr(meta, name, None)
+        return None if cu is None else int(cu[i + 1]) - int(cu[i])
+
     for i, (e, _p, d) in enumerate(batch):
+        for name, length, true_length in (
+            ("cache_seqlens_int32", per_request("cache_seqlens_int32", i), d),
+            ("cu_seqlens_k", span("cu_seqlens_k", i), d),
+            ("encoder_lens_int32", per_request("encoder_lens_int32", i), e),
+            ("encoder_cu_seqlens_k", span("encoder_cu_seqlens_k", i), e),
+        ):
+            if length is not None and length != true_length:
+                return fail(i, f"the metadata hands the kernel {name} {length} for request {i}, whose true "
+                               f"length is {true_length}")
         own = prepared.ids[i]
-        checks = (
-            ("self", meta.page_table[i, :d], own[e : e + d]),
-            ("cross", meta.encoder_page_table[i, :e], own[:e]),
-        )
-        for attention, got, want in checks:
-            if not torch.equal(got.to(torch.int64), want):
-                return {
-                    "verdict": "fails",
-                    "row": int(prepared.req_pool_indices[i]),
-                    "column": -1,
-                    "width": prepared.table.width,
-                    "message": f"{attention}-attention page table of request {i} is not its own ids",
-                }
+        seqlen = per_request("cache_seqlens_int32", i)
+        enc = per_request("encoder_lens_int32", i)
+        for attention, table, count, want in (
+            ("self", meta.page_table, d if seqlen is None else seqlen, own[e : e + d]),
+            ("cross", getattr(meta, "encoder_page_table", None), e if enc is None else enc, own[:e]),
+        ):
+            if table is None or count == 0:
+                continue
+            got = table[i, :count].to(torch.int64)
+            if got.numel() < count:
+                return fail(i, f"{attention}-attention page table of request {i} has {got.numel()} columns; "
+                               f"the kernel consumes {count}")
+            bad = (got != want[:count]).nonzero()
+            if bad.numel():
+                j = int(bad[0])
+                return fail(i, f"{attention}-attention page table of request {i}, position {j}: slot "
+                               f"{int(got[j])}, its own is {int(want[j])}")
     return {"verdict": "holds"}
 
 
 def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) -> None:
-    """CUDA-graph replay: the release's ``_apply_cuda_graph_metadata``, into buffers as capture sizes them."""
+    """CUDA-graph replay: the release's replay step, into buffers as capture sizes them.
+
+    The step and its parameters are the release's (``_apply_cuda_graph_metadata``
+    from 0.5.13, ``init_forward_metadata_replay_cuda_graph`` before); its
+    arguments are passed by the names the release gives them.
+    """
+    import inspect
+
     bs, width = forward.batch_size, prepared.table.width
     meta = rel.metadata_class()
     meta.cache_seqlens_int32 = torch.zeros(bs, dtype=torch.int32)
@@ -482,17 +694,29 @@ def _replay(rel: SglangRelease, backend: Any, forward: Any, prepared: Prepared) 
     meta.encoder_cu_seqlens_k = torch.zeros(bs + 1, dtype=torch.int32)
     meta.encoder_page_table = torch.zeros(bs, width, dtype=torch.int32)
     backend.decode_cuda_graph_metadata = {bs: meta, "strided_indices": torch.arange(width)}
-    backend._apply_cuda_graph_metadata(
-        None,
-        bs,
-        forward.req_pool_indices,
-        forward.seq_lens,
-        forward.encoder_lens,
-        forward.forward_mode,
-        None,
-        forward.seq_lens_cpu,
-        None,
-    )
+    method = rel.range.steps["replay"].name.partition(".")[2]
+    step = getattr(backend, method)
+    values = {
+        "plan": None,
+        "bs": bs,
+        "req_pool_indices": forward.req_pool_indices,
+        "seq_lens": forward.seq_lens,
+        "seq_lens_sum": forward.seq_lens_sum,
+        "encoder_lens": forward.encoder_lens,
+        "forward_mode": forward.forward_mode,
+        "spec_info": None,
+        "seq_lens_cpu": forward.seq_lens_cpu,
+        "out_cache_loc": None,
+    }
+    params = [p for p in inspect.signature(step).parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    unknown = [p.name for p in params if p.name not in values and p.default is p.empty]
+    if unknown:
+        replay = rel.range.steps["replay"]
+        raise AdapterGap(replay.name, f"{method} takes {', '.join(unknown)}, which the harness does not know "
+                         "how to pass (its signature changed)", replay.file)
+    step(**{p.name: values[p.name] for p in params if p.name in values})
+    if getattr(backend, "forward_metadata", None) is None:
+        backend.forward_metadata = meta
 
 
-__all__ = ["STAND_INS_DOC", "Missing", "SglangRelease", "run_metadata"]
+__all__ = ["STAND_INS_DOC", "Missing", "SglangRelease", "fa3_path", "run_metadata", "run_reads", "run_write"]

@@ -164,16 +164,16 @@ class SourceModule:
 
 
 def parse_release_file(root: Path, key: str) -> SourceModule:
-    """Parse ``FILES[key]`` under ``root``.
+    """Parse ``FILES[key]`` (or the path ``key`` inside the tree) under ``root``.
 
     A missing file is an :class:`AdapterGap` (the release moved the code the
     harness runs: not run); a syntax error is the tree's own, one
     :class:`ReleaseUnavailable` line.
     """
-    path = root / FILES[key]
+    rel = FILES.get(key, key)
+    path = root / rel
     if not path.is_file():
-        raise AdapterGap(FILES[key], f"the release has no {FILES[key]} (the harness runs code from it)",
-                         FILES[key])
+        raise AdapterGap(rel, f"the release has no {rel} (the harness runs code from it)", rel)
     try:
         tree = ast.parse(path.read_text(), filename=str(path))
     except SyntaxError as exc:
@@ -191,7 +191,7 @@ def parse_release_file(root: Path, key: str) -> SourceModule:
             continue  # annotations only (the file uses ``from __future__ import annotations``)
         else:
             body.append(node)
-    return SourceModule(path, ast.Module(body=body, type_ignores=[]), imports, FILES[key])
+    return SourceModule(path, ast.Module(body=body, type_ignores=[]), imports, rel)
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -215,6 +215,26 @@ def require_methods(module: SourceModule, cls: str, methods: tuple[str, ...]) ->
         if method not in have:
             raise AdapterGap(f"{cls}.{method}", f"{cls} lacks {method} (the harness calls it)",
                              f"{module.rel}:{node.lineno}")
+
+
+def compiled_decorator(node: ast.stmt) -> bool:
+    """Whether a definition is decorated by ``torch.compile`` or ``torch._dynamo`` (compiling needs dynamo;
+    the decode metadata path calls no such helper)."""
+    for deco in getattr(node, "decorator_list", []):
+        text = ast.unparse(deco)
+        if text.startswith(("torch.compile", "torch._dynamo")):
+            return True
+    return False
+
+
+def definitions(module: SourceModule) -> tuple[str, ...]:
+    """Every top-level function and class of ``module`` the harness can define on a CPU (see
+    :func:`compiled_decorator`): a release's helper the path calls is then its own, whatever it is named."""
+    return tuple(
+        node.name
+        for node in module.body.body
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not compiled_decorator(node)
+    )
 
 
 def execute(
@@ -246,7 +266,13 @@ def execute(
                     f"{module.path.name}:{skipped} (not executed by the harness)"
                 )
         body = [n for n in body if getattr(n, "name", None) in only]
-
+        for node in body:  # one by one: a definition whose decorator has no stand-in becomes a named piece
+            code = compile(ast.Module(body=[node], type_ignores=[]), str(module.path), "exec")
+            try:
+                exec(code, ns)  # the release's own definition, run in the worker process
+            except StandInReached as exc:
+                ns[node.name] = Missing(f"{module.path.name}:{node.name} (defining it: {exc})")  # type: ignore[attr-defined]
+        return ns
     code = compile(ast.Module(body=body, type_ignores=[]), str(module.path), "exec")
     exec(code, ns)  # the release's own module body, run in the worker process
     return ns
@@ -256,6 +282,9 @@ def take(ns: Mapping[str, Any], name: str, module: SourceModule) -> Any:
     """``ns[name]``, the definition the harness runs; an :class:`AdapterGap` naming it when the release
     has none (renamed or moved), never a bare ``KeyError``."""
     value = ns.get(name)
+    where = module.rel or module.path.name
+    if isinstance(value, Missing) and "defining it" in repr(value):  # its decorator reached a stand-in
+        raise AdapterGap(name, f"{where}: {name} could not be defined: {value!r}", module.rel)
     if value is None or isinstance(value, Missing):
         raise AdapterGap(name, f"{module.rel or module.path.name} has no top-level {name} "
                          "(the harness runs it; renamed or moved in this release?)", module.rel)

@@ -9,8 +9,11 @@ device would take the process with it, not the harness.
 
 Ops: ``metadata`` (``context_len``, ``batch`` = ``[[E, prompt, d], ...]``,
 ``path`` = ``eager`` or ``replay``) -> the verdict of
-:func:`~crossattn_sizing.engine.sglang.run.run_metadata`; ``width``
-(``context_len``) -> the release's row width.
+:func:`~crossattn_sizing.engine.sglang.run.run_metadata`; ``read`` (``context_len``,
+``batch``) -> both paths' verdicts (:func:`~crossattn_sizing.engine.sglang.run.run_reads`);
+``write`` -> the write side on the release's rows; ``fa3_path`` -> how the
+release builds the text page table; ``width`` (``context_len``) -> the
+release's row width.
 """
 
 from __future__ import annotations
@@ -38,25 +41,35 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.root)
     gap: dict[str, Any] | None = None  # the adapter cannot load this release: every answer is "not run"
     try:
+        from crossattn_sizing.base.errors import ReleaseUnavailable
         from crossattn_sizing.engine.adapter import not_run
-        from crossattn_sizing.engine.sglang.run import STAND_INS_DOC, SglangRelease, run_metadata
-        from crossattn_sizing.engine.sglang.source import TreeSyntaxError
+        from crossattn_sizing.engine.sglang.client import PATHS
+        from crossattn_sizing.engine.sglang.run import (
+            STAND_INS_DOC,
+            SglangRelease,
+            fa3_path,
+            run_metadata,
+            run_reads,
+            run_write,
+        )
 
         try:
             release: SglangRelease | None = SglangRelease.load(root)
-        except TreeSyntaxError:
+        except ReleaseUnavailable:  # bad input (a syntax error, a release older than the table): one line
             raise
         except Exception as exc:  # a definition moved or renamed, a stand-in reached at load: not run
             release, gap = None, not_run(exc, "loading the release's definitions", root)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
         return 1
+    own_stand_ins = release.range.stand_ins if release is not None else ()  # the range's, beyond the common
     proto.write(
         json.dumps(
             {
                 "ready": True,
                 "path": args.root,
-                "shims": [name for name, _ in STAND_INS_DOC],
+                "shims": [name for name, _ in (*STAND_INS_DOC, *own_stand_ins)],
+                "range": release.chosen if release else None,
                 "import_s": round(time.perf_counter() - start, 2),
                 "not_run": gap,
             }
@@ -64,20 +77,34 @@ def main(argv: list[str] | None = None) -> int:
         + "\n"
     )
 
+    def gap_answer(op: str) -> Any:
+        """What each op answers when the release did not load: "not run" with the gap's reason."""
+        assert gap is not None
+        if op == "read":
+            return {"paths": dict.fromkeys(PATHS, gap), "alone": False}
+        if op == "fa3_path":
+            return {"path": "not run", "reason": gap["reason"]}
+        return None if op == "width" else gap  # width None: not known
+
     def dispatch(req: dict[str, Any]) -> Any:
-        if req["op"] == "metadata":
-            if release is None:
-                return gap
-            batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req["batch"]])
+        op = req["op"]
+        if op not in ("metadata", "read", "write", "fa3_path", "width"):
+            raise ValueError(f"unknown op {op!r}")
+        if release is None:
+            return gap_answer(op)
+        batch = cast("list[tuple[int, int, int]]", [tuple(int(x) for x in r) for r in req.get("batch", [])])
+        if op == "metadata":
             return run_metadata(release, int(req["context_len"]), batch, str(req.get("path", "eager")))
-        if req["op"] == "width":  # None: not known (the release did not load)
-            if release is None:
-                return None
-            try:
-                return int(req["context_len"]) + int(release.extra_context_len())
-            except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
-                return None
-        raise ValueError(f"unknown op {req['op']!r}")
+        if op == "read":
+            return run_reads(release, int(req["context_len"]), batch)
+        if op == "write":
+            return run_write(release, int(req["context_len"]), batch)
+        if op == "fa3_path":
+            return fa3_path(release)
+        try:
+            return int(req["context_len"]) + release.row_extra()
+        except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
+            return None
 
     return serve(proto, dispatch)
 

@@ -95,11 +95,11 @@ class TrtllmFamily:
                 "--max-num-batched-tokens", "--encoder-budget")}  # fmt: skip
         return out
 
-    def obtain(self, spec: str) -> str:
+    def obtain(self, spec: str, call_timeout: float | None = None) -> str:
         """The tree read and its worker started (a tree without the sizing is one line); no note."""
         from crossattn_sizing.engine.tensorrt_llm.sizer import tensorrt_llm_worker
 
-        tensorrt_llm_worker(spec)
+        tensorrt_llm_worker(spec, call_timeout)
         return ""
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:

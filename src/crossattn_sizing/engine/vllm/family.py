@@ -88,7 +88,7 @@ class VllmFamily:
             out |= {"--kv-capacity": SGLANG_ONLY, "--requests": SGLANG_ONLY}
         return out
 
-    def obtain(self, spec: str) -> str:
+    def obtain(self, spec: str, call_timeout: float | None = None) -> str:
         """Nothing yet: the release is obtained when the command resolves it as its policy."""
         return ""
 

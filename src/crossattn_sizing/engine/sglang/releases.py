@@ -1,0 +1,239 @@
+"""Which of an SGLang release's steps run as its own code, and what stands in, per release range (data).
+
+SGLang moved the functions the harness runs between files and renamed some
+from one release to the next (the decode rule is ``alloc_for_decode`` in
+``mem_cache/common.py`` up to 0.5.15, in ``mem_cache/allocation.py`` from
+0.5.16, and ``alloc_for_decode_default`` there from 0.5.22). Rather than
+guessing, each range below names, for every step, the file and the
+definition that runs; a release is matched to its range by its own version
+file (``sglang/_version.py``), or, for a checkout without one, to the newest
+range whose files and definitions the tree holds. A range is data: adding a
+release that moved something again is one more :class:`SglangRange` row.
+
+What a step's verdict means never comes from this table: the table only says
+where the code is. Whether a release takes a slice or a per-request gather,
+and whether it reads past a row, is observed by running that code
+(:mod:`crossattn_sizing.engine.sglang.run`).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.engine.adapter import AdapterGap
+
+FA3 = "sglang/srt/layers/attention/flashattention_backend.py"
+FORWARD_BATCH_INFO = "sglang/srt/model_executor/forward_batch_info.py"
+MEMORY_POOL = "sglang/srt/mem_cache/memory_pool.py"
+SCHEDULE_BATCH = "sglang/srt/managers/schedule_batch.py"
+COMMON = "sglang/srt/mem_cache/common.py"
+ALLOCATION = "sglang/srt/mem_cache/allocation.py"
+ALLOCATION_SIZING = "sglang/srt/mem_cache/allocation_sizing.py"
+VERSION_FILE = "sglang/_version.py"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where one step's code is: the file inside the tree and the definition run from it."""
+
+    file: str
+    name: str
+
+
+@dataclass(frozen=True)
+class SglangRange:
+    """Releases ``first`` .. ``last`` (inclusive, as version tuples compare): their steps and stand-ins."""
+
+    first: str
+    last: str
+    steps: dict[str, Step]
+    kernel: Step
+    """``normal_decode_set_metadata``: the replay path's Triton metadata kernel (Triton's interpreter)."""
+    sizing_takes_server_args: bool
+    """Whether ``get_req_to_token_extra_context_len`` takes ``server_args`` (a stand-in: no speculative
+    decoding, page size 1) or reads the server settings itself (stood in by the settings getters)."""
+    stand_ins: tuple[tuple[str, str], ...] = field(default=())
+    """Stand-ins this range needs beyond :data:`COMMON_STAND_INS`: ``(piece, what stands in)``."""
+    helpers: tuple[Step, ...] = field(default=())
+    """Functions the backend imports from another file, run as the release's own where the tree has them
+    (a recorded tree may leave one out: any use of it is then "not run", naming it)."""
+    input_ids_are_lists: bool = False
+    """Whether ``prepare_encoder_info_extend`` takes each request's ids as a list (0.5.12 and older) or an
+    ``array('q')``."""
+
+    def label(self) -> str:
+        """The range as docs and reports name it."""
+        return self.first if self.first == self.last else f"{self.first} .. {self.last}"
+
+
+COMMON_STAND_INS: tuple[tuple[str, str], ...] = (
+    ("sgl_kernel", "a module whose every function raises if called (CUDA-only kernels; none is called on "
+     "the metadata path)"),
+    ("platform probes (is_cuda, is_hip, is_npu, is_xpu, _is_* flags)", "False: this is a CPU"),
+    ("server settings (get_spec, get_schedule, get_parallel, max_speculative_num_draft_tokens, "
+     "get_alloc_page_size)", "no speculative decoding, page size 1, no DCP"),
+    ("TorchMemorySaverAdapter", "a region that does nothing (no memory saver)"),
+    ("is_pin_memory_available / flatten_arrays_to_pinned_cpu", "no pinned memory; a flat int64 CPU tensor"),
+    ("the tree cache and its token allocator", "the next free slots in order, nothing to evict"),
+    ("alloc_for_extend (the extend's write into req_to_token)",
+     "the harness writes the slots the extend allocated at columns [0, E + prompt) of each row, "
+     "and each earlier decode step's slot where the release's decode rule puts it (encoder_lens + "
+     "seq_lens), through the row guard; the lengths are the release's extend output"),
+    ("the backend's own state (FlashAttentionBackend.__init__ is not run)",
+     "the attributes a plain decode reads: page size 1, no speculative decoding, no sliding window, no local "
+     "attention, no unified MLA pool, a KV index translator that does not translate (the passthrough its "
+     "own build_index_table returns then)"),
+    ("AttentionBackend (base class)", "an empty class: only FlashAttentionBackend's own methods run"),
+    ("ForwardMode", "the release's own enum, executed alone from model_executor/forward_batch_info.py"),
+    ("the scheduler's admission limits", "the harness's model of tp_worker.py (max_req_len = min(context_len "
+     "- 1, kv_capacity - 1), max_req_input_len = max_req_len - 5): the batches drawn are admitted by it"),
+)
+"""Stand-ins every range uses, for the ready line and docs/engine.md."""
+
+_OWN = {
+    "pool": Step(MEMORY_POOL, "ReqToTokenPool"),
+    "extend_strip": Step(SCHEDULE_BATCH, "ScheduleBatch.prepare_encoder_info_extend"),
+    "forward_mode": Step(FORWARD_BATCH_INFO, "ForwardMode"),
+    "metadata": Step(FA3, "FlashAttentionBackend"),
+    "replay": Step(FA3, "FlashAttentionBackend._apply_cuda_graph_metadata"),
+}
+
+RANGES: tuple[SglangRange, ...] = (
+    SglangRange(
+        "0.5.22", "0.5.23",
+        {**_OWN, "row_width": Step(ALLOCATION_SIZING, "get_req_to_token_extra_context_len"),
+         "decode_rule": Step(ALLOCATION, "alloc_for_decode_default")},
+        Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
+        sizing_takes_server_args=False,
+        helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+    ),
+    SglangRange(
+        "0.5.18", "0.5.21",
+        {**_OWN, "row_width": Step(ALLOCATION_SIZING, "get_req_to_token_extra_context_len"),
+         "decode_rule": Step(ALLOCATION, "alloc_for_decode")},
+        Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
+        sizing_takes_server_args=False,
+        helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+    ),
+    SglangRange(
+        "0.5.16", "0.5.17",
+        {**_OWN, "row_width": Step(ALLOCATION_SIZING, "get_req_to_token_extra_context_len"),
+         "decode_rule": Step(ALLOCATION, "alloc_for_decode")},
+        Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
+        sizing_takes_server_args=True,
+        stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
+                    "no speculative decoding, page size 1"),),
+        helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+    ),
+    SglangRange(
+        "0.5.13", "0.5.15.post1",
+        {**_OWN, "row_width": Step(COMMON, "get_req_to_token_extra_context_len"),
+         "decode_rule": Step(COMMON, "alloc_for_decode")},
+        Step("sglang/srt/layers/attention/triton_ops/metadata.py", "normal_decode_set_metadata"),
+        sizing_takes_server_args=True,
+        stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
+                    "no speculative decoding, page size 1"),),
+        helpers=(Step("sglang/srt/layers/attention/utils.py", "assert_buffer_fits"),),
+    ),
+    SglangRange(
+        "0.5.10", "0.5.12.post1",
+        {**_OWN, "decode_rule": Step(COMMON, "alloc_for_decode"),
+         "replay": Step(FA3, "FlashAttentionBackend.init_forward_metadata_replay_cuda_graph")},
+        Step(FA3, "normal_decode_set_metadata"),
+        sizing_takes_server_args=True,
+        stand_ins=(("the row width (model_runner_kv_cache_mixin.py computes it inline: no function to run)",
+                    "context_len + 4, the release's own constant (extra_max_context_len = 4 without "
+                    "speculative decoding)"),),
+        input_ids_are_lists=True,
+    ),
+)
+"""Newest first. Between ranges a file moved, a function was renamed, or the row sizing stopped taking
+``server_args``; within one the harness runs the same definitions from the same files."""
+
+AUDIT_RELEASES: tuple[str, ...] = (
+    "0.5.10.post1", "0.5.11", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14", "0.5.15.post1",
+    "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23",
+)
+"""What ``audit --engine sglang`` runs: the last build of every release from 0.5.10 on (and 0.5.13, the
+first with the per-request gather, beside its post release)."""
+
+_VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+)['"]""", re.M)
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """``0.5.15.post1`` -> ``(0, 5, 15, 1)``, ``0.5.13`` -> ``(0, 5, 13, 0)``: how releases order."""
+    main, _, post = version.partition(".post")
+    parts = [int(p) for p in re.findall(r"\d+", main)[:3]]
+    return (*parts, int(post) if post.isdigit() else 0)
+
+
+def tree_version(root: Path) -> str | None:
+    """The version ``sglang/_version.py`` records (wheels carry it; a checkout may not)."""
+    path = root / VERSION_FILE
+    if not path.is_file():
+        return None
+    found = _VERSION_LINE.search(path.read_text(errors="replace"))
+    return found.group(1) if found else None
+
+
+def _has(root: Path, step: Step) -> bool:
+    path = root / step.file
+    if not path.is_file():
+        return False
+    cls, _, method = step.name.partition(".")
+    try:
+        tree = ast.parse(path.read_text(errors="replace"))
+    except SyntaxError:
+        return True  # the file is there: its syntax error is reported when it is run, with its line
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name == cls:
+            return not method or any(getattr(n, "name", None) == method for n in node.body)
+    return False
+
+
+def range_for(root: Path) -> tuple[SglangRange, str]:
+    """The range whose table applies to the tree at ``root``, and how it was chosen (for the ready line).
+
+    A version older than the table, or a folder holding none of SGLang's files, is bad input
+    (:class:`ReleaseUnavailable`, one line); a tree without a version file that holds some of the steps
+    but matches no range has moved or renamed one: an :class:`AdapterGap` naming it ("not run").
+    """
+    version = tree_version(root)
+    if version is not None:
+        key = version_key(version)
+        for rng in RANGES:
+            if version_key(rng.first) <= key <= version_key(rng.last):
+                return rng, f"sglang {version} (sglang/_version.py): release range {rng.label()}"
+        if key > version_key(RANGES[0].last):
+            rng = RANGES[0]
+            return rng, (f"sglang {version} (sglang/_version.py) is newer than the table's last release "
+                         f"{rng.last}: run with range {rng.label()}'s steps")
+        raise ReleaseUnavailable(
+            f"{root}: sglang {version} is older than the first release the harness runs "
+            f"({RANGES[-1].first}); see docs/engine.md, 'SGLang', to add a release range"
+        )
+    for rng in RANGES:
+        if all(_has(root, s) for s in (*rng.steps.values(), rng.kernel)):
+            return rng, f"no sglang/_version.py: the tree holds every step of release range {rng.label()}"
+    newest = RANGES[0]
+    steps = (*newest.steps.values(), newest.kernel)
+    missing = next(s for s in steps if not _has(root, s))
+    message = (f"{root}: the tree has no sglang/_version.py and matches no release range; for the newest "
+               f"({newest.label()}) it lacks {missing.name} in {missing.file}")
+    if not any((root / s.file).is_file() for s in steps):  # none of SGLang's files: not a tree it runs
+        raise ReleaseUnavailable(message)
+    # An SGLang tree with a step renamed or moved: the harness's table does not reach it (not run).
+    raise AdapterGap(missing.name, f"{message} (renamed or moved in this tree?)", missing.file)
+
+
+FIRST_OVERFLOW = "0.5.13"
+"""The first release whose FA3 decode gather reads past a row, as ``audit --engine sglang`` found it (running
+each release's own code; docs/engine.md): an expectation for ``verify``, never a verdict."""
+
+KNOWN_READ_FAILURES = frozenset(f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_OVERFLOW):])
+"""Releases whose read side is expected to fail (the known finding, docs/spec.md §10); any other release
+or tree is expected to hold, as a user's own policy is."""
