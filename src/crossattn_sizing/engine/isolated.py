@@ -247,7 +247,7 @@ def decoded_widths(data: Any, name: str) -> tuple[Any, ...]:
     if isinstance(data, list):
         return tuple(data)
     if isinstance(data, dict) and "items" in data:
-        return tuple(int(v) if isinstance(v, str) else Said(v["said"]) for v in data["items"])
+        return tuple(int(v, 16) if isinstance(v, str) else Said(v["said"]) for v in data["items"])  # hex
     if isinstance(data, dict) and "other" in data:
         raise not_a_sequence(str(data["other"]), str(data["said"]), name)
     raise PolicyCallError(f"{name}: its worker sent no width answer ({usercode.shown(data, as_repr=True)})")

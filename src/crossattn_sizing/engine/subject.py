@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from crossattn_sizing.base import usercode
-from crossattn_sizing.base.errors import PolicyCallError
+from crossattn_sizing.base.errors import HarnessError, PolicyCallError
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.policies import changed_fields, policy_from_spec, private_copy
 
@@ -63,11 +63,11 @@ def bind_widths() -> Callable[[Any, str], Any]:
 
     A list or tuple of ints in int64 is a tuple of ints (packed by the
     caller); a list or tuple holding anything else is ``{"items": [...]}``,
-    each int as its digits and each other item as ``{"said": repr}``; any
+    each int in hex (any length) and each other item as ``{"said": repr}``; any
     other value is ``{"other": type name, "said": repr}``. A subclass of list
     or tuple is read by its own ``__iter__`` (the user's code, which may raise).
     """
-    type_, int_, str_, repr_, tuple_, list_ = type, int, str, repr, tuple, list
+    type_, int_, str_, repr_, tuple_, list_, hex_ = type, int, str, repr, tuple, list, hex
     isinstance_, all_ = isinstance, all
     lo, hi = INT64
     call, shown = usercode.call, usercode.shown
@@ -87,7 +87,8 @@ def bind_widths() -> Callable[[Any, str], Any]:
         values = tuple_(answer)
         if all_(type_(v) is int_ and lo <= v <= hi for v in values):
             return values
-        return {"items": [str_(v) if type_(v) is int_ else {"said": said(v)} for v in values]}
+        # hex: an int of any length crosses (decimal text past sys.get_int_max_str_digits() raises)
+        return {"items": [hex_(v) if type_(v) is int_ else {"said": said(v)} for v in values]}
 
     return raw
 
@@ -133,7 +134,7 @@ def policy_ops(spec: str) -> tuple[Ops, dict[str, Any]]:
     raw, packed, fail = bind_widths(), bind_packing(), bind_failure()
     copy, changed, from_dict, call = private_copy, changed_fields, RunnerConfig.from_dict, usercode.call
     callable_, isinstance_, list_, tuple_ = callable, isinstance, list, tuple
-    base_exception, error = BaseException, PolicyCallError
+    base_exception, error, harness_error = BaseException, PolicyCallError, HarnessError
     name = f"sizing policy {spec}"
     policy = policy_from_spec(spec)  # the user's module is imported here, after every binding above
     found = getattr(policy, "widths_many", None)
@@ -141,7 +142,10 @@ def policy_ops(spec: str) -> tuple[Ops, dict[str, Any]]:
 
     def one(config: RunnerConfig) -> Any:
         given = copy(config)
-        answer = call(policy, given, what=name)
+        try:  # the harness's own errors say what they mean (NotExpressible: a config it cannot be asked)
+            answer = call(policy, given, what=name, passthrough=(harness_error,))
+        except error as exc:  # the config it could not answer, named as in the judge's own call
+            raise error(f"{exc} (called with one RunnerConfig: {config.describe()})") from None
         altered = changed(given, config)
         if altered:
             raise error(f"{name} changed the RunnerConfig it was given ({altered}); "

@@ -23,6 +23,7 @@ from crossattn_sizing.engine.report_facts import (
     option_value,
     quote_lines,
 )
+from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES
 
 READ_SIDE = "test_read_coverage::test_gathers_stay_in_row_and_own_columns"
 WRITE_SIDE = "test_read_coverage::test_admitted_requests_fit_their_shared_row"
@@ -135,7 +136,7 @@ FACTS = ReportFacts(
     steps=steps,
     minimal_case=minimal_case,
     site=site,
-    releases=("0.5.10", "0.5.15", "0.5.20", "0.5.22", "0.5.23"),
+    releases=AUDIT_RELEASES,  # the audit's releases: the first with the overflow is named, not skipped
     release_source="check",
     spec_option="--engine",
     deployed=deployed,
