@@ -110,8 +110,13 @@ def main(argv: list[str] | None = None) -> int:
             from crossattn_sizing.engine.sglang.admission import run_admission
 
             requests = [(int(e), int(p), int(n)) for e, p, n in req.get("requests", [])]
-            return run_admission(release.root, release.range, admission, int(req["context_len"]),
-                                 int(req["kv_capacity"]), requests)
+            answer = run_admission(release.root, release.range, admission, int(req["context_len"]),
+                                   int(req["kv_capacity"]), requests)
+            try:  # the tree's own row beside its limits, for a failure's lines (None: its sizing raised)
+                answer["row_width"] = int(req["context_len"]) + release.row_extra()
+            except Exception:
+                answer["row_width"] = None
+            return answer
         try:
             return int(req["context_len"]) + release.row_extra()
         except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
