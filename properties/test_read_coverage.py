@@ -91,7 +91,8 @@ def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject
         return data.draw(admitted_batches(rule, case.layout), label="a batch the tree's own rule admits")
     except AdmissionUnanswered as exc:
         if exc.verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
-            pytest.skip(f"{read_builder.name}: write side not run: admission: {exc.verdict['reason']}")
+            pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: admission: "
+                        f"{exc.verdict['reason']}")
         fail_rerun([f"write-side coverage: the tree's admission (context_len {context_len}, kv_capacity "
                     f"{kv_capacity}): {exc.verdict['message']}"], _builder_option(read_builder))
 
@@ -111,7 +112,7 @@ def test_admitted_requests_fit_their_shared_row(case: ReadCase, data: st.DataObj
         case = _admitted_by_the_tree(read_builder, case, data)
         verdict = read_builder.write(case.layout.context_len, _triples(case))
         if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
-            pytest.skip(f"{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
+            pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
         if verdict["verdict"] == "fails":
             fail(
                 ["write-side coverage: an admitted request writes past its row (the tree's own rows)",
