@@ -98,7 +98,9 @@ def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject
 
 
 @given(case=mixed_batches(), data=st.data())
-def test_admitted_requests_fit_their_shared_row(case: ReadCase, data: st.DataObject, read_builder: Builder) -> None:
+def test_admitted_requests_fit_their_shared_row(
+    case: ReadCase, data: st.DataObject, read_builder: Builder
+) -> None:
     """Write side: every token a request the engine admits writes lands inside its row.
 
     With an SGLang tree (``--read-builder sglang==X``), everything is the

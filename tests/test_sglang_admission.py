@@ -27,8 +27,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 TP_WORKER = "sglang/srt/managers/tp_worker.py"
 
 
-@pytest.mark.parametrize(("context_len", "kv_capacity"), [(2048, 4096), (2048, 1000), (64, 64), (8192, 10**6)])
-def test_the_tree_s_limits_are_the_model_s_on_the_recorded_release(context_len: int, kv_capacity: int) -> None:
+@pytest.mark.parametrize(("context_len", "kv_capacity"),
+                         [(2048, 4096), (2048, 1000), (64, 64), (8192, 10**6)])
+def test_the_recorded_release_s_limits_are_the_model_s(context_len: int, kv_capacity: int) -> None:
     rule = SglangReads(SPEC).admission(context_len, kv_capacity)
     model = SglangAdmission(context_len, kv_capacity)
     assert isinstance(rule, OwnAdmission)
@@ -40,7 +41,8 @@ def test_the_tree_refuses_and_caps_with_its_own_code() -> None:
     rule = SglangReads(SPEC).admission(2048, 4096)
     assert isinstance(rule, OwnAdmission)
     refused = rule.refusal(EngineRequest(1500, 542))  # input 2042 == max_req_input_len
-    assert refused is not None and "Input length (2042 tokens) exceeds the maximum allowed length (2042" in refused
+    assert refused is not None
+    assert "Input length (2042 tokens) exceeds the maximum allowed length (2042" in refused
     assert rule.refusal(EngineRequest(1500, 541)) is None
     assert rule.output_cap(EngineRequest(1500, 400, 10**6)) == 2047 - 1900 - 1  # max_req_len - input - 1
     assert rule.output_cap(EngineRequest(0, 100, 5)) == 5
@@ -109,7 +111,8 @@ def test_check_says_when_the_model_stands_in_for_the_tree_s_rule(tmp_path: Path,
 
 
 def test_check_refuses_what_the_tree_refuses(capsys) -> None:  # type: ignore[no-untyped-def]
-    code = main(["check", "--engine", SPEC, "--context-len", "64", "--kv-capacity", "64", "--requests", "50:8:9"])
+    code = main(["check", "--engine", SPEC, "--context-len", "64", "--kv-capacity", "64",
+                 "--requests", "50:8:9"])
     assert code == 2
     assert "not admitted by SGLang: Input length (58 tokens) exceeds the maximum allowed length (58" in (
         capsys.readouterr().err)

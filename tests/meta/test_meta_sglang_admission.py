@@ -38,7 +38,8 @@ def _tree(tmp_path: Path, change: tuple[str, tuple[str, str]]) -> str:
 def test_a_loosened_admission_limit_fails_the_write_side(tmp_path: Path) -> None:
     reads = SglangReads(_tree(tmp_path, LOOSENED))
     rule = reads.admission(2048, 4096)
-    assert isinstance(rule, OwnAdmission) and rule.max_req_input_len == 2048 + 20 - 5  # the tree's, not the model's
+    assert isinstance(rule, OwnAdmission)
+    assert rule.max_req_input_len == 2048 + 20 - 5  # the tree's, not the model's 2042
     with pytest.raises(PropertyFailure, match="writes past its row") as caught:
         test_read_coverage.test_admitted_requests_fit_their_shared_row(read_builder=reads)
     assert "from its own sizing" in str(caught.value) and "check --engine sglang@" in caught.value.reproduce

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.engine.adapter import AdapterGap
 from crossattn_sizing.engine.sglang.releases import SglangRange, Step
 from crossattn_sizing.engine.sglang.run import PLATFORM, _method, _settings
 from crossattn_sizing.engine.sglang.source import (
@@ -85,7 +84,7 @@ def _init_statements(module: SourceModule, step: Step) -> Callable[[Any], None] 
     code = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
     ns: dict[str, Any] = {}
     exec(compile(code, str(module.path), "exec"), ns)  # the release's own statements, alone
-    return ns["_limits"]  # type: ignore[no-any-return]
+    return ns["_limits"]
 
 
 def _class_method(root: Path, step: Step, stand: dict[str, Any]) -> Callable[..., Any]:
@@ -94,7 +93,7 @@ def _class_method(root: Path, step: Step, stand: dict[str, Any]) -> Callable[...
     module = parse_release_file(root, step.file)
     cls, _, method = step.name.partition(".")
     require_methods(module, cls, (method,))
-    return _method(module, cls, method, _namespace(module, stand))  # type: ignore[no-any-return]
+    return _method(module, cls, method, _namespace(module, stand))
 
 
 @dataclass
@@ -115,7 +114,9 @@ class ReleaseAdmission:
         info = self.worker_info(worker)
         return int(info[LIMITS_AT[0]]), int(info[LIMITS_AT[1]])
 
-    def judge(self, limits: tuple[int, int], kv_capacity: int, request: tuple[int, int, int]) -> dict[str, Any]:
+    def judge(
+        self, limits: tuple[int, int], kv_capacity: int, request: tuple[int, int, int]
+    ) -> dict[str, Any]:
         """``request`` = ``(E, prompt, max_new)`` as the release's scheduler takes it, under ``limits``
         (:meth:`limits`): ``refused`` (its own message, or None when admitted) and ``cap`` (the
         ``max_new_tokens`` it lets the request run to)."""

@@ -7,10 +7,11 @@ own rule for the server (``--context-len``, ``--kv-capacity``; its scheduler's
 limits, input check and output cap, :mod:`crossattn_sizing.engine.sglang.admission`)
 and have generated no more than that scheduler lets it (else it is bad input,
 exit 2: the engine would never build metadata for it). Where the tree's rule
-cannot be run, the harness's model of it decides, and the output says so. The release's ``FlashAttentionBackend``
-builds the decode metadata on the eager path and on CUDA-graph replay, over a
-guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
-(row, column and width printed), 3 when a stand-in is missing (not run).
+cannot be run, the harness's model of it decides, and the output says so. The
+release's ``FlashAttentionBackend`` builds the decode metadata on the eager
+path and on CUDA-graph replay, over a guarded ``req_to_token``; exit 0 when
+both hold, 1 when one reads past a row (row, column and width printed), 3 when
+a stand-in is missing (not run).
 """
 
 from __future__ import annotations

@@ -221,7 +221,8 @@ class OwnAdmission:
             raise AdmissionUnanswered({"verdict": "fails", "message": "the tree's admission code did not "
                                        f"return: {exc}"}) from None
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
-            raise AdmissionUnanswered({"verdict": "not run", "reason": f"the worker could not answer: {exc}"})
+            raise AdmissionUnanswered({"verdict": "not run",
+                                       "reason": f"the worker could not answer: {exc}"}) from None
         if answer["verdict"] != "holds":
             raise AdmissionUnanswered(answer)
         return answer
