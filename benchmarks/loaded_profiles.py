@@ -7,10 +7,11 @@ for each profile named (default: every one, in the order given), ``verify
 policy expected to hold, ``--runs`` times back to back. Each run gets an empty
 ``HOME`` and example database (as the test run does), and after each the
 script prints its exit status, wall time, load average, each policy's verdict
-with how many properties held, did not run or failed, every process left in
-the checkout and every ``crossattn-*`` folder left in the run's own temp folder (``TMPDIR``,
-fresh per run, so other runs on the machine do not count; torch's own cache folder there is
-named, not counted).
+with how many properties held, did not run or failed, every process the run
+left (found by an environment variable only that run set, :data:`MARK`, so
+other programs in the checkout do not count) and every ``crossattn-*`` folder
+left in the run's own temp folder (``TMPDIR``, fresh per run; torch's own cache
+folder there is named, not counted).
 A run passes when no policy fails (exit 0, or 3 where the profile runs no
 example for some properties: ``replay`` and ``reuse`` with an empty database
 run only the pinned examples, and the rest are "not run", never "holds").
@@ -33,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from loaded_repeat import ROOT, ancestors, burners, left_behind
+from loaded_repeat import ROOT, burners
 
 PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")  # crossattn_sizing.base.settings.PROFILES
 PASSING = (0, 3)
@@ -46,6 +47,29 @@ def holding_policies() -> list[str]:
            "print(' '.join(n for n, p in P.items() if p.expected_to_hold))"
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.split()  # fmt: skip
+
+
+MARK = "LOADED_PROFILES_RUN"
+"""An environment variable each run's ``verify`` gets, with a value of its own: every process it
+starts inherits it, so what a run left is found by it, whatever its working folder or parent, and
+other programs in the checkout (tests run beside the series) are not counted."""
+
+
+def left_by(mark: str) -> list[str]:
+    """Live processes whose environment carries ``MARK=mark``."""
+    found = []
+    needle = f"{MARK}={mark}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        found.append(f"{entry.name}: {cmd[:120]}")
+    return found
 
 
 def summary(report: Path) -> str:
@@ -72,7 +96,7 @@ def one_run(profile: str, policies: list[str], work: Path) -> tuple[int, float, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSATTN_")}
     env.update(HOME=str(home), TMPDIR=str(work / "tmp"), XDG_CACHE_HOME=str(home / ".cache"),
                CROSSATTN_DB=str(work / "examples"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
-               TRITON_INTERPRET="1")  # fmt: skip
+               TRITON_INTERPRET="1", **{MARK: str(work)})  # fmt: skip
     report = work / "verify.json"
     argv = [sys.executable, "-m", "crossattn_sizing", "verify", "--hypothesis-profile", profile,
             *(a for p in policies for a in ("--policy", p)), "--json", str(report)]  # fmt: skip
@@ -94,7 +118,6 @@ def main() -> int:
     failures = leftovers = 0
     done: list[str] = []
     with burners(args.burners) as procs, tempfile.TemporaryDirectory(prefix="loaded-profiles-") as scratch:
-        exclude = {*ancestors(), *(p.pid for p in procs)}
         print(f"{args.burners} burners pids {[p.pid for p in procs]}; {os.cpu_count()} cores; "
               f"policies {' '.join(policies)}", flush=True)  # fmt: skip
         for profile in args.profiles:
@@ -104,7 +127,7 @@ def main() -> int:
                 load = os.getloadavg()[0]
                 work = Path(scratch) / f"{profile}-{i}"
                 code, seconds, said, tail = one_run(profile, policies, work)
-                left = left_behind(exclude)
+                left = left_by(str(work))
                 found = sorted(p.name for p in (work / "tmp").iterdir())
                 new = [name for name in found if name.startswith("crossattn-")]
                 other = [name for name in found if not name.startswith("crossattn-")]
