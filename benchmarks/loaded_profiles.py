@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -106,6 +107,10 @@ def one_run(profile: str, policies: list[str], work: Path) -> tuple[int, float, 
     return proc.returncode, time.monotonic() - start, summary(report), tail
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("profiles", nargs="*", default=list(PROFILES), choices=PROFILES)
@@ -113,6 +118,10 @@ def main() -> int:
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--stop-after", type=float, metavar="MIN", help="start no profile after this")
     args = parser.parse_args()
+    # SIGTERM (and SIGINT, which a shell ignores in a background job) end the series through the
+    # ``finally`` blocks, so the burners are killed; the run in progress is killed by subprocess.run.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, _stop)
     policies = holding_policies()
     began = time.monotonic()
     failures = leftovers = 0
