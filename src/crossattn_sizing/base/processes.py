@@ -21,7 +21,9 @@ A process group does not hold a descendant that starts its own session
 reach. So a process that runs the code under test becomes a *child
 subreaper* (:func:`become_subreaper`, Linux): every orphan among its
 descendants is handed to it instead, and :func:`end_tree` finds each one by
-its parent chain in ``/proc`` and ends it by its id.
+its parent chain in ``/proc`` and ends it by its id. :func:`supervise` puts
+such a process between a parent and the code under test (the user-code
+workers, the DCP ranks), and :func:`end_supervised` kills it with its tree.
 """
 
 from __future__ import annotations
