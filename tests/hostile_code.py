@@ -58,24 +58,29 @@ def sleeps(config: RunnerConfig) -> tuple[int, ...]:
     return (0,) * len(config.groups)
 
 
+def setsid_grandchild(path: str) -> None:
+    """Start a grandchild in a session of its own (a double fork: the child calls ``setsid()``, forks,
+    and exits), which sleeps; its pid is written to ``path`` before this returns."""
+    child = os.fork()
+    if child == 0:
+        os.setsid()
+        if os.fork() == 0:
+            with open(path + ".part", "w") as out:
+                out.write(str(os.getpid()))
+            os.rename(path + ".part", path)
+            time.sleep(3600)
+        os._exit(0)
+    os.waitpid(child, 0)
+    while not os.path.exists(path):
+        time.sleep(0.01)
+
+
 def leaves_a_setsid_grandchild(config: RunnerConfig) -> tuple[int, ...]:
-    """The right widths; on its first call it starts a grandchild in a session of its own (a double
-    fork: the child calls ``setsid()``, forks, and exits), which sleeps. Its pid goes where
+    """The right widths; on its first call it starts a :func:`setsid_grandchild`. Its pid goes where
     ``HOSTILE_PID_FILE`` says, so a test can check that the grandchild did not outlive the run."""
     path = os.environ.get("HOSTILE_PID_FILE")
     if path and not os.path.exists(path):
-        child = os.fork()
-        if child == 0:
-            os.setsid()
-            if os.fork() == 0:
-                with open(path + ".part", "w") as out:
-                    out.write(str(os.getpid()))
-                os.rename(path + ".part", path)
-                time.sleep(3600)
-            os._exit(0)
-        os.waitpid(child, 0)
-        while not os.path.exists(path):
-            time.sleep(0.01)
+        setsid_grandchild(path)
     return BUILTIN_POLICIES["mrv2"](config)
 
 
@@ -101,6 +106,17 @@ honest_batch = HonestBatch()
 
 
 # Implementations ----------------------------------------------------------------------------------
+class LeavesSetsidGrandchild(TorchImpl):
+    """Right kernels; when created (in each DCP rank) it starts a :func:`setsid_grandchild`, its pid in
+    a file named for the creating process in the folder ``HOSTILE_PID_DIR`` names."""
+
+    def __init__(self, device: torch.device | str = "cpu") -> None:
+        super().__init__(device)
+        folder = os.environ.get("HOSTILE_PID_DIR")
+        if folder:
+            setsid_grandchild(os.path.join(folder, str(os.getpid())))
+
+
 class ExitsInSlotMapping(TorchImpl):
     def slot_mapping(self, *, step: SlotStep, out: torch.Tensor) -> None:
         os._exit(0)

@@ -13,10 +13,14 @@ which is what that test is about; the other limits are safety nets.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,7 +31,7 @@ from crossattn_sizing.base.processes import alive
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.distributed.backend import DistributedDcp, runner_factory
-from crossattn_sizing.distributed.pool import RankFailure
+from crossattn_sizing.distributed.pool import RankFailure, RankPool
 from crossattn_sizing.impl import TorchImpl
 from crossattn_sizing.impl.runner import PagedRunner
 from properties.impl_scenarios import run_cross, run_self
@@ -185,6 +189,37 @@ def test_ranks_exit_when_their_driver_dies_without_teardown() -> None:
     while any(alive(pid) for pid in pids):
         assert time.monotonic() < deadline, f"DCP ranks {pids} outlived their driver"
         time.sleep(0.05)
+
+
+def test_a_grandchild_of_a_rank_in_a_session_of_its_own_ends_with_the_pool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each rank runs under a supervisor that is a child subreaper: a process the implementation
+    starts in a session of its own (out of the rank's process group, its parent gone) is ended by its
+    id when the pool closes, and the pool's ``crossattn-dcp-*`` folder is gone with it.
+
+    Meta: each grandchild is in a session other than every rank's, so ending the ranks' process
+    groups, as the pool did before, does not reach it: the check below could fail."""
+    monkeypatch.setenv("HOSTILE_PID_DIR", str(tmp_path))
+    pool = RankPool("gloo", 2, "tests.hostile_code:LeavesSetsidGrandchild", timeout_s=SAFETY_S)
+    grandchildren: list[int] = []
+    try:
+        pool.start()
+        folder, sessions = pool.dir, {os.getsid(pid) for pid in pool.pids}
+        grandchildren = [int(p.read_text()) for p in tmp_path.iterdir() if not p.name.endswith(".part")]
+        assert len(grandchildren) >= 2, "every rank creates the implementation, so each starts one"
+        assert all(alive(pid) and os.getsid(pid) not in sessions for pid in grandchildren)
+        pool.close()
+        ends = time.monotonic() + 10.0  # killed before close returns; a SIGKILL lands within moments
+        while any(alive(pid) for pid in grandchildren) and time.monotonic() < ends:
+            time.sleep(0.1)
+        assert not any(alive(pid) for pid in grandchildren), "a rank's setsid grandchild outlived the pool"
+        assert folder is not None and folder.name.startswith("crossattn-dcp-") and not folder.exists()
+    finally:
+        pool.close()
+        for pid in grandchildren:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def test_inprocess_is_the_simulation_and_nccl_needs_cuda() -> None:

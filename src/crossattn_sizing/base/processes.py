@@ -21,7 +21,9 @@ A process group does not hold a descendant that starts its own session
 reach. So a process that runs the code under test becomes a *child
 subreaper* (:func:`become_subreaper`, Linux): every orphan among its
 descendants is handed to it instead, and :func:`end_tree` finds each one by
-its parent chain in ``/proc`` and ends it by its id.
+its parent chain in ``/proc`` and ends it by its id. :func:`supervise` puts
+such a process between a parent and the code under test (the user-code
+workers, the DCP ranks), and :func:`end_supervised` kills it with its tree.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -213,6 +217,74 @@ def end_tree(root: int, *, include_root: bool = False) -> None:
         _signal_pid(pid, signal.SIGKILL)
         _signal_pid(pid, signal.SIGCONT)  # a stopped process takes its SIGKILL at once; harmless after
 
+
+
+def _leave_with_parent(parent: int) -> None:
+    """Exit at once when ``parent`` is no longer this process's parent, ending every descendant first."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    end_tree(os.getpid())
+    os._exit(1)
+
+
+def watch_parent() -> None:
+    """End this process, and everything it started, as soon as its parent is gone (a daemon thread).
+
+    A process in a session of its own is out of its parent's process group, so a parent killed
+    outright (``SIGKILL``, no exit handler) no longer ends it: it watches for that itself, even
+    while its main thread is stuck in the code under test.
+    """
+    threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()
+
+
+def supervise(close_channels: Callable[[], None]) -> None:
+    """Fork: the child returns and runs the code under test; this process stays as its supervisor,
+    a child subreaper, until the child ends, and never returns.
+
+    Why: the supervisor runs none of the user's code, so a child that leaves by ``os._exit``
+    or dies by a signal still has every process it started, in a session of its own or not,
+    handed to the supervisor, which ends each by its id, then leaves with the child's own exit
+    status (or dies by its signal), which is what the parent reports. While the child runs,
+    the parent's kill (:func:`end_supervised`) walks the tree from here. ``close_channels``
+    closes, in the supervisor, the supervisor's copies of whatever the child talks to its parent
+    through (pipes, a socket), so the parent sees their end when the child dies. Used by the
+    user-code workers (:mod:`crossattn_sizing.engine.worker`) and the DCP ranks
+    (:mod:`crossattn_sizing.distributed.rank`); the child should call :func:`become_subreaper`
+    too and :func:`end_tree` on itself before it leaves.
+    """
+    parent = os.getppid()
+    become_subreaper()
+    child = os.fork()
+    if child == 0:
+        return
+    close_channels()
+    threading.Thread(target=_leave_with_parent, args=(parent,), daemon=True).start()
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except InterruptedError:
+            continue
+    end_tree(os.getpid())
+    code = os.waitstatus_to_exitcode(status)
+    if code < 0:  # died by a signal: so does its supervisor, so the parent names that signal
+        with contextlib.suppress(OSError, ValueError):
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        os._exit(128 - code)
+    os._exit(code)
+
+
+def end_supervised(proc: subprocess.Popen) -> None:  # type: ignore[type-arg]
+    """Kill a process started under :func:`supervise` with everything it started, by id and by group.
+
+    Its supervisor is a child subreaper, so while it lives every descendant, one in a session
+    of its own too, is found from it; the group kill after catches what a supervisor that
+    already left could not reach.
+    """
+    if proc.poll() is None:  # not reaped: the id is still this process's
+        end_tree(proc.pid, include_root=True)
+    end_group(proc, signal.SIGKILL, 0.0)
 
 
 _TEMP_FOLDERS: dict[Path, Callable[[], None]] = {}

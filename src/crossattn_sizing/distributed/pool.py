@@ -16,7 +16,9 @@ member) and the next request starts a fresh one. :class:`RankFailure` is an
 ``AssertionError``, so a property reports it as a failed example, with the
 rank in the message, and Hypothesis shrinks it like any other failure.
 
-No rank outlives the pool: :meth:`RankPool.close` ends each process group, the
+No rank outlives the pool, nor does anything a rank started: each rank runs
+under a supervisor, a child subreaper (:mod:`crossattn_sizing.distributed.rank`),
+:meth:`RankPool.close` ends each rank's whole tree by id, the
 exit handler of :mod:`crossattn_sizing.base.processes` closes every live pool, the pytest plugin
 closes them at session finish, and a worker exits by itself when its driver's socket closes.
 """
@@ -25,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -38,7 +39,7 @@ from crossattn_sizing.base.errors import HarnessError, described
 from crossattn_sizing.base.processes import (
     describe_exit,
     end_children,
-    end_group,
+    end_supervised,
     forget_child,
     register_child,
     remove_temp_folder,
@@ -52,6 +53,11 @@ BACKENDS = ("gloo", "nccl")
 class RankFailure(AssertionError):
     """A DCP rank died or hung; the message names the rank."""
 
+
+CLOSE_GRACE_S = 2.0
+"""Seconds the ranks of a closing pool have, together, to leave by themselves (they leave at once
+without tearing torch down); then they are killed. Bounded, so a pool closed at exit, or on a
+SIGTERM, never holds the process up."""
 
 CHILD_KIND = "dcp ranks"
 """The pools' kind in the process registry, so :func:`close_all` ends them all and only them."""
@@ -136,13 +142,24 @@ class RankPool:
                                f"CUDA devices (one per rank), found {found}")
 
     def close(self) -> None:
-        """End every rank's process group and forget the group; idempotent."""
+        """End every rank, with whatever it started, and forget the group; idempotent.
+
+        Each rank is asked to close and given :data:`CLOSE_GRACE_S` in all (one
+        deadline for every rank, not one each) to leave by itself, ending what it
+        started; then each rank's supervisor is killed with its whole tree
+        (:func:`~crossattn_sizing.base.processes.end_supervised`): a rank that hangs, or
+        a process of the implementation's that started a session of its own, is
+        ended by its id too.
+        """
         for conn in self.conns:
             with contextlib.suppress(OSError):
                 send(conn, ("close", ()))
             conn.close()
+        ends = time.monotonic() + CLOSE_GRACE_S
         for proc in self.procs:
-            end_group(proc, first=signal.SIGTERM, grace_s=5)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, ends - time.monotonic()))
+            end_supervised(proc)
         self.procs, self.conns = [], []
         if self.dir is not None:
             remove_temp_folder(self.dir)

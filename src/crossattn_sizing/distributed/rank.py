@@ -18,12 +18,18 @@ private socket (inherited file descriptor, one pickled message per request):
 Before entering a collective the worker tells the driver, so a rank that
 hangs elsewhere is told apart from the ranks waiting for it. The worker exits
 when the driver closes the socket or dies (end of file), so it never outlives
-its driver.
+its driver. It runs under a supervisor, as a user-code worker does
+(:func:`crossattn_sizing.base.processes.supervise`): the process the driver
+started is a child subreaper that runs nothing of the implementation, so
+every process a rank starts, one that calls ``setsid()`` included, is found
+and ended by its id, when the rank leaves, when it dies, and when the driver
+kills it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import shutil
@@ -33,11 +39,12 @@ from collections.abc import Callable
 from datetime import timedelta
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 
 from crossattn_sizing.base.errors import described
+from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise
 from crossattn_sizing.impl.runner import PagedRunner, Reads
 
 
@@ -169,8 +176,9 @@ def _remove_rendezvous(init_method: str) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """A DCP rank process: join the process group, then serve the driver until it closes."""
+def main(argv: list[str] | None = None) -> NoReturn:
+    """A DCP rank process under its supervisor: join the process group, serve the driver until it
+    closes, end whatever the implementation started, and leave."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.distributed.rank")
     parser.add_argument("--fd", type=int, required=True)
     parser.add_argument("--rank", type=int, required=True)
@@ -181,6 +189,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", required=True)
     parser.add_argument("--collective-timeout", type=float, required=True)
     args = parser.parse_args(argv)
+    # Before any thread starts (gloo's, OpenMP's): this process stays as the rank's supervisor, a child
+    # subreaper, so whatever the implementation starts, in a session of its own too, is ended by its id.
+    supervise(lambda: os.close(args.fd))
+    become_subreaper()
+    try:
+        status = _serve(args)
+    except BaseException:  # a harness bug: its traceback, then the same exit as any other
+        traceback.print_exc()
+        status = 1
+    end_tree(os.getpid())
+    # Leave at once: the driver waits for its ranks when it closes the pool, and tearing down torch and
+    # the process group takes seconds on a loaded machine.
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(status)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Join the process group, load the implementation, then answer the driver until it closes."""
     conn = Connection(args.fd)
     torch.set_num_threads(1)  # C ranks share the machine's cores
     try:
@@ -208,4 +236,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -28,7 +28,7 @@ from typing import Any
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import NotExpressible
-from crossattn_sizing.base.processes import end_group, end_tree, register_child
+from crossattn_sizing.base.processes import end_supervised, register_child
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     Release,
@@ -92,15 +92,9 @@ SUPERVISOR_GRACE_S = 10.0
 leave with the worker's exit status (it is killed after, and the status then reads SIGKILL)."""
 
 
-def kill_worker(proc: subprocess.Popen[str]) -> None:
-    """Kill a worker that runs user code with everything it started, by id and by group.
-
-    The worker's supervisor is a child subreaper (:func:`crossattn_sizing.engine.worker.supervise`),
-    so while it lives every descendant, one in a session of its own too, is found from it.
-    """
-    if proc.poll() is None:  # not reaped: the id is still this worker's
-        end_tree(proc.pid, include_root=True)
-    end_group(proc, signal.SIGKILL, 0.0)
+kill_worker = end_supervised
+"""Kill a worker that runs user code with everything it started, by id and by group (its supervisor is
+a child subreaper: :func:`crossattn_sizing.base.processes.supervise`)."""
 
 
 def _echo_lines(source: Any, kept: collections.deque[str]) -> None:

@@ -31,7 +31,6 @@ import contextlib
 import json
 import os
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -135,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
     }
     proto.write(json.dumps(ready) + "\n")
     serve(engine, proto)
-    return 0
+    # Leave at once, as a user's worker does: the judge waits for this worker at its own exit, and
+    # tearing down the release's modules (torch, vLLM) takes seconds on a loaded machine.
+    for stream in (proto, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(0)
 
 
 def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
@@ -209,56 +213,13 @@ def forked(call: Any, deadline: float, op: object, dumps: Any = json.dumps) -> d
         return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}
 
 
-def _leave_with_parent(parent: int) -> None:
-    """Exit at once when the process that started this worker is gone (its pid is no longer the parent),
-    ending every descendant first."""
-    from crossattn_sizing.base.processes import end_tree
-
-    while os.getppid() == parent:
-        time.sleep(0.5)
-    end_tree(os.getpid())
-    os._exit(1)
-
-
-def supervise(proto: Any) -> None:
-    """Fork: the child returns and serves; this process stays as its supervisor until the child ends.
-
-    Why: the supervisor is a child subreaper that runs none of the user's
-    code, so a worker that leaves by ``os._exit`` or dies by a signal still
-    has every process it started, in a session of its own or not, handed to
-    the supervisor, which ends each by its id, then leaves with the child's own
-    exit status (or signal), which is what the judge reports. While the child
-    runs, the judge's kill on a deadline walks the tree from here.
-    """
-    from crossattn_sizing.base.processes import become_subreaper, end_tree
-
-    judge = os.getppid()
-    become_subreaper()
-    child = os.fork()
-    if child == 0:
-        return
-    # The protocol's pipes are the child's: the judge must see their end when the child dies.
+def _close_channels(proto: Any) -> None:
+    """The supervisor's copies of the protocol's pipes (the worker's): the judge must see their end
+    when the worker dies."""
     proto.close()
     for fd in (0, 1):
         with contextlib.suppress(OSError):
             os.close(fd)
-    threading.Thread(target=_leave_with_parent, args=(judge,), daemon=True).start()
-    while True:
-        try:
-            _, status = os.waitpid(child, 0)
-            break
-        except InterruptedError:
-            continue
-    end_tree(os.getpid())
-    code = os.waitstatus_to_exitcode(status)
-    if code < 0:  # died by a signal: so does its supervisor, so the judge names that signal
-        import signal
-
-        with contextlib.suppress(OSError, ValueError):
-            signal.signal(-code, signal.SIG_DFL)
-            os.kill(os.getpid(), -code)
-        os._exit(128 - code)
-    os._exit(code)
 
 
 def serve_subject(load: str, device: str, proto: Any, fork: float | None = None) -> int:
@@ -272,11 +233,11 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     """
     from crossattn_sizing.base import interrupts
     from crossattn_sizing.base.callables import user_path_first
-    from crossattn_sizing.base.processes import become_subreaper, end_tree
+    from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise, watch_parent
 
     kind, _, spec = load.partition("=")
     user_path_first()
-    supervise(proto)
+    supervise(lambda: _close_channels(proto))
     # Every process the user's code starts stays a descendant of this one or of its supervisor, one that
     # calls setsid() or outlives its parent included, so each is ended by its id when the worker ends.
     become_subreaper()
@@ -287,7 +248,7 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     stack.enter_context(interrupts.handling(restore=False))
     # The worker leads its own process group (so a kill takes what it started): a judge killed outright
     # no longer ends it through the group, so it watches for that itself, even while a call hangs.
-    threading.Thread(target=_leave_with_parent, args=(os.getppid(),), daemon=True).start()
+    watch_parent()
     loop, dumps = bind_loop(proto, fork), json.dumps  # before the user's import: see bind_loop
     try:
         ops, ready = _load(kind, spec, device)
