@@ -378,7 +378,9 @@ def worker_for(
 W = TypeVar("W", bound=EngineWorker)
 
 
-def kept_worker(workers: dict[str, W], spec: str, deadline: float | None, make: Callable[[str, float], W]) -> W:
+def kept_worker(
+    workers: dict[str, W], spec: str, deadline: float | None, make: Callable[[str, float], W]
+) -> W:
     """The started worker ``workers`` keeps for the tree ``spec`` names (stripped), made by
     ``make(spec, deadline)`` and started on first use, then ended at exit with every worker.
 
