@@ -6,9 +6,10 @@ batch-shaped gather gets wrong: requests with a large encoder input (sizes
 taken from transformers' own Whisper and Mllama configs, built locally, or any
 admissible size) and short prompts, beside text-only requests (no encoder
 input) with long decoders. Every request is admitted on its own by SGLang's
-rule (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`) and has
-generated at most what the scheduler lets it, so whatever goes wrong is the
-batch's, not an inadmissible request's.
+rule (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`, or an
+SGLang tree's own, :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`,
+through :func:`admitted_batches`) and has generated at most what the scheduler
+lets it, so whatever goes wrong is the batch's, not an inadmissible request's.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.core.layouts import SharedRow
 from crossattn_sizing.core.read_gather import BatchRequest
+from crossattn_sizing.engine.sglang.client import OwnAdmission
 
 MAX_CONTEXT = 16384
 """Rows stay short enough for the guarded table's per-column lists (a few ms per example)."""
@@ -56,13 +58,14 @@ class ReadCase:
     """A server and one decode step of a batch, every request admitted alone."""
 
     layout: SharedRow
-    rule: SglangAdmission
+    rule: SglangAdmission | OwnAdmission
     requests: tuple[EngineRequest, ...]
     batch: tuple[BatchRequest, ...]
 
     def lines(self) -> list[str]:
         """The case, for a failure's diagnosis."""
-        out = [f"  context_len {self.layout.context_len} (row width {self.layout.width}), "
+        width = getattr(self.rule, "row_width", None) or self.layout.width  # a tree's own row, where known
+        out = [f"  context_len {self.layout.context_len} (row width {width}), "
                f"kv_capacity {self.rule.kv_capacity}, max_req_input_len {self.rule.max_req_input_len}"]
         for i, (req, step) in enumerate(zip(self.requests, self.batch, strict=True)):
             out.append(f"  request {i}: encoder {req.encoder_len}, prompt {req.prompt_len}, "
@@ -71,9 +74,9 @@ class ReadCase:
 
 
 @st.composite
-def _request(draw: st.DrawFn, rule: SglangAdmission,
+def _request(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission,
              with_encoder: bool) -> tuple[EngineRequest, BatchRequest]:
-    limit = rule.max_req_input_len - 1  # input_len < max_req_input_len
+    limit = rule.input_draw_limit  # the model: input_len < max_req_input_len; a tree: its own check decides
     if with_encoder:
         sizes = [e for e in model_encoder_sizes() if e < limit]
         choices = st.sampled_from(sizes) | st.integers(1, limit - 1) if sizes else st.integers(1, limit - 1)
@@ -95,6 +98,14 @@ def mixed_batches(draw: st.DrawFn) -> ReadCase:
     kv_capacity = draw(st.integers(context // 2, 4 * context), label="kv_capacity")
     rule = SglangAdmission(context, kv_capacity)
     assume(rule.max_req_input_len >= 3)
+    return draw(admitted_batches(rule, SharedRow(context)))
+
+
+@st.composite
+def admitted_batches(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission, layout: SharedRow) -> ReadCase:
+    """A decode batch for one server, each request admitted by ``rule`` (the harness's model, or a tree's
+    own): 1 to 3 requests with an encoder input and 1 to 3 text-only ones, in any order."""
+    assume(rule.input_draw_limit >= 2)
     n_encoder = draw(st.integers(1, 3), label="encoder_requests")
     n_text = draw(st.integers(1, 3), label="text_requests")
     drawn = [draw(_request(rule, True)) for _ in range(n_encoder)]
@@ -102,4 +113,4 @@ def mixed_batches(draw: st.DrawFn) -> ReadCase:
     order = draw(st.permutations(range(len(drawn))), label="order")
     requests = tuple(drawn[i][0] for i in order)
     batch = tuple(drawn[i][1] for i in order)
-    return ReadCase(SharedRow(context), rule, requests, batch)
+    return ReadCase(layout, rule, requests, batch)

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
@@ -26,7 +27,7 @@ from crossattn_sizing.engine.sglang.source import check_line
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail, fail_rerun
-from .read_strategies import ReadCase, mixed_batches
+from .read_strategies import ReadCase, admitted_batches, mixed_batches
 
 
 def _builder_option(builder: object) -> list[str]:
@@ -76,18 +77,44 @@ def _triples(case: ReadCase) -> list[tuple[int, int, int]]:
     ]
 
 
-@given(case=mixed_batches())
-def test_admitted_requests_fit_their_shared_row(case: ReadCase, read_builder: Builder) -> None:
-    """Write side on the same draws: every token an admitted request writes lands inside its row.
+def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject) -> ReadCase:
+    """A batch for ``case``'s server drawn anew, each request admitted by the tree's own rule (its
+    limits, its input check, its output cap: :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`);
+    a rule that does not answer skips as not run, or fails when the tree's code hung or exited."""
+    from crossattn_sizing.engine.sglang.client import AdmissionUnanswered
 
-    With an SGLang tree (``--read-builder sglang==X``), the rows are the tree's
-    own (its sizing and its ``ReqToTokenPool``) and the writes its own extend
-    and decode rule; otherwise the harness's model of the row, ``context_len + 4``.
+    context_len, kv_capacity = case.layout.context_len, case.rule.kv_capacity
+    try:
+        rule = read_builder.admission(context_len, kv_capacity)
+        if isinstance(rule, dict):
+            raise AdmissionUnanswered(rule)
+        return data.draw(admitted_batches(rule, case.layout), label="a batch the tree's own rule admits")
+    except AdmissionUnanswered as exc:
+        if exc.verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
+            pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: admission: "
+                        f"{exc.verdict['reason']}")
+        fail_rerun([f"write-side coverage: the tree's admission (context_len {context_len}, kv_capacity "
+                    f"{kv_capacity}): {exc.verdict['message']}"], _builder_option(read_builder))
+
+
+@given(case=mixed_batches(), data=st.data())
+def test_admitted_requests_fit_their_shared_row(
+    case: ReadCase, data: st.DataObject, read_builder: Builder
+) -> None:
+    """Write side: every token a request the engine admits writes lands inside its row.
+
+    With an SGLang tree (``--read-builder sglang==X``), everything is the
+    tree's own: which requests are admitted and how long they run (its
+    scheduler's limits, input check and output cap), the rows (its sizing and
+    its ``ReqToTokenPool``) and the writes (its extend and decode rule);
+    otherwise the harness's model of SGLang's rule and row (``context_len + 4``),
+    on the read side's draws.
     """
     if hasattr(read_builder, "write"):
+        case = _admitted_by_the_tree(read_builder, case, data)
         verdict = read_builder.write(case.layout.context_len, _triples(case))
         if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
-            pytest.skip(f"{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
+            pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
         if verdict["verdict"] == "fails":
             fail(
                 ["write-side coverage: an admitted request writes past its row (the tree's own rows)",

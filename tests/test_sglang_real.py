@@ -3,7 +3,8 @@
 - the recorded fixture's kept lines are the wheel's own, line for line;
 - ``verify --engine sglang==0.5.23`` reports the read side failing with a shrunk
   mixed batch and the write side holding;
-- the unpacked wheel with the gather bounded per request holds the read side.
+- the unpacked wheel with the gather bounded per request holds the read side;
+- every audited release runs its own admission steps (limits, input check, output cap).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
     pytest.skip("the real SGLang wheel (39 MB): run by `nox -s engine` (CROSSATTN_ENGINE_TESTS=1)",
                 allow_module_level=True)
 
-from crossattn_sizing.engine.sglang.client import SglangReads
+from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.engine.sglang.client import OwnAdmission, SglangReads
 from crossattn_sizing.engine.sglang.install import resolve_sglang
+from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES
 from tests.sglang_tree import EAGER_BOUNDED, EAGER_LINE, FA3, FIXTURE, REPLAY_BOUNDED, REPLAY_LINE
 
 pytestmark = pytest.mark.engine
@@ -47,10 +50,10 @@ def test_verify_engine_reports_read_failing_and_write_holding() -> None:
     out = subprocess.run([sys.executable, "-m", "crossattn_sizing", "verify", "--engine", SPEC],
                          capture_output=True, text=True, timeout=900, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
-    lines = out.stdout.splitlines()
-    read = next(ln for ln in lines if ln.startswith("read side"))
-    write = next(ln for ln in lines if ln.startswith("write side"))
-    assert read.split()[-4] == "fails" and write.split()[-3] == "holds"
+    rows = {cells[0]: cells[1] for ln in out.stdout.splitlines()  # verify's table: property | verdict
+            if len(cells := [c.strip() for c in ln.strip("│┃ ").split("│")]) == 2}
+    assert rows["test_read_coverage::test_gathers_stay_in_row_and_own_columns"] == "fails"
+    assert rows["test_read_coverage::test_admitted_requests_fit_their_shared_row"] == "holds"
     assert "request 1: encoder 0" in out.stdout or "request 0: encoder 0" in out.stdout  # mixed batch
     assert f"reproduce: crossattn-sizing check --engine {SPEC}" in out.stdout
 
@@ -82,3 +85,17 @@ def test_audit_release_table_names_the_first_overflow() -> None:
     assert rows["sglang==0.5.23"][:3] == ["per-request", "gather", "fails"]
     first = "first release with the overflow: sglang==0.5.13 (FA3 text table: per-request gather)"
     assert first in out.stdout
+
+
+@pytest.mark.parametrize("version", AUDIT_RELEASES)
+def test_every_release_runs_its_own_admission(version: str) -> None:
+    """Each release's TpModelWorker limits, validate_input_length and init_req_max_new_tokens run as its
+    own code (downloads each wheel once); on every release they agree with the harness's model."""
+    rule = SglangReads(f"sglang=={version}").admission(2048, 4096)
+    assert isinstance(rule, OwnAdmission), rule
+    model = SglangAdmission(2048, 4096)
+    assert (rule.max_req_len, rule.max_req_input_len) == (model.max_req_len, model.max_req_input_len)
+    assert rule.refusal(EngineRequest(1500, 542)) is not None  # input == max_req_input_len
+    assert rule.refusal(EngineRequest(1500, 541)) is None
+    long_output = EngineRequest(1500, 400, 10**6)
+    assert rule.output_cap(long_output) == model.output_cap(long_output)

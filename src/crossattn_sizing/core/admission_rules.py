@@ -111,6 +111,11 @@ class SglangAdmission:
         """An input of this many tokens or more is refused."""
         return self.max_req_len - 5
 
+    @property
+    def input_draw_limit(self) -> int:
+        """The longest input a strategy offers: the longest this model admits."""
+        return self.max_req_input_len - 1
+
     def refusal(self, request: EngineRequest) -> str | None:
         """An input (encoder plus prompt) of ``max_req_input_len`` or more is refused."""
         if request.input_len >= self.max_req_input_len:

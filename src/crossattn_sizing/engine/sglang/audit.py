@@ -26,6 +26,7 @@ import argparse
 import sys
 import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from crossattn_sizing.base.errors import OptionError, ReleaseUnavailable
 from crossattn_sizing.base.outcome import Outcome, exit_status
@@ -33,6 +34,9 @@ from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES, version_key
 from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, check_line
+
+if TYPE_CHECKING:
+    from crossattn_sizing.engine.sglang.client import OwnAdmission
 
 Triple = tuple[int, int, int]
 
@@ -112,17 +116,17 @@ def _order(spec: str) -> tuple[int, tuple[int, ...]]:
     return 1, ()
 
 
-def _longest(context_len: int, kv_capacity: int) -> Triple:
-    """The longest request the server admits: one encoder-heavy request generating all it may."""
-    rule = SglangAdmission(context_len, kv_capacity)
+def _longest(rule: SglangAdmission | OwnAdmission) -> Triple:
+    """The longest request ``rule`` (the release's own) admits: one encoder-heavy request generating all
+    it may."""
     encoder = rule.max_req_input_len - 2
-    request = EngineRequest(encoder, 1, context_len)
+    request = EngineRequest(encoder, 1, rule.context_len)
     return encoder, 1, 1 + rule.output_cap(request)
 
 
 def audit_release(spec: str, args: argparse.Namespace) -> Row:
     """Run one release's own code on the probes; its row."""
-    from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
+    from crossattn_sizing.engine.sglang.client import OwnAdmission, SglangReads, sglang_worker
 
     started = time.monotonic()
     worker = sglang_worker(spec, offline=args.offline, cache=args.cache_dir)
@@ -133,7 +137,15 @@ def audit_release(spec: str, args: argparse.Namespace) -> Row:
     write, write_outcome = "holds", Outcome.HOLDS
     for context_len, kv_capacity, batch in PROBES:
         kv = SglangAdmission(context_len, kv_capacity)
-        for probe in (list(batch), [_longest(context_len, kv_capacity)]):
+        own = reads.admission(context_len, kv_capacity)  # the release's own limits pick the longest probe
+        probes = [list(batch)]
+        if isinstance(own, OwnAdmission):
+            probes.append([_longest(own)])
+        elif write_outcome == Outcome.HOLDS:  # its admission did not answer: the write side says why
+            write_outcome = Outcome.FAILS if own["verdict"] == "fails" else Outcome.NOT_RUN
+            write = own["verdict"]
+            detail.append(f"write side, admission: {own.get('message') or own.get('reason')}")
+        for probe in probes:
             written = reads.write(context_len, probe)
             if written["verdict"] != "holds" and write_outcome == Outcome.HOLDS:
                 write_outcome = Outcome.FAILS if written["verdict"] == "fails" else Outcome.NOT_RUN

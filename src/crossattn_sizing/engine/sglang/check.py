@@ -2,19 +2,22 @@
 through an SGLang tree's own metadata builder, judged on the read side.
 
 A batch is ``e:prompt:d`` per request (encoder tokens, prompt tokens, decoder
-tokens at this decode step). Each request must be admitted alone by SGLang's
-rule for the server (``--context-len``, ``--kv-capacity``) and have generated
-no more than the scheduler lets it (else it is bad input, exit 2: the engine
-would never build metadata for it). The release's ``FlashAttentionBackend``
-builds the decode metadata on the eager path and on CUDA-graph replay, over a
-guarded ``req_to_token``; exit 0 when both hold, 1 when one reads past a row
-(row, column and width printed), 3 when a stand-in is missing (not run).
+tokens at this decode step). Each request must be admitted alone by the tree's
+own rule for the server (``--context-len``, ``--kv-capacity``; its scheduler's
+limits, input check and output cap, :mod:`crossattn_sizing.engine.sglang.admission`)
+and have generated no more than that scheduler lets it (else it is bad input,
+exit 2: the engine would never build metadata for it). Where the tree's rule
+cannot be run, the harness's model of it decides, and the output says so. The
+release's ``FlashAttentionBackend`` builds the decode metadata on the eager
+path and on CUDA-graph replay, over a guarded ``req_to_token``; exit 0 when
+both hold, 1 when one reads past a row (row, column and width printed), 3 when
+a stand-in is missing (not run).
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError, ReleaseUnavailable
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
@@ -23,6 +26,9 @@ from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.source import check_line
+
+if TYPE_CHECKING:
+    from crossattn_sizing.engine.sglang.client import OwnAdmission
 
 Triple = tuple[int, int, int]
 
@@ -40,8 +46,8 @@ def int_option(option: str, text: str, minimum: int) -> int:
     return value
 
 
-def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
-    """``e:prompt:d,...``, each admitted alone and within what the scheduler lets it generate."""
+def request_triples(text: str) -> list[Triple]:
+    """``e:prompt:d,...`` as integers (the form only; :func:`parse_requests` asks the rule)."""
     out = []
     for part in text.split(","):
         fields = part.split(":")
@@ -50,7 +56,15 @@ def parse_requests(text: str, rule: SglangAdmission) -> list[Triple]:
                 "--requests", part, "each request is e:prompt:d (encoder, prompt, decoder tokens)"
             )
         e, p, d = (int_option("--requests", f, 0) for f in fields)
-        request = EngineRequest(e, p, d - p)
+        out.append((e, p, d))
+    return out
+
+
+def parse_requests(text: str, rule: SglangAdmission | OwnAdmission) -> list[Triple]:
+    """``e:prompt:d,...``, each admitted alone and within what the scheduler lets it generate."""
+    out = []
+    for (e, p, d), part in zip(request_triples(text), text.split(","), strict=True):
+        request = EngineRequest(e, p, max(0, d - p))
         refused = rule.refusal(request)
         if refused is not None:
             raise ConfigError("--requests", part, f"not admitted by SGLang: {refused}")
@@ -72,19 +86,29 @@ def run_check(
 
     ``deadline``: seconds each call into the tree may take (``--call-timeout``; None: its setting).
     """
-    from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
+    from crossattn_sizing.engine.sglang.client import OwnAdmission, SglangReads, sglang_worker
 
     context_len = int_option("--context-len", str(context_text), 8)
     kv_capacity = int_option("--kv-capacity", str(kv_text), 8)
-    rule = SglangAdmission(context_len, kv_capacity)
-    batch = parse_requests(requests_text, rule)
+    request_triples(requests_text)  # the form is bad input before any tree is started
     worker = sglang_worker(spec, deadline)
+    reads = SglangReads(spec, deadline=deadline)
+    own = reads.admission(context_len, kv_capacity)
+    if isinstance(own, dict) and own["verdict"] == "fails":  # the tree's admission code hung or exited
+        print(f"FAIL  admission: {own['message']}")
+        return EXIT_FAILS
+    rule: SglangAdmission | OwnAdmission = own if isinstance(own, OwnAdmission) else SglangAdmission(
+        context_len, kv_capacity)
+    batch = parse_requests(requests_text, rule)
     note = getattr(worker.release, "note", "")
     if note:
         print(f"note: {note}")
     print(f"engine:    {spec} FlashAttentionBackend decode metadata (the release's own code; docs/engine.md)")
     if worker.ready.get("range"):
         print(f"release:   {worker.ready['range']}")
+    if isinstance(own, dict):  # its admission steps did not run: the harness's model admitted the batch
+        print(f"NOT RUN admission: {spec}: {own['reason']}; the requests were checked against the harness's "
+              "model of SGLang's limits instead")
     try:
         width: Any = worker.request("width", context_len=context_len)
     except EngineCrash as exc:  # the tree's own sizing hung or ended its process: that batch fails
@@ -94,18 +118,19 @@ def run_check(
     except ReleaseUnavailable as exc:
         print(f"NOT RUN width: {spec}: {exc}")
         return exit_status([Outcome.NOT_RUN])
+    limits_from = "the release's own limits" if isinstance(rule, OwnAdmission) else "the harness's model"
     if width is None:  # the release's sizing did not run under the harness (its verdicts say why)
         width = "unknown (the release's sizing did not run)"
     print(
         f"server:    context_len {context_len}, kv_capacity {kv_capacity}; req_to_token row width {width} "
-        f"(the release's sizing); max_req_input_len {rule.max_req_input_len}"
+        f"(the release's sizing); max_req_len {rule.max_req_len}, max_req_input_len {rule.max_req_input_len} "
+        f"({limits_from})"
     )
     for i, (e, p, d) in enumerate(batch):
         print(
             f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
         )
-    outcomes: list[Outcome] = []
-    reads = SglangReads(spec, deadline=deadline)
+    outcomes: list[Outcome] = [Outcome.NOT_RUN] if isinstance(own, dict) else []
     written = reads.write(context_len, batch)
     if written["verdict"] == "fails":
         print(f"FAIL  write: {written['message']}")

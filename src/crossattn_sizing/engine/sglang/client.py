@@ -17,11 +17,12 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.core.admission_rules import EngineRequest
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
@@ -139,6 +140,20 @@ class SglangReads:
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
+    def admission(self, context_len: int, kv_capacity: int) -> OwnAdmission | dict[str, Any]:
+        """The tree's own admission rule for this server (:class:`OwnAdmission`), or the verdict
+        (``fails``: the tree's code hung or ended its worker; ``not run``: a piece the harness cannot
+        run, named) when its admission steps do not answer."""
+        rule = OwnAdmission(self.spec, context_len, kv_capacity, max_req_len=0, max_req_input_len=0,
+                            deadline=self.deadline)
+        try:
+            answer = rule.ask([])
+        except AdmissionUnanswered as exc:
+            return exc.verdict
+        rule.max_req_len, rule.max_req_input_len = answer["max_req_len"], answer["max_req_input_len"]
+        rule.row_width = answer.get("row_width")
+        return rule
+
     def first_problem(
         self, context_len: int, batch: Sequence[tuple[int, int, int]]
     ) -> tuple[str, str] | None:
@@ -149,3 +164,71 @@ class SglangReads:
             if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
                 return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}"
         return None
+
+
+class AdmissionUnanswered(Exception):
+    """The tree's admission steps did not answer: ``verdict`` says why (``fails`` or ``not run``)."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__(verdict.get("reason") or verdict.get("message"))
+        self.verdict = verdict
+
+
+@dataclass
+class OwnAdmission:
+    """SGLang's admission for one server as the tree's own code decides it (the
+    :class:`~crossattn_sizing.core.admission_rules.AdmissionRule` protocol, answered by its worker).
+
+    ``max_req_len`` and ``max_req_input_len`` are what the tree's ``TpModelWorker`` reports; a request
+    is refused by the tree's ``validate_input_length`` (or aborted by its ``init_req_max_new_tokens``),
+    and its output is capped by ``init_req_max_new_tokens`` (:mod:`crossattn_sizing.engine.sglang.admission`).
+    Each request is asked once and its answer kept.
+    """
+
+    spec: str
+    context_len: int
+    kv_capacity: int
+    max_req_len: int
+    max_req_input_len: int
+    row_width: int | None = None
+    """The tree's own row (``context_len`` + its sizing's extra), for a failure's lines; None: unknown."""
+    deadline: float | None = None
+    name: str = "sglang"
+    _answers: dict[EngineRequest, dict[str, Any]] = field(default_factory=dict, repr=False)
+
+    @property
+    def input_draw_limit(self) -> int:
+        """The longest input a strategy offers: ``max_req_len``, so the tree's own check decides the
+        inputs from ``max_req_input_len`` on, not the harness."""
+        return self.max_req_len
+
+    def ask(self, requests: Sequence[EngineRequest]) -> dict[str, Any]:
+        """The worker's ``admission`` answer for ``requests``; :class:`AdmissionUnanswered` when the
+        tree's steps did not answer (its code hung or exited: ``fails``; the harness's gap: ``not run``)."""
+        try:
+            answer: dict[str, Any] = sglang_worker(self.spec, self.deadline).request(
+                "admission", context_len=self.context_len, kv_capacity=self.kv_capacity,
+                requests=[[r.encoder_len, r.prompt_len, r.max_new] for r in requests])
+        except EngineCrash as exc:
+            raise AdmissionUnanswered({"verdict": "fails", "message": "the tree's admission code did not "
+                                       f"return: {exc}"}) from None
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            raise AdmissionUnanswered({"verdict": "not run",
+                                       "reason": f"the worker could not answer: {exc}"}) from None
+        if answer["verdict"] != "holds":
+            raise AdmissionUnanswered(answer)
+        return answer
+
+    def _answer(self, request: EngineRequest) -> dict[str, Any]:
+        if request not in self._answers:
+            self._answers[request] = self.ask([request])["requests"][0]
+        return self._answers[request]
+
+    def refusal(self, request: EngineRequest) -> str | None:
+        """The tree's own message refusing ``request``, or None when it admits it."""
+        refused = self._answer(request)["refused"]
+        return None if refused is None else str(refused)
+
+    def output_cap(self, request: EngineRequest) -> int:
+        """The ``max_new_tokens`` the tree's scheduler lets ``request`` run to."""
+        return int(self._answer(request)["cap"])

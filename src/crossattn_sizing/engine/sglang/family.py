@@ -29,8 +29,8 @@ PROPERTY_FILE = "properties/test_read_coverage.py"
 
 def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
     """One row of :data:`~crossattn_sizing.engine.sglang.releases.RANGES` as the protocol states it."""
-    own = tuple(f"{s.file.removeprefix('sglang/')}: {s.name}"
-                for s in (*rng.steps.values(), rng.kernel, *rng.helpers))  # fmt: skip
+    steps = (*rng.steps.values(), rng.kernel, *rng.helpers, *rng.admission.values())
+    own = tuple(f"{s.file.removeprefix('sglang/')}: {s.name}" for s in steps)
     note = "runs where the release keeps these files and definitions; a piece it moved or renamed is "
     note += "'not run', naming it"
     if newest:

@@ -34,6 +34,10 @@ COMMON = "sglang/srt/mem_cache/common.py"
 ALLOCATION = "sglang/srt/mem_cache/allocation.py"
 ALLOCATION_SIZING = "sglang/srt/mem_cache/allocation_sizing.py"
 VERSION_FILE = "sglang/_version.py"
+TP_WORKER = "sglang/srt/managers/tp_worker.py"
+SCHEDULER = "sglang/srt/managers/scheduler.py"
+MANAGER_UTILS = "sglang/srt/managers/utils.py"
+ALLOCATOR_BASE = "sglang/srt/mem_cache/allocator/base.py"
 
 
 @dataclass(frozen=True)
@@ -64,6 +68,9 @@ class SglangRange:
     input_ids_are_lists: bool = False
     """Whether ``prepare_encoder_info_extend`` takes each request's ids as a list (0.5.12 and older) or an
     ``array('q')``."""
+    admission: dict[str, Step] = field(default_factory=lambda: dict(ADMISSION))
+    """The scheduler's admission rule, run as the release's own (:data:`ADMISSION`): loaded when the write
+    side first asks, so a piece missing here leaves the write side "not run" and the read side running."""
 
     def label(self) -> str:
         """The range as docs and reports name it."""
@@ -89,10 +96,42 @@ COMMON_STAND_INS: tuple[tuple[str, str], ...] = (
      "own build_index_table returns then)"),
     ("AttentionBackend (base class)", "an empty class: only FlashAttentionBackend's own methods run"),
     ("ForwardMode", "the release's own enum, executed alone from model_executor/forward_batch_info.py"),
-    ("the scheduler's admission limits", "the harness's model of tp_worker.py (max_req_len = min(context_len "
-     "- 1, kv_capacity - 1), max_req_input_len = max_req_len - 5): the batches drawn are admitted by it"),
+    ("the worker and scheduler state the admission steps read (their `self`)",
+     "the server drawn: context_len and a KV pool of kv_capacity tokens, one running request, page size 1, "
+     "no DCP, no dLLM, no SGLANG_MAX_NEW_TOKENS_LIMIT, no sliding window; a KV allocator with only the "
+     "release's own BaseTokenToKVPoolAllocator.max_new_tokens_for_memory (where the tree has it)"),
+    ("which of get_worker_info's values are the limits", "the 5th and 6th (max_req_len, max_req_input_len), "
+     "as every release's scheduler.py unpacks them"),
+    ("a request as the admission steps see it (Req)", "origin_input_ids of encoder + prompt tokens (the "
+     "encoder part counted in the input, as pad_input_ids expands it for Mllama and Whisper), "
+     "sampling_params with the drawn max_new_tokens"),
+    ("the read side's admission", "the harness's model of tp_worker.py (max_req_len = min(context_len - 1, "
+     "kv_capacity - 1), max_req_input_len = max_req_len - 5): the read side's batches are drawn admitted by "
+     "it; the write side's by the release's own rule (ADMISSION)"),
 )
 """Stand-ins every range uses, for the ready line and docs/engine.md."""
+
+ADMISSION: dict[str, Step] = {
+    "limits_init": Step(TP_WORKER, "TpModelWorker.__init__"),
+    "limits": Step(TP_WORKER, "TpModelWorker.get_worker_info"),
+    "input_check": Step(MANAGER_UTILS, "validate_input_length"),
+    "output_cap": Step(SCHEDULER, "Scheduler.init_req_max_new_tokens"),
+    "pool_budget": Step(ALLOCATOR_BASE, "BaseTokenToKVPoolAllocator.max_new_tokens_for_memory"),
+}
+"""Where SGLang decides what it admits, in every release of the table (0.5.10.post1 .. 0.5.23):
+
+- ``limits_init``: the statements of ``TpModelWorker.__init__`` that set ``self.max_req_len`` and
+  ``self.max_req_input_len``, where it has them (0.5.13.post1 and older compute the limits there; later
+  releases in ``get_worker_info``); run alone, the rest of ``__init__`` is not;
+- ``limits``: ``get_worker_info``, whose 5th and 6th values the scheduler takes as ``max_req_len`` and
+  ``max_req_input_len``;
+- ``input_check``: ``validate_input_length``, which aborts an input (encoder tokens included) of
+  ``max_req_input_len`` or more;
+- ``output_cap``: ``init_req_max_new_tokens``, which caps ``max_new_tokens`` (``max_req_len - input - 1``
+  and the pool's budget);
+- ``pool_budget``: the pool's budget, called by ``init_req_max_new_tokens`` from 0.5.21 on; run as the
+  release's own where the tree has it (an older release does not call it).
+"""
 
 _OWN = {
     "pool": Step(MEMORY_POOL, "ReqToTokenPool"),

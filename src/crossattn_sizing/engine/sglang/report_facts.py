@@ -48,7 +48,9 @@ STEPS = {
     ),
     WRITE_SIDE: StepFacts(
         title="An admitted encoder-decoder request needs more of its req_to_token row than it has",
-        step="admission (max_req_input_len, max_new_tokens) against the row width context_len + 4",
+        step="the scheduler's admission (TpModelWorker.get_worker_info's max_req_len and max_req_input_len, "
+        "validate_input_length, init_req_max_new_tokens) against the row (context_len + "
+        "get_req_to_token_extra_context_len, ReqToTokenPool)",
         gpu="decode writes past the row: silent garbage in another request's KV slots, or an illegal memory "
         "access at the end of the pool",
     ),

@@ -13,7 +13,10 @@ Ops: ``metadata`` (``context_len``, ``batch`` = ``[[E, prompt, d], ...]``,
 ``batch``) -> both paths' verdicts (:func:`~crossattn_sizing.engine.sglang.run.run_reads`);
 ``write`` -> the write side on the release's rows; ``fa3_path`` -> how the
 release builds the text page table; ``width`` (``context_len``) -> the
-release's row width.
+release's row width; ``admission`` (``context_len``, ``kv_capacity``,
+``requests`` = ``[[E, prompt, max_new], ...]``) -> the release's own limits and
+each request admitted or refused, with its output cap
+(:func:`~crossattn_sizing.engine.sglang.admission.run_admission`).
 """
 
 from __future__ import annotations
@@ -86,9 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             return {"path": "not run", "reason": gap["reason"]}
         return None if op == "width" else gap  # width None: not known
 
+    admission: list[Any] = []  # the release's admission steps, loaded on the first ``admission`` op
+
     def dispatch(req: dict[str, Any]) -> Any:
         op = req["op"]
-        if op not in ("metadata", "read", "write", "fa3_path", "width"):
+        if op not in ("metadata", "read", "write", "fa3_path", "width", "admission"):
             raise ValueError(f"unknown op {op!r}")
         if release is None:
             return gap_answer(op)
@@ -101,6 +106,17 @@ def main(argv: list[str] | None = None) -> int:
             return run_write(release, int(req["context_len"]), batch)
         if op == "fa3_path":
             return fa3_path(release)
+        if op == "admission":
+            from crossattn_sizing.engine.sglang.admission import run_admission
+
+            requests = [(int(e), int(p), int(n)) for e, p, n in req.get("requests", [])]
+            answer = run_admission(release.root, release.range, admission, int(req["context_len"]),
+                                   int(req["kv_capacity"]), requests)
+            try:  # the tree's own row beside its limits, for a failure's lines (None: its sizing raised)
+                answer["row_width"] = int(req["context_len"]) + release.row_extra()
+            except Exception:
+                answer["row_width"] = None
+            return answer
         try:
             return int(req["context_len"]) + release.row_extra()
         except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
