@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.engine_tree import build_tree
@@ -122,28 +123,26 @@ def bisect_repo(repo: Path) -> list[str]:
 
 
 def examples(tmp: Path) -> dict[str, tuple[subprocess.CompletedProcess[str], Path, dict[str, str]]]:
-    """Run both worked examples; name -> (the run, its out folder, the paths to normalise)."""
-    out: dict[str, tuple[subprocess.CompletedProcess[str], Path, dict[str, str]]] = {}
+    """Run both worked examples; name -> (the run, its out folder, the paths to normalise).
+
+    The two runs are independent processes (their own trees, patches and out folders), so they run at
+    the same time: the suite waits for the longer, not for both one after the other.
+    """
     patch = sglang_patch(tmp / "bound-gather.patch")
-    spec = f"sglang@{FIXTURE}"
-    done = report("--engine", spec, "--fix", str(patch), "--out", str(tmp / "sglang"))
-    out["sglang"] = (done, tmp / "sglang", {str(FIXTURE): "tests/fixtures/sglang/0.5.23", str(tmp): "<tmp>"})
     tree = vllm_tree(tmp / "vllm-0.24.0")
     vpatch = vllm_patch(tree, tmp / "pr-46753.patch")
-    done = report(
-        "--engine",
-        f"vllm@{tree}",
-        "-k",
-        "test_coverage",
-        "--release-table",
-        str(AUDIT),
-        "--fix",
-        str(vpatch),
-        "--out",
-        str(tmp / "vllm"),
-    )
-    out["vllm"] = (done, tmp / "vllm", {str(tmp): "<tmp>", str(ROOT): "."})
-    return out
+    argv = {
+        "sglang": ("--engine", f"sglang@{FIXTURE}", "--fix", str(patch), "--out", str(tmp / "sglang")),
+        "vllm": ("--engine", f"vllm@{tree}", "-k", "test_coverage", "--release-table", str(AUDIT),
+                 "--fix", str(vpatch), "--out", str(tmp / "vllm")),
+    }  # fmt: skip
+    paths = {
+        "sglang": {str(FIXTURE): "tests/fixtures/sglang/0.5.23", str(tmp): "<tmp>"},
+        "vllm": {str(tmp): "<tmp>", str(ROOT): "."},
+    }
+    with ThreadPoolExecutor(max_workers=len(argv)) as pool:
+        runs = {engine: pool.submit(report, *args) for engine, args in argv.items()}
+        return {engine: (run.result(), tmp / engine, paths[engine]) for engine, run in runs.items()}
 
 
 def golden_name(engine: str) -> str:

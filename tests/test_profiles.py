@@ -20,6 +20,7 @@ from hypothesis import settings as hypothesis_settings
 
 from crossattn_sizing.base.settings import PROFILES
 from crossattn_sizing.runs import profiles
+from tests.processes import kill_group
 
 PROPERTIES = Path(__file__).resolve().parents[1] / "properties"
 
@@ -62,28 +63,55 @@ def busy_cores() -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(min(4, os.cpu_count() or 1))]
 
 
+def verify_argv(profile: str, out: Path) -> list[str]:
+    """The issue's command under ``profile``, one example per property, its report written to ``out``."""
+    return ["verify", "--policy", "mrv2", "--hypothesis-profile", profile, "--max-examples", "1",
+            "-k", "cross_attention_matches_transformers", "--json", str(out)]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[int, str, Path]]:
+    """Every profile's run, all at once beside a spinning process per core: profile -> (exit status,
+    the tail of its output, its JSON report).
+
+    At once, not one after another: each run still has every core busy (the spinners and the other
+    runs), and the six imports of torch and transformers overlap instead of adding up (the module took
+    six times one run's wall time).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSATTN_")}
+    runs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
+    busy = busy_cores()
+    try:
+        for profile in PROFILES:
+            folder = tmp_path_factory.mktemp(f"verify-{profile}")
+            own = dict(env, CROSSATTN_DB=str(folder / "examples"))  # dev, nightly, gpu and reuse keep one
+            argv = [sys.executable, "-m", "crossattn_sizing", *verify_argv(profile, folder / "verify.json")]
+            with open(folder / "said.txt", "wb") as said:  # a file, not a pipe: no run waits on a reader
+                runs[profile] = (subprocess.Popen(argv, cwd=folder, env=own, stdout=said, stderr=said,
+                                                  start_new_session=True), folder)  # fmt: skip
+        done = {}
+        for profile, (proc, folder) in runs.items():
+            proc.wait(timeout=900)
+            said = (folder / "said.txt").read_text(errors="replace")
+            done[profile] = (proc.returncode, said[-6000:], folder / "verify.json")
+        return done
+    finally:
+        for proc, _ in runs.values():
+            kill_group(proc)  # the run and any worker it started, whatever happened above
+        for spinner in busy:
+            spinner.kill()
+            spinner.wait()
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_passes_the_transformers_properties_for_mrv2_with_every_core_busy(
-    profile: str, tmp_path: Path
+    profile: str, verified: dict[str, tuple[int, str, Path]]
 ) -> None:
     """The issue's command under each profile, one example per property (the pinned one where the
     profile runs only those): every property holds, exit 0. Nothing here reads a clock."""
-    out = tmp_path / "verify.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CROSSATTN_")}
-    env["CROSSATTN_DB"] = str(tmp_path / "examples")  # dev, nightly, gpu and reuse keep a database
-    argv = ["verify", "--policy", "mrv2", "--hypothesis-profile", profile, "--max-examples", "1",
-            "-k", "cross_attention_matches_transformers", "--json", str(out)]  # fmt: skip
-    busy = busy_cores()
-    try:
-        done = subprocess.run([sys.executable, "-m", "crossattn_sizing", *argv], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=900)  # fmt: skip
-    finally:
-        for proc in busy:
-            proc.kill()
-            proc.wait()
-    said = done.stdout[-3000:] + done.stderr[-3000:]
-    assert done.returncode == 0, said
+    returncode, said, out = verified[profile]
+    assert returncode == 0, said
     report = json.loads(out.read_text())
     assert report["profile"] == profile
     found = report["policies"][0]["properties"]

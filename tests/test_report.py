@@ -23,7 +23,9 @@ import hashlib
 import json
 import math
 import os
+import subprocess
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,11 +54,43 @@ def leftovers() -> set[str]:
     return {p.name for p in tmp.glob("crossattn-bisect-*")} | {p.name for p in tmp.glob("crossattn-fix-*")}
 
 
+def nothing_to_report(tmp: Path) -> subprocess.CompletedProcess[str]:
+    """``report`` on the bounded tree, where every property holds."""
+    tree = bounded_copy(tmp / "bounded")
+    return rc.report("--engine", f"sglang@{tree}", "--out", str(tmp / "out"))
+
+
+def bisect_run(tmp: Path) -> tuple[subprocess.CompletedProcess[str], list[str], str, str]:
+    """``report --bisect`` over the bisect repository: the run, the commit ids, HEAD and ``git status``
+    as they were before it."""
+    repo = tmp / "repo"
+    ids = rc.bisect_repo(repo)
+    head, status = rc.git(repo, "rev-parse", "HEAD"), rc.git(repo, "status", "--porcelain")
+    done = rc.report(
+        "--engine",
+        f"vllm@{repo / 'tree'}",
+        "-k",
+        "test_coverage",
+        "--bisect",
+        f"{ids[0]}..{ids[-1]}",
+        "--out",
+        str(tmp / "out"),
+    )
+    return done, ids, head, status
+
+
 @pytest.fixture(scope="module")
 def worked(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Every ``report`` run of this module, started together (each its own process, trees and folders:
+    the module waits for the longest, not for the sum), with the fixture's digest and the report's
+    temporary folders as they were before any started."""
     before = digest(FIXTURE), leftovers()
-    runs = rc.examples(tmp_path_factory.mktemp("examples"))
-    return runs, before
+    nothing, bisected = tmp_path_factory.mktemp("nothing"), tmp_path_factory.mktemp("bisect")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        examples = pool.submit(rc.examples, tmp_path_factory.mktemp("examples"))
+        others = {"nothing": (pool.submit(nothing_to_report, nothing), nothing),
+                  "bisect": (pool.submit(bisect_run, bisected), bisected)}  # fmt: skip
+        return examples.result(), before, {name: (run.result(), tmp) for name, (run, tmp) in others.items()}
 
 
 def only_report(folder: Path) -> tuple[str, dict]:  # type: ignore[type-arg]
@@ -139,31 +173,18 @@ def test_json_holds_what_the_markdown_says(worked) -> None:  # type: ignore[no-u
             assert line in md
 
 
-def test_nothing_to_report_writes_nothing(tmp_path: Path) -> None:
-    tree = bounded_copy(tmp_path / "bounded")
-    done = rc.report("--engine", f"sglang@{tree}", "--out", str(tmp_path / "out"))
+def test_nothing_to_report_writes_nothing(worked) -> None:  # type: ignore[no-untyped-def]
+    done, tmp = worked[2]["nothing"]
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("nothing to report: every property ran and held")
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp / "out").exists() or not any((tmp / "out").iterdir())
 
 
-def test_bisect_names_the_introducing_commit_in_log2_runs(tmp_path: Path) -> None:
-    repo = tmp_path / "repo"
-    ids = rc.bisect_repo(repo)
-    head, status = rc.git(repo, "rev-parse", "HEAD"), rc.git(repo, "status", "--porcelain")
-    temp_before = leftovers()
-    done = rc.report(
-        "--engine",
-        f"vllm@{repo / 'tree'}",
-        "-k",
-        "test_coverage",
-        "--bisect",
-        f"{ids[0]}..{ids[-1]}",
-        "--out",
-        str(tmp_path / "out"),
-    )
+def test_bisect_names_the_introducing_commit_in_log2_runs(worked) -> None:  # type: ignore[no-untyped-def]
+    (done, ids, head, status), tmp = worked[2]["bisect"]
+    repo = tmp / "repo"
     assert done.returncode == 1, done.stderr
-    _, data = only_report(tmp_path / "out")
+    _, data = only_report(tmp / "out")
     found = data["first_bad_commit"]
     assert found["first_bad_commit"] == ids[rc.INTRODUCING]
     assert found["subject"] == rc.BISECT_COMMITS[rc.INTRODUCING][0]
@@ -174,11 +195,11 @@ def test_bisect_names_the_introducing_commit_in_log2_runs(tmp_path: Path) -> Non
     assert words.get(broken, "skip") == "skip"  # the tree that cannot run is never good or bad
     assert all(words[c] == "bad" for c in ids[2:] if c in words and c != broken)
     assert all(words[c] == "good" for c in ids[:2] if c in words)
-    # The user's repository: same HEAD, clean, one worktree; no temporary folder left.
+    # The user's repository: same HEAD, clean, one worktree; no temporary folder left (by any run here).
     assert rc.git(repo, "rev-parse", "HEAD") == head and rc.git(repo, "status", "--porcelain") == status
     assert len(rc.git(repo, "worktree", "list").splitlines()) == 1
     assert not (repo / ".git" / "BISECT_LOG").exists()
-    assert leftovers() == temp_before
+    assert leftovers() == worked[1][1]
 
 
 def test_release_table_reads_the_audit_s_v2_rows() -> None:

@@ -143,3 +143,15 @@ def test_a_sizing_that_never_returns_is_not_run_after_the_deadline(tmp_path: Pat
     done = cli("reproduce", "whisper", "--engine", spec(tree), env={"CROSSATTN_CALL_TIMEOUT": "2"})
     assert done.returncode == 3, done.stdout + done.stderr
     assert "NOT RUN" in done.stdout and "timed out after 2 s" in done.stdout
+
+
+def test_the_kept_worker_takes_each_callers_deadline() -> None:
+    """One worker per tree (engine/client.kept_worker, as SGLang's): a later ``--call-timeout`` bounds its
+    calls too, instead of the one it was started with."""
+    from crossattn_sizing.engine.tensorrt_llm.sizer import tensorrt_llm_worker
+
+    first = tensorrt_llm_worker(spec(RECORDED), 170.0)
+    again = tensorrt_llm_worker(f" {spec(RECORDED)} ", 190.0)
+    assert again is first and first.deadline == 190.0
+    assert tensorrt_llm_worker(spec(RECORDED)).deadline == 190.0  # none given: the worker keeps its own
+    assert TrtllmCrossPool(spec(RECORDED)).pool_len(whisper_large_v3_case()) == 1024

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import NotExpressible
@@ -366,6 +366,34 @@ def worker_for(
         worker = EngineWorker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)
         worker.start()
         _WORKERS[key] = worker
+    return worker
+
+
+W = TypeVar("W", bound=EngineWorker)
+
+
+def kept_worker(
+    workers: dict[str, W], spec: str, deadline: float | None, make: Callable[[str, float], W]
+) -> W:
+    """The started worker ``workers`` keeps for the tree ``spec`` names (stripped), made by
+    ``make(spec, deadline)`` and started on first use, then ended at exit with every worker.
+
+    How an engine family keeps one worker per tree (SGLang's, TensorRT-LLM's): ``make`` resolves the
+    spec and builds the family's worker, refusing bad input in one line before any process starts.
+    ``deadline``: seconds each call may take (a command's ``--call-timeout``); None: the setting
+    (:func:`~crossattn_sizing.base.settings.call_timeout`) for a worker started now, the one it has for
+    a kept worker. A deadline given for a kept worker replaces its own, so the caller's option bounds its
+    calls whichever command started the worker.
+    """
+    spec = spec.strip()
+    worker = workers.get(spec)
+    if worker is None:
+        worker = make(spec, settings.call_timeout() if deadline is None else deadline)
+        worker.start()
+        _SIBLINGS.append(worker)  # ended by close_all at exit
+        workers[spec] = worker
+    elif deadline is not None:
+        worker.deadline = deadline
     return worker
 
 

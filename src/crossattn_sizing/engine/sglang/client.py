@@ -23,7 +23,7 @@ from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.admission_rules import EngineRequest
-from crossattn_sizing.engine.client import _SIBLINGS, EngineCrash, EngineWorker
+from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
@@ -91,20 +91,12 @@ def sglang_worker(
     :class:`~crossattn_sizing.engine.client.CallTimeout`; a worker that exits raises
     :class:`~crossattn_sizing.engine.client.EngineCrash`. The next call starts a fresh worker.
     """
-    spec = spec.strip()
-    worker = _WORKERS.get(spec)
-    if worker is not None and deadline is not None:
-        worker.deadline = deadline  # the caller's --call-timeout bounds its calls, on a started worker too
-    if worker is None:
-        from crossattn_sizing.base import settings
-
+    def make(spec: str, deadline: float) -> SglangWorker:
         root, note = resolve_sglang(spec, offline=offline, cache=cache)
-        worker = SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False,
-                              deadline=settings.call_timeout() if deadline is None else deadline)
-        worker.start()
-        _SIBLINGS.append(worker)  # ended by client.close_all at exit
-        _WORKERS[spec] = worker
-    return worker
+        return SglangWorker(SglangTree(None, [str(root)], spec=spec, note=note), "cpu", records=False,
+                            deadline=deadline)
+
+    return kept_worker(_WORKERS, spec, deadline, make)
 
 
 @dataclass

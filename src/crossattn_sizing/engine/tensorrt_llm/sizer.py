@@ -16,10 +16,9 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun
-from crossattn_sizing.engine.client import _SIBLINGS, EngineCrash, EngineWorker
+from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.tensorrt_llm.source import QUALNAME, read_layout_source, tensorrt_llm_tree_root
 
@@ -61,22 +60,19 @@ _WORKERS: dict[str, TrtllmWorker] = {}
 def tensorrt_llm_worker(spec: str, deadline: float | None = None) -> TrtllmWorker:
     """The shared, started worker of the tree ``spec`` names; bad input is one :class:`ReleaseUnavailable`.
 
-    ``deadline``: seconds each call may take (``--call-timeout``), else ``CROSSATTN_CALL_TIMEOUT``.
+    ``deadline``: seconds each call may take (``--call-timeout``, on a started worker too), else
+    ``CROSSATTN_CALL_TIMEOUT`` (:func:`~crossattn_sizing.engine.client.kept_worker`).
     """
-    spec = spec.strip()
-    worker = _WORKERS.get(spec)
-    if worker is None:
+    def make(spec: str, deadline: float) -> TrtllmWorker:
         root = tensorrt_llm_tree_root(spec)
         read_layout_source(root)  # parsed, not run: a tree without the sizing is refused before any work
-        deadline = settings.call_timeout() if deadline is None else deadline
         worker = TrtllmWorker(
             TrtllmTree(None, [str(root)], spec=spec), "cpu", records=False, deadline=deadline
         )
         worker.start_deadline = max(deadline, 30.0)
-        worker.start()
-        _SIBLINGS.append(worker)  # ended by client.close_all at exit
-        _WORKERS[spec] = worker
-    return worker
+        return worker
+
+    return kept_worker(_WORKERS, spec, deadline, make)
 
 
 @dataclass
