@@ -374,12 +374,70 @@ def report(folder: Path) -> str:
     return text
 
 
+RATIO_TARGET = 2.5
+"""Issue 39: a contributor's tree verify takes at most this many times ``verify --policy mrv2``."""
+
+
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One command's wall time, exit status, load around it and verdict lines (the table's rows)."""
+    loads: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(10):
+            loads.append(os.getloadavg()[0])
+
+    threading.Thread(target=watch, daemon=True).start()
+    before = load_average()
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    done.set()
+    rows = [ln.strip() for ln in proc.stdout.splitlines() if "│" in ln]
+    return {"wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
+            "load_median": statistics.median(loads) if loads else os.getloadavg()[0], "rows": rows}  # fmt: skip
+
+
+def ratio(folder: Path, release: str = "0.25.0") -> list[str]:
+    """``verify --policy mrv2`` then ``verify --engine vllm@T`` (T: the recorded ``release`` tree), one
+    after the other on the same machine: their wall times, the load beside each, and the ratio."""
+    tree = build_tree(folder / "checkout", release, kernels=True)
+    env = dict(os.environ, **ENV)
+    env.update({"CROSSATTN_ENGINE_CACHE": str(folder / "engine-cache"), "XDG_CACHE_HOME": str(folder / "xdg"),
+                "HOME": str(folder / "home"), "CROSSATTN_OFFLINE": "1"})  # fmt: skip
+    (folder / "home").mkdir(exist_ok=True)
+    cli = [sys.executable, "-m", "crossattn_sizing", "verify"]
+    runs = {
+        "verify --policy mrv2": timed([*cli, "--policy", "mrv2"], folder, env),
+        f"verify --policy vllm@T --impl vllm@T ({release} tree)":
+            timed([*cli, "--policy", f"vllm@{tree}", "--impl", f"vllm@{tree}"], folder, env),
+    }  # fmt: skip
+    lines = [f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, {os.cpu_count()} CPUs visible (shared), "
+             "environment of the nox `tests` session (profile `ci`, `TRITON_INTERPRET=1`), offline", "",
+             "| command | wall s | exit | load before | load median | load after |",
+             "| --- | ---: | ---: | --- | ---: | --- |"]  # fmt: skip
+    for name, r in runs.items():
+        lines.append(f"| `{name}` | {r['wall_s']:.1f} | {r['status']} | {r['load_before']} | "
+                     f"{r['load_median']:.1f} | {r['load_after']} |")  # fmt: skip
+    base, tree_run = (r["wall_s"] for r in runs.values())
+    lines += ["", f"ratio (tree / mrv2): **{tree_run / base:.2f}** (issue 39's target: at most {RATIO_TARGET})",
+              "", "Verdict rows:", "", "```", *[row for r in runs.values() for row in r["rows"]], "```"]  # fmt: skip
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="keep the run's samples, profile and output in this folder")
     parser.add_argument("--analyse", type=Path, help="write the report from a kept folder; run nothing")
     parser.add_argument("--no-report", action="store_true", help="print only, do not write reports/")
+    parser.add_argument("--ratio", metavar="RELEASE", nargs="?", const="0.25.0",
+                        help="time verify --policy mrv2 and the tree's verify in one run and print the ratio "
+                        "(no profile; writes nothing)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.ratio:
+        with tempfile.TemporaryDirectory(prefix="bench-engine-ratio-") as scratch:
+            print("\n".join(ratio(Path(scratch), args.ratio)))
+        return
     if args.analyse:
         folder = args.analyse
     else:
