@@ -58,8 +58,10 @@ def split(files: list[Path], parts: int) -> list[list[Path]]:
     return balanced(files, parts, lambda f: WEIGHTS.get(f.stem, 1), lambda f: f.name)
 
 
-def balanced(units: list[Any], parts: int, weight: Callable[[Any], float], name: Callable[[Any], str]) -> list[list[Any]]:
-    """``units`` into ``parts`` groups of about equal ``weight``, heaviest first (greedy), ties by ``name``."""
+def balanced(
+    units: list[Any], parts: int, weight: Callable[[Any], float], name: Callable[[Any], str]
+) -> list[list[Any]]:
+    """``units`` into ``parts`` groups of about equal ``weight``, heaviest first (greedy); ties by name."""
     groups: list[list[Any]] = [[] for _ in range(parts)]
     load = [0.0] * parts
     for unit in sorted(units, key=lambda u: (-weight(u), name(u))):
@@ -74,8 +76,8 @@ def test_units(files: list[Path]) -> list[str]:
     names one of them (pytest node ids relative to the properties folder, every test kept)."""
     units: list[str] = []
     for f in files:
-        tests = [f"{f.name}::{node.name}" for node in ast.parse(f.read_text()).body
-                 if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test")]  # fmt: skip
+        defs = [n.name for n in ast.parse(f.read_text()).body if isinstance(n, ast.FunctionDef)]
+        tests = [f"{f.name}::{name}" for name in defs if name.startswith("test")]
         units += tests if any(t in ENGINE_WEIGHTS for t in tests) else [f.name]
     return units
 
@@ -94,7 +96,8 @@ def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], 
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])
     isolation = Isolation(*request["isolation"])
-    sharing = SharedPolicies(specs, [load_checked_policy(s, isolation) for s in specs]) if len(specs) > 1 else None
+    several = len(specs) > 1
+    sharing = SharedPolicies(specs, [load_checked_policy(s, isolation) for s in specs]) if several else None
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             results, code = run_suite(
