@@ -71,7 +71,7 @@ def balanced(
     return [g for g in groups if g]
 
 
-def test_units(files: list[Path]) -> list[str]:
+def suite_units(files: list[Path]) -> list[str]:
     """Each file's name, or ``file::test`` for each of its top-level tests when :data:`ENGINE_WEIGHTS`
     names one of them (pytest node ids relative to the properties folder, every test kept)."""
     units: list[str] = []
@@ -84,7 +84,7 @@ def test_units(files: list[Path]) -> list[str]:
 
 def split_tests(files: list[Path], parts: int) -> list[list[str]]:
     """One engine suite's tests into ``parts`` groups of about equal cost (:data:`ENGINE_WEIGHTS`)."""
-    return balanced(test_units(files), parts, lambda u: ENGINE_WEIGHTS.get(u, 0), str)
+    return balanced(suite_units(files), parts, lambda u: ENGINE_WEIGHTS.get(u, 0), str)
 
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:

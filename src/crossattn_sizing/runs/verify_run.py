@@ -283,12 +283,14 @@ def run_each(plan: VerifyPlan, profile: str, verdicts: list[PolicyVerdict], bar:
         verdicts.append(verdict(subjects[spec], [], interrupted=True))
         interrupts.announce(f"verify: policy {spec}: running the property suite")
         if plan.jobs > 1 and runs_engine(plan, spec):
+            # The prove row runs here once this process's share is done, beside the other share.
+            prove = (lambda subject=subjects[spec]: [prove_row(subject, bar)]) if plan.proves else None
             with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
-                results, interrupted = engine_suite(plan, spec, profile, bar, Path(folder))
+                results, interrupted = engine_suite(plan, spec, profile, bar, Path(folder), prove)
         else:
             results, interrupted = suite_for(plan, spec, profile, bar.suite(spec))
-        if not interrupted and plan.proves:
-            results.append(prove_row(subjects[spec], bar))
+            if not interrupted and plan.proves:
+                results.append(prove_row(subjects[spec], bar))
         verdicts[-1] = verdict(subjects[spec], results, interrupted=interrupted)
         if interrupted:  # report what ran, then stop
             return True
@@ -370,29 +372,33 @@ def runs_engine(plan: VerifyPlan, spec: str) -> bool:
     return any(engine_name(s) in ENGINES for s in (spec, plan.impl))
 
 
-def engine_suite(plan: VerifyPlan, spec: str, profile: str, bar: OverallBar,
-                 folder: Path) -> tuple[list[PropertyResult], bool]:  # fmt: skip
+def engine_suite(plan: VerifyPlan, spec: str, profile: str, bar: OverallBar, folder: Path,
+                 meanwhile: Callable[[], list[PropertyResult]] | None = None,
+                 ) -> tuple[list[PropertyResult], bool]:  # fmt: skip
     """One policy's run of the suite, its tests split between this process and ``--jobs - 1`` workers.
 
     The unit is a test, not a file (:func:`.share_process.split_tests`): one
     file's attention tests are most of an engine's run. As for the shared run,
     each test draws from its own seed, so its verdict is the one a single
-    process gives.
+    process gives. ``meanwhile`` (the prove row) runs here after this
+    process's share, while the workers finish theirs; its rows come last.
     """
     root = properties_dir()
     shares = split_tests(sorted(root.glob("test_*.py")), plan.jobs)
     nodeids = [[f"{root.name}/{unit}" for unit in share] for share in shares]
-    return split_suite(plan, [spec], profile, None, bar, folder, nodeids, spec)
+    return split_suite(plan, [spec], profile, None, bar, folder, nodeids, spec, meanwhile)
 
 
 def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: SharedPolicies | None,
-                bar: OverallBar, folder: Path, nodeids: list[list[str]],
-                label: str) -> tuple[list[PropertyResult], bool]:  # fmt: skip
+                bar: OverallBar, folder: Path, nodeids: list[list[str]], label: str,
+                meanwhile: Callable[[], list[PropertyResult]] | None = None,
+                ) -> tuple[list[PropertyResult], bool]:  # fmt: skip
     """``nodeids[0]`` run here, each other share in a worker process; the results joined.
 
     ``sharing`` is the shared run's plugin for several ``specs`` (``None``:
-    one policy, a plain run in each process). A Ctrl-C here is passed on to
-    the workers, and what they ran is kept.
+    one policy, a plain run in each process). ``meanwhile`` runs here after
+    this process's share unless it was interrupted; its results follow the
+    suite's. A Ctrl-C here is passed on to the workers, and what they ran is kept.
     """
     request = {"specs": specs, "impl": plan.impl, "device": plan.device, "profile": plan.profile,
                "max_examples": plan.max_examples, "seed": plan.seed, "select": plan.select,
@@ -405,6 +411,7 @@ def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: Share
         results, interrupted = suite_for(plan, specs[0], profile, bar.suite(label),
                                          plugins=[sharing] if sharing is not None else [], only=nodeids[0],
                                          allow_empty=len(nodeids) > 1)  # fmt: skip
+        after = meanwhile() if meanwhile is not None and not interrupted else []
     except BaseException:  # bad input or a Ctrl-C outside pytest: the workers' shares are not wanted
         for worker in workers:
             worker.abandon()
@@ -422,7 +429,7 @@ def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: Share
             sharing.merge_json(state)
     if not results and plan.select and not interrupted:
         raise OptionError("-k", " ".join(repr(s) for s in plan.select), "selects no property of the suite")
-    return sorted(results, key=lambda r: r.name), interrupted
+    return [*sorted(results, key=lambda r: r.name), *after], interrupted
 
 
 def shared_result(result: PropertyResult, sharing: SharedPolicies, own: dict[str, PropertyResult],
