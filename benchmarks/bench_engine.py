@@ -22,6 +22,11 @@ Run (a few minutes; writes reports/bench_engine.md and prints it):
 
     .venv/bin/python benchmarks/bench_engine.py [--keep DIR]
     .venv/bin/python benchmarks/bench_engine.py --analyse DIR   # the report again from kept samples
+    .venv/bin/python benchmarks/bench_engine.py --ratio   # issue 39's ratio: reports/bench_engine_ratio.md
+
+``--ratio`` profiles nothing: it times ``verify --policy mrv2`` and then
+``verify --policy vllm@T --impl vllm@T`` with the same environment, one after
+the other, and prints each wall time, the load beside it and their ratio.
 
 Figures, not a timed test: the machine is shared, so the load average is
 recorded beside them and ratios within the one run are what to compare.
@@ -374,6 +379,11 @@ def report(folder: Path) -> str:
     return text
 
 
+RATIO_REPORT = ROOT / "reports" / "bench_engine_ratio.md"
+RATIO_HEADER = """# A contributor's tree verify against `verify --policy mrv2`, in one run
+
+Regenerate: `.venv/bin/python benchmarks/bench_engine.py --ratio` (both commands, one after the other)
+"""
 RATIO_TARGET = 2.5
 """Issue 39: a contributor's tree verify takes at most this many times ``verify --policy mrv2``."""
 
@@ -433,12 +443,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--analyse", type=Path, help="write the report from a kept folder; run nothing")
     parser.add_argument("--no-report", action="store_true", help="print only, do not write reports/")
     parser.add_argument("--ratio", metavar="RELEASE", nargs="?", const="0.25.0",
-                        help="time verify --policy mrv2 and the tree's verify in one run and print the ratio "
-                        "(no profile; writes nothing)")  # fmt: skip
+                        help="time verify --policy mrv2 and the tree's verify in one run, print the ratio "
+                        "and write it to reports/bench_engine_ratio.md (no profile)")  # fmt: skip
     args = parser.parse_args(argv)
     if args.ratio:
         with tempfile.TemporaryDirectory(prefix="bench-engine-ratio-") as scratch:
-            print("\n".join(ratio(Path(scratch), args.ratio)))
+            text = "\n".join([RATIO_HEADER, *ratio(Path(scratch), args.ratio), ""])
+        print(text)
+        if not args.no_report:
+            RATIO_REPORT.write_text(text)
+            print(f"wrote {RATIO_REPORT.relative_to(ROOT)}")
         return
     if args.analyse:
         folder = args.analyse
