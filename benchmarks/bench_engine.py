@@ -307,6 +307,27 @@ def judge_profile(path: Path, top: int = 25) -> list[str]:
     return ["```", *[ln for ln in short if ln.strip()], "```"]
 
 
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One command's wall time, exit status, load around it and verdict lines (the table's rows)."""
+    loads: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(10):
+            loads.append(os.getloadavg()[0])
+
+    threading.Thread(target=watch, daemon=True).start()
+    before = load_average()
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    done.set()
+    rows = [ln.strip() for ln in proc.stdout.splitlines() if "│" in ln]
+    median = statistics.median(loads) if loads else os.getloadavg()[0]
+    return {"wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
+            "load_median": median, "rows": rows, "output": proc.stdout + proc.stderr}  # fmt: skip
+
+
 def run_once(folder: Path) -> None:
     """Build the tree, run verify profiled, keep the samples and the figures of the run in ``folder``."""
     samples = folder / "samples"
@@ -321,23 +342,10 @@ def run_once(folder: Path) -> None:
     (folder / "home").mkdir()
     command = [sys.executable, "-m", "cProfile", "-o", str(folder / "judge.prof"), "-m", "crossattn_sizing",
                "verify", "--policy", f"vllm@{tree}", "--impl", f"vllm@{tree}"]  # fmt: skip
-    loads: list[float] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(10):
-            loads.append(os.getloadavg()[0])
-
-    threading.Thread(target=watch, daemon=True).start()
-    before = load_average()
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    done.set()
-    (folder / "verify.out").write_text(proc.stdout + proc.stderr)
+    timing = timed(command, folder, env)
+    (folder / "verify.out").write_text(timing["output"])
     run = {
-        "wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
-        "load_median": statistics.median(loads) if loads else os.getloadavg()[0],
+        **{k: timing[k] for k in ("wall_s", "status", "load_before", "load_after", "load_median")},
         "command": "crossattn-sizing verify --policy vllm@T --impl vllm@T", "when":
         datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
@@ -386,27 +394,6 @@ Regenerate: `.venv/bin/python benchmarks/bench_engine.py --ratio` (both commands
 """
 RATIO_TARGET = 2.5
 """Issue 39: a contributor's tree verify takes at most this many times ``verify --policy mrv2``."""
-
-
-def timed(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, Any]:
-    """One command's wall time, exit status, load around it and verdict lines (the table's rows)."""
-    loads: list[float] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(10):
-            loads.append(os.getloadavg()[0])
-
-    threading.Thread(target=watch, daemon=True).start()
-    before = load_average()
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    done.set()
-    rows = [ln.strip() for ln in proc.stdout.splitlines() if "│" in ln]
-    median = statistics.median(loads) if loads else os.getloadavg()[0]
-    return {"wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
-            "load_median": median, "rows": rows}  # fmt: skip
 
 
 def ratio(folder: Path, release: str = "0.25.0") -> list[str]:
