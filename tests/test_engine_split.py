@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from crossattn_sizing.runs.share_process import ENGINE_WEIGHTS, split_tests, suite_units
 from crossattn_sizing.runs.suite import properties_dir
 from tests.engine_tree import build_tree
@@ -88,6 +90,7 @@ def _verdicts(tree: Path, jobs: int, folder: Path, env: dict[str, str]) -> dict[
     }
 
 
+@pytest.mark.slow
 def test_two_processes_give_the_verdicts_of_one(tmp_path: Path) -> None:
     """The 0.24.0 tree fails its capacity property whether one process or two judge it."""
     tree = build_tree(tmp_path / "checkout", "0.24.0", kernels=True)
