@@ -22,6 +22,11 @@ Run (a few minutes; writes reports/bench_engine.md and prints it):
 
     .venv/bin/python benchmarks/bench_engine.py [--keep DIR]
     .venv/bin/python benchmarks/bench_engine.py --analyse DIR   # the report again from kept samples
+    .venv/bin/python benchmarks/bench_engine.py --ratio   # issue 39's ratio: reports/bench_engine_ratio.md
+
+``--ratio`` profiles nothing: it times ``verify --policy mrv2`` and then
+``verify --policy vllm@T --impl vllm@T`` with the same environment, one after
+the other, and prints each wall time, the load beside it and their ratio.
 
 Figures, not a timed test: the machine is shared, so the load average is
 recorded beside them and ratios within the one run are what to compare.
@@ -302,6 +307,27 @@ def judge_profile(path: Path, top: int = 25) -> list[str]:
     return ["```", *[ln for ln in short if ln.strip()], "```"]
 
 
+def timed(command: list[str], cwd: Path, env: dict[str, str]) -> dict[str, Any]:
+    """One command's wall time, exit status, load around it and verdict lines (the table's rows)."""
+    loads: list[float] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(10):
+            loads.append(os.getloadavg()[0])
+
+    threading.Thread(target=watch, daemon=True).start()
+    before = load_average()
+    start = time.perf_counter()
+    proc = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    done.set()
+    rows = [ln.strip() for ln in proc.stdout.splitlines() if "│" in ln]
+    median = statistics.median(loads) if loads else os.getloadavg()[0]
+    return {"wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
+            "load_median": median, "rows": rows, "output": proc.stdout + proc.stderr}  # fmt: skip
+
+
 def run_once(folder: Path) -> None:
     """Build the tree, run verify profiled, keep the samples and the figures of the run in ``folder``."""
     samples = folder / "samples"
@@ -316,23 +342,10 @@ def run_once(folder: Path) -> None:
     (folder / "home").mkdir()
     command = [sys.executable, "-m", "cProfile", "-o", str(folder / "judge.prof"), "-m", "crossattn_sizing",
                "verify", "--policy", f"vllm@{tree}", "--impl", f"vllm@{tree}"]  # fmt: skip
-    loads: list[float] = []
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(10):
-            loads.append(os.getloadavg()[0])
-
-    threading.Thread(target=watch, daemon=True).start()
-    before = load_average()
-    start = time.perf_counter()
-    proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, check=False)
-    wall = time.perf_counter() - start
-    done.set()
-    (folder / "verify.out").write_text(proc.stdout + proc.stderr)
+    timing = timed(command, folder, env)
+    (folder / "verify.out").write_text(timing["output"])
     run = {
-        "wall_s": wall, "status": proc.returncode, "load_before": before, "load_after": load_average(),
-        "load_median": statistics.median(loads) if loads else os.getloadavg()[0],
+        **{k: timing[k] for k in ("wall_s", "status", "load_before", "load_after", "load_median")},
         "command": "crossattn-sizing verify --policy vllm@T --impl vllm@T", "when":
         datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }  # fmt: skip
@@ -374,12 +387,60 @@ def report(folder: Path) -> str:
     return text
 
 
+RATIO_REPORT = ROOT / "reports" / "bench_engine_ratio.md"
+RATIO_HEADER = """# A contributor's tree verify against `verify --policy mrv2`, in one run
+
+Regenerate: `.venv/bin/python benchmarks/bench_engine.py --ratio` (both commands, one after the other)
+"""
+RATIO_TARGET = 2.5
+"""Issue 39: a contributor's tree verify takes at most this many times ``verify --policy mrv2``."""
+
+
+def ratio(folder: Path, release: str = "0.25.0") -> list[str]:
+    """``verify --policy mrv2`` then ``verify --engine vllm@T`` (T: the recorded ``release`` tree), one
+    after the other on the same machine: their wall times, the load beside each, and the ratio."""
+    tree = build_tree(folder / "checkout", release, kernels=True)
+    env = dict(os.environ, **ENV)
+    env.update({"CROSSATTN_ENGINE_CACHE": str(folder / "engine-cache"), "XDG_CACHE_HOME": str(folder / "xdg"),
+                "HOME": str(folder / "home"), "CROSSATTN_OFFLINE": "1"})  # fmt: skip
+    (folder / "home").mkdir(exist_ok=True)
+    cli = [sys.executable, "-m", "crossattn_sizing", "verify"]
+    runs = {
+        "verify --policy mrv2": timed([*cli, "--policy", "mrv2"], folder, env),
+        f"verify --policy vllm@T --impl vllm@T ({release} tree)":
+            timed([*cli, "--policy", f"vllm@{tree}", "--impl", f"vllm@{tree}"], folder, env),
+    }  # fmt: skip
+    lines = [f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}, {os.cpu_count()} CPUs visible (shared), "
+             "environment of the nox `tests` session (profile `ci`, `TRITON_INTERPRET=1`), offline", "",
+             "| command | wall s | exit | load before | load median | load after |",
+             "| --- | ---: | ---: | --- | ---: | --- |"]  # fmt: skip
+    for name, r in runs.items():
+        lines.append(f"| `{name}` | {r['wall_s']:.1f} | {r['status']} | {r['load_before']} | "
+                     f"{r['load_median']:.1f} | {r['load_after']} |")  # fmt: skip
+    base, tree_run = (r["wall_s"] for r in runs.values())
+    rows = [row for r in runs.values() for row in r["rows"]]
+    lines += ["", f"ratio (tree / mrv2): **{tree_run / base:.2f}** (issue 39's target: at most "
+              f"{RATIO_TARGET})", "", "Verdict rows:", "", "```", *rows, "```"]  # fmt: skip
+    return lines
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="keep the run's samples, profile and output in this folder")
     parser.add_argument("--analyse", type=Path, help="write the report from a kept folder; run nothing")
     parser.add_argument("--no-report", action="store_true", help="print only, do not write reports/")
+    parser.add_argument("--ratio", metavar="RELEASE", nargs="?", const="0.25.0",
+                        help="time verify --policy mrv2 and the tree's verify in one run, print the ratio "
+                        "and write it to reports/bench_engine_ratio.md (no profile)")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.ratio:
+        with tempfile.TemporaryDirectory(prefix="bench-engine-ratio-") as scratch:
+            text = "\n".join([RATIO_HEADER, *ratio(Path(scratch), args.ratio), ""])
+        print(text)
+        if not args.no_report:
+            RATIO_REPORT.write_text(text)
+            print(f"wrote {RATIO_REPORT.relative_to(ROOT)}")
+        return
     if args.analyse:
         folder = args.analyse
     else:

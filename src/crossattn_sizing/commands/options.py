@@ -169,8 +169,9 @@ ENGINE = Option(
     metavar="ENGINE",
 )
 JOBS = Option(
-    "--jobs", "processes running side by side (verify: for the shared run of several policies, the verdicts "
-    "do not depend on it; fuzz: fuzzing processes sharing the example database, see --redis-url)",
+    "--jobs", "processes running side by side (verify: for the shared run of several policies, or one "
+    "policy's run of an engine's code split by test; the verdicts do not depend on it; fuzz: fuzzing "
+    "processes sharing the example database, see --redis-url)",
     metavar="N", parse=integer(1),
 )  # fmt: skip
 CONTEXT_LEN = Option("--context-len", "with --engine sglang: the server's context length", metavar="N")

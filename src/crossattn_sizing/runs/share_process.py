@@ -15,6 +15,7 @@ error). Progress goes to stdout as ``progress DONE TOTAL NODEID`` lines.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import io
@@ -41,19 +42,53 @@ WEIGHTS = {
 only used to balance the split, never to decide a verdict. Files not listed weigh 1."""
 
 
+ENGINE_WEIGHTS = {
+    "test_attention.py::test_self_attention_matches_dense": 7,
+    "test_attention.py::test_nemotron_parse_page": 6,
+    "test_attention.py::test_cross_attention_matches_dense": 5,
+    "test_distributed_dcp.py": 2, "test_hf_cross_attention.py": 2, "test_dcp_finding.py": 1,
+}  # fmt: skip
+"""Rough relative cost of each unit of an engine's suite run (reports/bench_engine.md: seconds of the
+judge per test, the release's kernels interpreted): a test named here is a unit of its own, so the
+attention file, most of the run, is split between the processes. Only balances; units not listed weigh 0."""
+
+
 def split(files: list[Path], parts: int) -> list[list[Path]]:
     """``files`` into ``parts`` groups of about equal weight, heaviest first (greedy)."""
-    groups: list[list[Path]] = [[] for _ in range(parts)]
-    load = [0] * parts
-    for f in sorted(files, key=lambda f: (-WEIGHTS.get(f.stem, 1), f.name)):
+    return balanced(files, parts, lambda f: WEIGHTS.get(f.stem, 1), lambda f: f.name)
+
+
+def balanced(
+    units: list[Any], parts: int, weight: Callable[[Any], float], name: Callable[[Any], str]
+) -> list[list[Any]]:
+    """``units`` into ``parts`` groups of about equal ``weight``, heaviest first (greedy); ties by name."""
+    groups: list[list[Any]] = [[] for _ in range(parts)]
+    load = [0.0] * parts
+    for unit in sorted(units, key=lambda u: (-weight(u), name(u))):
         i = load.index(min(load))
-        groups[i].append(f)
-        load[i] += WEIGHTS.get(f.stem, 1)
+        groups[i].append(unit)
+        load[i] += weight(unit)
     return [g for g in groups if g]
 
 
+def suite_units(files: list[Path]) -> list[str]:
+    """Each file's name, or ``file::test`` for each of its top-level tests when :data:`ENGINE_WEIGHTS`
+    names one of them (pytest node ids relative to the properties folder, every test kept)."""
+    units: list[str] = []
+    for f in files:
+        defs = [n.name for n in ast.parse(f.read_text()).body if isinstance(n, ast.FunctionDef)]
+        tests = [f"{f.name}::{name}" for name in defs if name.startswith("test")]
+        units += tests if any(t in ENGINE_WEIGHTS for t in tests) else [f.name]
+    return units
+
+
+def split_tests(files: list[Path], parts: int) -> list[list[str]]:
+    """One engine suite's tests into ``parts`` groups of about equal cost (:data:`ENGINE_WEIGHTS`)."""
+    return balanced(suite_units(files), parts, lambda u: ENGINE_WEIGHTS.get(u, 0), str)
+
+
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
-    """The worker's body: the shared run over the request's files."""
+    """The worker's body: the shared run over the request's files (one policy: a plain run of them)."""
     from crossattn_sizing.runs.profiles import with_max_examples
     from crossattn_sizing.runs.suite import run_suite
     from crossattn_sizing.specs.resolve import Isolation, load_checked_policy
@@ -61,21 +96,23 @@ def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], 
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])
     isolation = Isolation(*request["isolation"])
-    sharing = SharedPolicies(specs, [load_checked_policy(s, isolation) for s in specs])
+    several = len(specs) > 1
+    sharing = SharedPolicies(specs, [load_checked_policy(s, isolation) for s in specs]) if several else None
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             results, code = run_suite(
                 specs[0], impl=request["impl"], device=request["device"], profile=profile,
-                seed=request["seed"], select=request["select"], only=request["files"], plugins=[sharing],
-                on_progress=on_progress, allow_empty=True,
+                seed=request["seed"], select=request["select"], only=request["files"],
+                plugins=[sharing] if sharing is not None else [], on_progress=on_progress, allow_empty=True,
                 extra_args=isolation.plugin_args(),
             )  # fmt: skip
     finally:
-        sharing.restore()
+        if sharing is not None:
+            sharing.restore()
     return {
         "results": [dataclasses.asdict(r) for r in results],
         "interrupted": code == 2 or interrupts.requested(),
-        "sharing": sharing.to_json(),
+        "sharing": sharing.to_json() if sharing is not None else None,
     }
 
 

@@ -34,12 +34,13 @@ from rich.progress import (
 
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
-from crossattn_sizing.runs.share_process import ShareWorker, split
+from crossattn_sizing.runs.share_process import ShareWorker, split, split_tests
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
@@ -64,7 +65,7 @@ class VerifyPlan:
     select: list[str]
     """``-k`` expressions; none selects every property."""
     jobs: int
-    """Processes for the shared run of several policies."""
+    """Processes for the shared run of several policies, or for one policy's run of an engine's code."""
     isolation: Isolation
 
     @property
@@ -281,9 +282,15 @@ def run_each(plan: VerifyPlan, profile: str, verdicts: list[PolicyVerdict], bar:
         # (start-up, imports, between tests) leaves this policy marked as interrupted.
         verdicts.append(verdict(subjects[spec], [], interrupted=True))
         interrupts.announce(f"verify: policy {spec}: running the property suite")
-        results, interrupted = suite_for(plan, spec, profile, bar.suite(spec))
-        if not interrupted and plan.proves:
-            results.append(prove_row(subjects[spec], bar))
+        if plan.jobs > 1 and runs_engine(plan, spec):
+            # The prove row runs here once this process's share is done, beside the other share.
+            prove = (lambda subject=subjects[spec]: [prove_row(subject, bar)]) if plan.proves else None
+            with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
+                results, interrupted = engine_suite(plan, spec, profile, bar, Path(folder), prove)
+        else:
+            results, interrupted = suite_for(plan, spec, profile, bar.suite(spec))
+            if not interrupted and plan.proves:
+                results.append(prove_row(subjects[spec], bar))
         verdicts[-1] = verdict(subjects[spec], results, interrupted=interrupted)
         if interrupted:  # report what ran, then stop
             return True
@@ -346,42 +353,83 @@ def shared_suite(plan: VerifyPlan, profile: str, sharing: SharedPolicies, bar: O
     """The shared run, its test files split between this process and ``--jobs - 1`` workers.
 
     Each test draws its examples from its own seed, so the split changes the
-    wall time only. A Ctrl-C here is passed on to the workers, and what they
-    ran is kept.
+    wall time only.
     """
-    specs = plan.specs
     root = properties_dir()
     files = sorted(root.glob("test_*.py"))
     shares = split(files, max(1, plan.jobs)) if plan.jobs > 1 else [files]
     nodeids = [[f"{root.name}/{f.name}" for f in share] for share in shares]
+    return split_suite(plan, plan.specs, profile, sharing, bar, folder, nodeids, "all policies")
+
+
+def runs_engine(plan: VerifyPlan, spec: str) -> bool:
+    """Whether ``spec``'s suite reads an engine's own code (as the policy or the implementation).
+
+    Its examples wait on the engine's worker (vLLM's kernels interpreted on a
+    CPU machine: most of the run, reports/bench_engine.md), so a second judge
+    process with its own engine worker puts them on a second core.
+    """
+    return any(engine_name(s) in ENGINES for s in (spec, plan.impl))
+
+
+def engine_suite(plan: VerifyPlan, spec: str, profile: str, bar: OverallBar, folder: Path,
+                 meanwhile: Callable[[], list[PropertyResult]] | None = None,
+                 ) -> tuple[list[PropertyResult], bool]:  # fmt: skip
+    """One policy's run of the suite, its tests split between this process and ``--jobs - 1`` workers.
+
+    The unit is a test, not a file (:func:`.share_process.split_tests`): one
+    file's attention tests are most of an engine's run. As for the shared run,
+    each test draws from its own seed, so its verdict is the one a single
+    process gives. ``meanwhile`` (the prove row) runs here after this
+    process's share, while the workers finish theirs; its rows come last.
+    """
+    root = properties_dir()
+    shares = split_tests(sorted(root.glob("test_*.py")), plan.jobs)
+    nodeids = [[f"{root.name}/{unit}" for unit in share] for share in shares]
+    return split_suite(plan, [spec], profile, None, bar, folder, nodeids, spec, meanwhile)
+
+
+def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: SharedPolicies | None,
+                bar: OverallBar, folder: Path, nodeids: list[list[str]], label: str,
+                meanwhile: Callable[[], list[PropertyResult]] | None = None,
+                ) -> tuple[list[PropertyResult], bool]:  # fmt: skip
+    """``nodeids[0]`` run here, each other share in a worker process; the results joined.
+
+    ``sharing`` is the shared run's plugin for several ``specs`` (``None``:
+    one policy, a plain run in each process). ``meanwhile`` runs here after
+    this process's share unless it was interrupted; its results follow the
+    suite's. A Ctrl-C here is passed on to the workers, and what they ran is kept.
+    """
     request = {"specs": specs, "impl": plan.impl, "device": plan.device, "profile": plan.profile,
                "max_examples": plan.max_examples, "seed": plan.seed, "select": plan.select,
                "isolation": [plan.isolation.in_process, plan.isolation.timeout]}  # fmt: skip
     workers = [
-        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite("all policies (worker)"))
+        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite(f"{label} (worker)"))
         for i, share in enumerate(nodeids[1:])
     ]
     try:
-        results, interrupted = suite_for(plan, specs[0], profile, bar.suite("all policies"),
-                                         plugins=[sharing], only=nodeids[0],
+        results, interrupted = suite_for(plan, specs[0], profile, bar.suite(label),
+                                         plugins=[sharing] if sharing is not None else [], only=nodeids[0],
                                          allow_empty=len(nodeids) > 1)  # fmt: skip
+        after = meanwhile() if meanwhile is not None and not interrupted else []
     except BaseException:  # bad input or a Ctrl-C outside pytest: the workers' shares are not wanted
         for worker in workers:
             worker.abandon()
         raise
     finally:
-        sharing.restore()
+        if sharing is not None:
+            sharing.restore()
     for worker in workers:
         if interrupted:  # what the workers ran so far is kept
             worker.interrupt()
         theirs, stopped, state = worker.finish()
         results += theirs
         interrupted = interrupted or stopped
-        if state is not None:
+        if state is not None and sharing is not None:
             sharing.merge_json(state)
     if not results and plan.select and not interrupted:
         raise OptionError("-k", " ".join(repr(s) for s in plan.select), "selects no property of the suite")
-    return sorted(results, key=lambda r: r.name), interrupted
+    return [*sorted(results, key=lambda r: r.name), *after], interrupted
 
 
 def shared_result(result: PropertyResult, sharing: SharedPolicies, own: dict[str, PropertyResult],
