@@ -41,6 +41,7 @@ from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import NotExpressible, PolicyCallError, PolicyLoadError
 from crossattn_sizing.base.processes import forget_child, register_child
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import not_a_sequence
 from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
@@ -264,17 +265,28 @@ class Said:
 
 
 def unpacked_widths(data: dict[str, Any]) -> list[Any]:
-    """A ``widths_many`` answer packed by the worker: a tuple of ints per config, or its protocol item."""
+    """A ``widths_many`` answer packed by the worker: a tuple of ints per config, or its protocol item.
+
+    The lengths must account for the packed values exactly (the judge reads
+    no value twice and leaves none unread); the tuples are cut from one
+    decoded array, a batch of 1-tuples (``prove``'s answers) in one pass.
+    """
     raw_lens, raw_q = base64.b64decode(data["lens"]), base64.b64decode(data["q"])
     lens = struct.unpack(f"<{len(raw_lens) // 4}i", raw_lens)
     flat = struct.unpack(f"<{len(raw_q) // 8}q", raw_q)
+    rest = data["rest"]
+    if sum(n for n in lens if n > 0) != len(flat) or len(raw_lens) % 4 or len(raw_q) % 8:
+        raise PolicyCallError(f"a packed widths_many answer of {len(lens)} items does not hold "
+                              f"{len(flat)} packed widths exactly (the worker's packing broke)")  # fmt: skip
+    if not rest and lens.count(1) == len(lens) == len(flat):
+        return [(v,) for v in flat]
     out: list[Any] = []
     at = 0
     for i, n in enumerate(lens):
         if n < 0:
-            out.append(data["rest"][str(i)])
+            out.append(rest[str(i)])
         else:
-            out.append(tuple(flat[at : at + n]))
+            out.append(flat[at : at + n])
             at += n
     return out
 
@@ -307,7 +319,10 @@ class IsolatedPolicy:
 
     def _widths_many(self, configs: Sequence[RunnerConfig]) -> list[tuple[int, ...] | Exception]:
         try:
-            result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
+            if isinstance(configs, ConfigTile):  # a prove tile: its bases and packed lengths, not each config
+                result = self.worker.ask("widths_many", tile=configs.to_dict())
+            else:
+                result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
         except EngineCrash:  # asked again one at a time, so the config that kills it is the one named
             out: list[tuple[int, ...] | Exception] = []
             for config in configs:

@@ -17,6 +17,7 @@ import numpy as np
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError, described
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name
 from crossattn_sizing.prove.domain import ABSENT, Domain
 
@@ -58,32 +59,19 @@ def batch_method(policy: Policy) -> BatchWidths | None:
     return many if callable(many) else None
 
 
-def _tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> list[RunnerConfig]:
-    """The configs of a tile, group rows outer, length indices inner.
+def tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> ConfigTile:
+    """The configs of a tile, group rows outer, length indices inner (:class:`ConfigTile`).
 
-    The first config of each group row is built and validated as usual, and
-    the rest copy its fields with ``M``, ``B``, ``E`` and ``S`` changed (the
-    domain only holds valid configs, so validating each again proves nothing
-    and took half the time of a cheap policy's call).
+    The first config of each group row is built and validated as usual; the
+    tile builds the rest from it, its lengths changed, only when asked.
     """
     m, e, s = domain.lengths(j0, j1)
-    lengths = list(zip(m.tolist(), e.tolist(), s.tolist(), strict=True))
-    new = object.__new__
-    out = []
-    for g in range(g0, g1):
-        fields = dict(domain.config(g, j0).__dict__)
-        for mi, ei, si in lengths:
-            fields["max_model_len"] = mi
-            fields["max_num_batched_tokens"] = mi if mi > ei else ei
-            fields["max_num_encoder_input_tokens"] = ei
-            fields["max_source_positions"] = None if si == ABSENT else si
-            config = new(RunnerConfig)
-            config.__dict__.update(fields)
-            out.append(config)
-    return out
+    lengths = [(mi, ei, None if si == ABSENT else si) for mi, ei, si in zip(m.tolist(), e.tolist(), s.tolist(),
+                                                                           strict=True)]  # fmt: skip
+    return ConfigTile([domain.config(g, j0) for g in range(g0, g1)], lengths)
 
 
-def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
+def _answers(policy: Policy, configs: Sequence[RunnerConfig]) -> Iterable[Answer]:
     """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
 
     A single call that raises (or answers nonsense) stops here with a
@@ -156,37 +144,40 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
 def policy_widths(
     domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The policy's cross width for every config of a tile (:func:`_tile_configs`, :func:`_answers`).
+    """The policy's cross width for every config of a tile (:func:`tile_configs`, :func:`_answers`).
 
-    What it costs is the policy's own time. An answer that is not a 1-tuple
-    of a non-negative int goes through :func:`checked_widths`, which accepts
-    any sequence and names a bad one. The second array marks the configs the
-    policy could not be asked about (:class:`NotExpressible`): not judged.
+    What it costs is the policy's own time: a config is built here only where
+    the policy is called here, or where its answer needs one to be judged. An
+    answer that is not a 1-tuple of a non-negative int goes through
+    :func:`checked_widths`, which accepts any sequence and names a bad one.
+    The second array marks the configs the policy could not be asked about
+    (:class:`NotExpressible`): not judged.
     """
-    configs = _tile_configs(domain, g0, g1, j0, j1)
-    out = np.empty(len(configs), dtype=np.int64)
-    unasked = np.zeros(len(configs), dtype=bool)
+    configs = tile_configs(domain, g0, g1, j0, j1)
+    count = len(configs)
+    out = np.empty(count, dtype=np.int64)
+    unasked = np.zeros(count, dtype=bool)
     done = 0
-    answers = iter(_answers(policy, configs))
-    for config, w in zip(configs, answers, strict=False):
-        if isinstance(w, NotExpressible):
-            out[done], unasked[done] = 0, True
-            done += 1
-            continue
-        if isinstance(w, Exception):
-            if isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
-                raise PolicyRaised(config, w) from None
-            if isinstance(w, HarnessError):
-                raise w
-            raise PolicyRaised(config, w) from w
+    for w in _answers(policy, configs):
+        if done == count:
+            done += 1  # one answer too many
+            break
         if type(w) is tuple and len(w) == 1 and type(w[0]) is int and 0 <= w[0] <= MAX_WIDTH:
             out[done] = w[0]
+        elif isinstance(w, NotExpressible):
+            out[done], unasked[done] = 0, True
+        elif isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
+            raise PolicyRaised(configs[done], w) from None
+        elif isinstance(w, HarnessError):
+            raise w
+        elif isinstance(w, Exception):
+            raise PolicyRaised(configs[done], w) from w
         else:
-            out[done] = checked_widths(policy, config)[0]
+            out[done] = checked_widths(policy, configs[done])[0]
         done += 1
-    if done != len(configs) or next(answers, None) is not None:
+    if done != count:
         raise PolicyCallError(
-            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {len(configs)} "
+            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {count} "
             "configs exactly once (expected one answer per config, in order)"
         )
     shape = (g1 - g0, j1 - j0)
