@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCal
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name
-from crossattn_sizing.prove.domain import ABSENT, Domain
+from crossattn_sizing.prove.domain import Domain
 
 
 class PolicyRaised(Exception):
@@ -65,26 +66,64 @@ def tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> ConfigTi
     The first config of each group row is built and validated as usual; the
     tile builds the rest from it, its lengths changed, only when asked.
     """
-    m, e, s = domain.lengths(j0, j1)
-    lengths = [(mi, ei, None if si == ABSENT else si) for mi, ei, si in zip(m.tolist(), e.tolist(), s.tolist(),
-                                                                           strict=True)]  # fmt: skip
-    return ConfigTile([domain.config(g, j0) for g in range(g0, g1)], lengths)
+    return ConfigTile([domain.config(g, j0) for g in range(g0, g1)], *domain.lengths(j0, j1))
 
 
-def _answers(policy: Policy, configs: Sequence[RunnerConfig]) -> Iterable[Answer]:
-    """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
+class PackedWidths(Sequence[Answer]):
+    """A batch's answers as arrays: config ``i`` answered ``lens[i]`` ints of ``flat``, in order, or,
+    where ``lens[i]`` is negative, ``items[i]`` (an exception, or a value that is no tuple of ints).
 
-    A single call that raises (or answers nonsense) stops here with a
-    :class:`PolicyRaised` holding the :class:`PolicyCallError`; a batch's
-    exception is its item.
+    Why: a policy's worker sends a prove tile's answers packed (tens of
+    thousands of 1-tuples); :func:`policy_widths` judges every value of them
+    in one numpy pass (:meth:`single_widths`) and only the rest one by one.
     """
-    many = batch_method(policy)
-    if many is not None:
-        answers = usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
-                                "widths_many", passthrough=(HarnessError,))  # fmt: skip
-        cross_check(policy, configs, answers)
-        yield from answers
-        return
+
+    def __init__(self, lens: np.ndarray, flat: np.ndarray, items: dict[int, Any]) -> None:
+        sizes = np.maximum(lens, 0)
+        if int(sizes.sum()) != flat.size or set(items) != set(np.flatnonzero(lens < 0).tolist()):
+            raise PolicyCallError(f"a packed answer of {lens.size} configs does not account for its "
+                                  f"{flat.size} ints and {len(items)} other items exactly")  # fmt: skip
+        self.lens, self.flat, self.items = lens, flat, items
+        self.starts = np.cumsum(sizes) - sizes
+
+    def __len__(self) -> int:
+        return int(self.lens.size)
+
+    def __getitem__(self, index: int) -> Answer:  # type: ignore[override]
+        n = int(self.lens[index])
+        if n < 0:
+            return cast("Answer", self.items[index % len(self)])
+        start = int(self.starts[index])
+        return tuple(self.flat[start : start + n].tolist())
+
+    def single_widths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each config's width where its answer is one int in ``[0, MAX_WIDTH]``, and where it is."""
+        widths = np.zeros(self.lens.size, dtype=np.int64)
+        single = self.lens == 1
+        widths[single] = self.flat[self.starts[single]]
+        ok = single & (widths >= 0) & (widths <= MAX_WIDTH)
+        return np.where(ok, widths, 0), ok
+
+
+def _batch_answers(policy: Policy, many: BatchWidths, configs: Sequence[RunnerConfig]) -> Sequence[Answer]:
+    """Each config's answer through the policy's ``widths_many``, a sample asked again (cross_check)."""
+
+    def asked() -> Sequence[Answer]:
+        answers = many(configs)
+        return answers if isinstance(answers, PackedWidths) else list(answers)
+
+    answers = usercode.call(asked, what=f"sizing policy {policy_name(policy)}: widths_many",
+                            passthrough=(HarnessError,))  # fmt: skip
+    cross_check(policy, configs, answers)
+    return answers
+
+
+def _single_answers(policy: Policy, configs: Sequence[RunnerConfig]) -> Iterable[Answer]:
+    """Each config's answer from one call each.
+
+    A call that raises (or answers nonsense) stops here with a
+    :class:`PolicyRaised` holding the :class:`PolicyCallError`.
+    """
     for config in configs:
         try:
             # The user-code boundary: whatever the policy raises or does to its config is a
@@ -144,7 +183,7 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
 def policy_widths(
     domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The policy's cross width for every config of a tile (:func:`tile_configs`, :func:`_answers`).
+    """The policy's cross width for every config of a tile (:func:`tile_configs`, :func:`_batch_answers`).
 
     What it costs is the policy's own time: a config is built here only where
     the policy is called here, or where its answer needs one to be judged. An
@@ -155,26 +194,33 @@ def policy_widths(
     """
     configs = tile_configs(domain, g0, g1, j0, j1)
     count = len(configs)
-    out = np.empty(count, dtype=np.int64)
+    out = np.zeros(count, dtype=np.int64)
     unasked = np.zeros(count, dtype=bool)
+    many = batch_method(policy)
+    answers = _batch_answers(policy, many, configs) if many is not None else _single_answers(policy, configs)
+    pairs: Iterable[tuple[int, Answer]] = enumerate(answers)
     done = 0
-    for w in _answers(policy, configs):
-        if done == count:
+    if isinstance(answers, PackedWidths) and len(answers) == count:
+        widths, ok = answers.single_widths()  # every value judged here; the rest below, one by one
+        out[:] = widths
+        pairs, done = ((i, answers[i]) for i in np.flatnonzero(~ok).tolist()), count
+    for i, w in pairs:
+        if i == count:
             done += 1  # one answer too many
             break
         if type(w) is tuple and len(w) == 1 and type(w[0]) is int and 0 <= w[0] <= MAX_WIDTH:
-            out[done] = w[0]
+            out[i] = w[0]
         elif isinstance(w, NotExpressible):
-            out[done], unasked[done] = 0, True
+            unasked[i] = True
         elif isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
-            raise PolicyRaised(configs[done], w) from None
+            raise PolicyRaised(configs[i], w) from None
         elif isinstance(w, HarnessError):
             raise w
         elif isinstance(w, Exception):
-            raise PolicyRaised(configs[done], w) from w
+            raise PolicyRaised(configs[i], w) from w
         else:
-            out[done] = checked_widths(policy, configs[done])[0]
-        done += 1
+            out[i] = checked_widths(policy, configs[i])[0]
+        done = max(done, i + 1)
     if done != count:
         raise PolicyCallError(
             f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {count} "
