@@ -169,6 +169,12 @@ def prove_lines(pairs: int) -> list[str]:
         "",
         f"## Per prove (`prove --policy {POLICY}`, the default edge domain of 2,436,696 configs)",
         "",
+        f"Regenerate: `.venv/bin/python benchmarks/bench_isolation.py --only-prove --prove-pairs {pairs}`. "
+        "One worker process: the judge sends it a tile (its base configs and packed lengths) and waits, "
+        "so both modes do one core's work at a time; CPU is the command's and its worker's (waited for, "
+        "so counted). On a shared machine the wall ratio moves with the load; the CPU ratio is the "
+        "steadier figure.",
+        "",
         f"{pairs} alternating pair(s). Median wall: worker {med['worker'][0]:.1f} s, in process "
         f"{med['--in-process'][0]:.1f} s: **ratio {med['worker'][0] / med['--in-process'][0]:.2f}**. "
         f"Median CPU (the command and its worker): worker {med['worker'][1]:.1f} s, in process "

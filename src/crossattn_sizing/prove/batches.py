@@ -218,8 +218,11 @@ def policy_widths(
             raise w
         elif isinstance(w, Exception):
             raise PolicyRaised(configs[i], w) from w
-        else:
-            out[i] = checked_widths(policy, configs[i])[0]
+        else:  # asked again alone: a bad answer is named as the single call names it, with its config
+            try:
+                out[i] = checked_widths(policy, configs[i])[0]
+            except PolicyCallError as exc:
+                raise PolicyRaised(configs[i], exc) from None
         done = max(done, i + 1)
     if done != count:
         raise PolicyCallError(
