@@ -32,7 +32,8 @@ def test_a_tile_holds_the_domains_own_configs_and_crosses_unchanged() -> None:
     assert list(tile) == expected  # built without validation, equal to the validated configs
     assert [tile[i] for i in range(len(tile))] == expected
     assert tile[-1] == expected[-1] and tile[2:5] == expected[2:5]
-    assert any(c.max_source_positions is None for c in tile) and any(c.max_source_positions == 0 for c in tile)
+    sources = {c.max_source_positions for c in tile}
+    assert None in sources and 0 in sources
     crossed = ConfigTile.from_dict(tile.to_dict())  # what the worker builds from what crosses
     assert list(crossed) == expected
     with pytest.raises(IndexError):
@@ -63,9 +64,11 @@ def test_packed_widths_judge_every_value() -> None:
     [([1, 1], [1], {}), ([1, 1], [1, 2, 3], {}), ([1, -1], [1], {}), ([1, 1], [1, 2], {1: "x"})],
     ids=["too-few-ints", "too-many-ints", "item-missing", "item-extra"],
 )
-def test_a_packed_answer_that_does_not_add_up_is_refused(lens: list[int], flat: list[int], items: dict) -> None:  # type: ignore[type-arg]
+def test_a_packed_answer_that_does_not_add_up_is_refused(
+    lens: list[int], flat: list[int], items: dict[int, str]
+) -> None:
     with pytest.raises(PolicyCallError, match="does not account"):
-        PackedWidths(np.array(lens, dtype=np.int32), np.array(flat, dtype=np.int64), items)
+        PackedWidths(np.array(lens, dtype=np.int32), np.array(flat, dtype=np.int64), dict(items))
 
 
 def test_a_bad_width_in_a_packed_batch_is_refused_as_in_process() -> None:
