@@ -159,8 +159,8 @@ def prove_lines(pairs: int) -> list[str]:
             load = load_average()
             wall, cpu, status = prove_run(*extra)
             rows.append((i + 1, name, wall, cpu, status, load))
-            said = f"prove pair {i + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, exit {status}, load {load}"
-            print(said, flush=True)
+            said = f"prove pair {i + 1} {name}: {wall:.1f} s wall, {cpu:.1f} s CPU, exit {status}"
+            print(f"{said}, load {load}", flush=True)
     med = {
         n: [statistics.median(r[k] for r in rows if r[1] == n) for k in (2, 3)]
         for n in ("worker", "--in-process")
