@@ -95,11 +95,15 @@ def run_alone(request: dict[str, Any], on_progress: Callable[[int, int, str], No
     before = 0
     interrupted = False
     for spec, nodeids in request["alone"]:
+
+        def counted(done: int, _total: int, nodeid: str, at: int = before) -> None:
+            on_progress(at + done, total, nodeid)
+
         with contextlib.redirect_stdout(io.StringIO()):
             results, code = run_suite(
                 spec, impl=request["impl"], device=request["device"], profile=profile, seed=request["seed"],
                 select=(), only=nodeids, extra_args=isolation.plugin_args(),
-                on_progress=lambda done, _, nodeid, at=before: on_progress(at + done, total, nodeid),
+                on_progress=counted,
             )  # fmt: skip
         alone[spec] = [dataclasses.asdict(r) for r in results]
         before += len(nodeids)
