@@ -58,10 +58,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=2, help="alternating (suite, verify) pairs")
     parser.add_argument("--no-report", action="store_true", help="print only, do not write reports/")
+    parser.add_argument("--verify-json", type=Path, help="verify's --json FILE (each pair overwrites it): "
+                        "its verdicts, to compare with another build's")  # fmt: skip
     args = parser.parse_args(argv)
+    verify = VERIFY + (["--json", str(args.verify_json.resolve())] if args.verify_json else [])
     rows = []
     for i in range(args.pairs):
-        for name, command in (("suite", SUITE), ("verify", VERIFY)):
+        for name, command in (("suite", SUITE), ("verify", verify)):
             load = load_average()
             wall, cpu, status, tail = timed(command)
             rows.append((i + 1, name, wall, cpu, status, load, tail))

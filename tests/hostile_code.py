@@ -255,6 +255,11 @@ class Honest(TorchImpl):
     """A user's subclass of the torch implementation that changes nothing (every check must stay quiet)."""
 
 
+def negative_at_m8(config: RunnerConfig) -> tuple[int, ...]:
+    """The fixed sizing, except a negative width where ``M = 8``: one bad value in a packed batch."""
+    return (-3,) if config.max_model_len == 8 else BUILTIN_POLICIES["mrv2"](config)
+
+
 def fixed_sizing(config: RunnerConfig) -> tuple[int, ...]:
     """A user's own copy of the fixed sizing (mrv2): honest code, for the isolation benchmark."""
     return BUILTIN_POLICIES["mrv2"](config)

@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import base64
 import os
-import struct
 import sys
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import NotExpressible, PolicyCallError, PolicyLoadError
 from crossattn_sizing.base.processes import forget_child, register_child
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import not_a_sequence
 from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
@@ -48,6 +49,7 @@ from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
 from crossattn_sizing.impl.runner import WrongAnswer, check_facts
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
+from crossattn_sizing.prove.batches import Answer, PackedWidths
 
 
 class InputChanged(AssertionError):
@@ -263,20 +265,15 @@ class Said:
         return self.said
 
 
-def unpacked_widths(data: dict[str, Any]) -> list[Any]:
-    """A ``widths_many`` answer packed by the worker: a tuple of ints per config, or its protocol item."""
+def packed_arrays(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
+    """A ``widths_many`` answer packed by the worker (:func:`crossattn_sizing.engine.subject.bind_packing`):
+    each config's count of ints (-1: its item is in ``rest``), the ints, and the rest by config index."""
     raw_lens, raw_q = base64.b64decode(data["lens"]), base64.b64decode(data["q"])
-    lens = struct.unpack(f"<{len(raw_lens) // 4}i", raw_lens)
-    flat = struct.unpack(f"<{len(raw_q) // 8}q", raw_q)
-    out: list[Any] = []
-    at = 0
-    for i, n in enumerate(lens):
-        if n < 0:
-            out.append(data["rest"][str(i)])
-        else:
-            out.append(tuple(flat[at : at + n]))
-            at += n
-    return out
+    if len(raw_lens) % 4 or len(raw_q) % 8:
+        raise PolicyCallError(f"a packed widths_many answer of {len(raw_lens)} and {len(raw_q)} bytes is no "
+                              "int32 and int64 arrays (the worker's packing broke)")  # fmt: skip
+    rest = {int(i): item for i, item in data["rest"].items()}
+    return np.frombuffer(raw_lens, dtype="<i4"), np.frombuffer(raw_q, dtype="<i8"), rest
 
 
 class IsolatedPolicy:
@@ -305,11 +302,14 @@ class IsolatedPolicy:
             raise PolicyCallError(f"sizing policy {self.spec} raised {exc}") from None
         return decoded_widths(result["widths"], f"sizing policy {self.spec}")
 
-    def _widths_many(self, configs: Sequence[RunnerConfig]) -> list[tuple[int, ...] | Exception]:
+    def _widths_many(self, configs: Sequence[RunnerConfig]) -> Sequence[Answer]:
         try:
-            result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
+            if isinstance(configs, ConfigTile):  # a prove tile: its bases and packed lengths, not each config
+                result = self.worker.ask("widths_many", tile=configs.to_dict())
+            else:
+                result = self.worker.ask("widths_many", configs=[c.to_dict() for c in configs])
         except EngineCrash:  # asked again one at a time, so the config that kills it is the one named
-            out: list[tuple[int, ...] | Exception] = []
+            out: list[Answer] = []
             for config in configs:
                 try:
                     out.append(self(config))
@@ -319,7 +319,8 @@ class IsolatedPolicy:
             return out
         except RaisedInWorker as exc:
             raise PolicyCallError(f"sizing policy {self.spec}: widths_many raised {exc}") from None
-        return [self._batch_item(item) for item in unpacked_widths(result)]
+        lens, flat, rest = packed_arrays(result)
+        return PackedWidths(lens, flat, {i: self._batch_item(item) for i, item in rest.items()})
 
     def _batch_item(self, item: Any) -> tuple[int, ...] | Exception:
         """One config's answer from a batch, as the judge reads it: widths, or why there are none."""

@@ -31,6 +31,7 @@ from typing import Any
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import HarnessError, PolicyCallError
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import changed_fields, policy_from_spec, private_copy
 
 POLICY, IMPL = "policy", "impl"
@@ -133,6 +134,7 @@ def policy_ops(spec: str) -> tuple[Ops, dict[str, Any]]:
     """
     raw, packed, fail = bind_widths(), bind_packing(), bind_failure()
     copy, changed, from_dict, call = private_copy, changed_fields, RunnerConfig.from_dict, usercode.call
+    tile_from = ConfigTile.from_dict
     callable_, isinstance_, list_, tuple_ = callable, isinstance, list, tuple
     base_exception, error, harness_error = BaseException, PolicyCallError, HarnessError
     name = f"sizing policy {spec}"
@@ -163,7 +165,8 @@ def policy_ops(spec: str) -> tuple[Ops, dict[str, Any]]:
         return {"widths": list_(answer) if isinstance_(answer, tuple_) else answer}
 
     def widths_many(req: dict[str, Any]) -> dict[str, Any]:
-        configs = [from_dict(c) for c in req["configs"]]
+        # a prove tile crosses as its bases and packed lengths (ConfigTile), any other batch config by config
+        configs = tile_from(req["tile"]) if "tile" in req else [from_dict(c) for c in req["configs"]]
         if many is None:  # one call each, here in the worker: one round trip per batch, not per config
             return packed([item(c) for c in configs])
         batch = many

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, cast
 
 import numpy as np
 
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError, described
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name
-from crossattn_sizing.prove.domain import ABSENT, Domain
+from crossattn_sizing.prove.domain import Domain
 
 
 class PolicyRaised(Exception):
@@ -58,45 +60,70 @@ def batch_method(policy: Policy) -> BatchWidths | None:
     return many if callable(many) else None
 
 
-def _tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> list[RunnerConfig]:
-    """The configs of a tile, group rows outer, length indices inner.
+def tile_configs(domain: Domain, g0: int, g1: int, j0: int, j1: int) -> ConfigTile:
+    """The configs of a tile, group rows outer, length indices inner (:class:`ConfigTile`).
 
-    The first config of each group row is built and validated as usual, and
-    the rest copy its fields with ``M``, ``B``, ``E`` and ``S`` changed (the
-    domain only holds valid configs, so validating each again proves nothing
-    and took half the time of a cheap policy's call).
+    The first config of each group row is built and validated as usual; the
+    tile builds the rest from it, its lengths changed, only when asked.
     """
-    m, e, s = domain.lengths(j0, j1)
-    lengths = list(zip(m.tolist(), e.tolist(), s.tolist(), strict=True))
-    new = object.__new__
-    out = []
-    for g in range(g0, g1):
-        fields = dict(domain.config(g, j0).__dict__)
-        for mi, ei, si in lengths:
-            fields["max_model_len"] = mi
-            fields["max_num_batched_tokens"] = mi if mi > ei else ei
-            fields["max_num_encoder_input_tokens"] = ei
-            fields["max_source_positions"] = None if si == ABSENT else si
-            config = new(RunnerConfig)
-            config.__dict__.update(fields)
-            out.append(config)
-    return out
+    return ConfigTile([domain.config(g, j0) for g in range(g0, g1)], *domain.lengths(j0, j1))
 
 
-def _answers(policy: Policy, configs: list[RunnerConfig]) -> Iterable[Answer]:
-    """Each config's answer: through ``widths_many`` when the policy has it, else one call each.
+class PackedWidths(Sequence[Answer]):
+    """A batch's answers as arrays: config ``i`` answered ``lens[i]`` ints of ``flat``, in order, or,
+    where ``lens[i]`` is negative, ``items[i]`` (an exception, or a value that is no tuple of ints).
 
-    A single call that raises (or answers nonsense) stops here with a
-    :class:`PolicyRaised` holding the :class:`PolicyCallError`; a batch's
-    exception is its item.
+    Why: a policy's worker sends a prove tile's answers packed (tens of
+    thousands of 1-tuples); :func:`policy_widths` judges every value of them
+    in one numpy pass (:meth:`single_widths`) and only the rest one by one.
     """
-    many = batch_method(policy)
-    if many is not None:
-        answers = usercode.call(lambda: list(many(configs)), what=f"sizing policy {policy_name(policy)}: "
-                                "widths_many", passthrough=(HarnessError,))  # fmt: skip
-        cross_check(policy, configs, answers)
-        yield from answers
-        return
+
+    def __init__(self, lens: np.ndarray, flat: np.ndarray, items: dict[int, Any]) -> None:
+        sizes = np.maximum(lens, 0)
+        if int(sizes.sum()) != flat.size or set(items) != set(np.flatnonzero(lens < 0).tolist()):
+            raise PolicyCallError(f"a packed answer of {lens.size} configs does not account for its "
+                                  f"{flat.size} ints and {len(items)} other items exactly")  # fmt: skip
+        self.lens, self.flat, self.items = lens, flat, items
+        self.starts = np.cumsum(sizes) - sizes
+
+    def __len__(self) -> int:
+        return int(self.lens.size)
+
+    def __getitem__(self, index: int) -> Answer:  # type: ignore[override]
+        n = int(self.lens[index])
+        if n < 0:
+            return cast("Answer", self.items[index % len(self)])
+        start = int(self.starts[index])
+        return tuple(self.flat[start : start + n].tolist())
+
+    def single_widths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each config's width where its answer is one int in ``[0, MAX_WIDTH]``, and where it is."""
+        widths = np.zeros(self.lens.size, dtype=np.int64)
+        single = self.lens == 1
+        widths[single] = self.flat[self.starts[single]]
+        ok = single & (widths >= 0) & (widths <= MAX_WIDTH)
+        return np.where(ok, widths, 0), ok
+
+
+def _batch_answers(policy: Policy, many: BatchWidths, configs: Sequence[RunnerConfig]) -> Sequence[Answer]:
+    """Each config's answer through the policy's ``widths_many``, a sample asked again (cross_check)."""
+
+    def asked() -> Sequence[Answer]:
+        answers = many(configs)
+        return answers if isinstance(answers, PackedWidths) else list(answers)
+
+    answers = usercode.call(asked, what=f"sizing policy {policy_name(policy)}: widths_many",
+                            passthrough=(HarnessError,))  # fmt: skip
+    cross_check(policy, configs, answers)
+    return answers
+
+
+def _single_answers(policy: Policy, configs: Sequence[RunnerConfig]) -> Iterable[Answer]:
+    """Each config's answer from one call each.
+
+    A call that raises (or answers nonsense) stops here with a
+    :class:`PolicyRaised` holding the :class:`PolicyCallError`.
+    """
     for config in configs:
         try:
             # The user-code boundary: whatever the policy raises or does to its config is a
@@ -156,37 +183,50 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
 def policy_widths(
     domain: Domain, policy: Policy, g0: int, g1: int, j0: int, j1: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The policy's cross width for every config of a tile (:func:`_tile_configs`, :func:`_answers`).
+    """The policy's cross width for every config of a tile (:func:`tile_configs`, :func:`_batch_answers`).
 
-    What it costs is the policy's own time. An answer that is not a 1-tuple
-    of a non-negative int goes through :func:`checked_widths`, which accepts
-    any sequence and names a bad one. The second array marks the configs the
-    policy could not be asked about (:class:`NotExpressible`): not judged.
+    What it costs is the policy's own time: a config is built here only where
+    the policy is called here, or where its answer needs one to be judged. An
+    answer that is not a 1-tuple of a non-negative int goes through
+    :func:`checked_widths`, which accepts any sequence and names a bad one.
+    The second array marks the configs the policy could not be asked about
+    (:class:`NotExpressible`): not judged.
     """
-    configs = _tile_configs(domain, g0, g1, j0, j1)
-    out = np.empty(len(configs), dtype=np.int64)
-    unasked = np.zeros(len(configs), dtype=bool)
+    configs = tile_configs(domain, g0, g1, j0, j1)
+    count = len(configs)
+    out = np.zeros(count, dtype=np.int64)
+    unasked = np.zeros(count, dtype=bool)
+    many = batch_method(policy)
+    answers = _batch_answers(policy, many, configs) if many is not None else _single_answers(policy, configs)
+    pairs: Iterable[tuple[int, Answer]] = enumerate(answers)
     done = 0
-    answers = iter(_answers(policy, configs))
-    for config, w in zip(configs, answers, strict=False):
-        if isinstance(w, NotExpressible):
-            out[done], unasked[done] = 0, True
-            done += 1
-            continue
-        if isinstance(w, Exception):
-            if isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
-                raise PolicyRaised(config, w) from None
-            if isinstance(w, HarnessError):
-                raise w
-            raise PolicyRaised(config, w) from w
+    if isinstance(answers, PackedWidths) and len(answers) == count:
+        widths, ok = answers.single_widths()  # every value judged here; the rest below, one by one
+        out[:] = widths
+        pairs, done = ((i, answers[i]) for i in np.flatnonzero(~ok).tolist()), count
+    for i, w in pairs:
+        if i == count:
+            done += 1  # one answer too many
+            break
         if type(w) is tuple and len(w) == 1 and type(w[0]) is int and 0 <= w[0] <= MAX_WIDTH:
-            out[done] = w[0]
-        else:
-            out[done] = checked_widths(policy, config)[0]
-        done += 1
-    if done != len(configs) or next(answers, None) is not None:
+            out[i] = w[0]
+        elif isinstance(w, NotExpressible):
+            unasked[i] = True
+        elif isinstance(w, PolicyCallError):  # the policy misbehaved on this config: stop there, naming it
+            raise PolicyRaised(configs[i], w) from None
+        elif isinstance(w, HarnessError):
+            raise w
+        elif isinstance(w, Exception):
+            raise PolicyRaised(configs[i], w) from w
+        else:  # asked again alone: a bad answer is named as the single call names it, with its config
+            try:
+                out[i] = checked_widths(policy, configs[i])[0]
+            except PolicyCallError as exc:
+                raise PolicyRaised(configs[i], exc) from None
+        done = max(done, i + 1)
+    if done != count:
         raise PolicyCallError(
-            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {len(configs)} "
+            f"sizing policy {policy_name(policy)}: widths_many did not answer each of its {count} "
             "configs exactly once (expected one answer per config, in order)"
         )
     shape = (g1 - g0, j1 - j0)

@@ -34,8 +34,9 @@ import numpy as np
 from crossattn_sizing.base.errors import HarnessError
 from crossattn_sizing.base.limits import MAX_BLOCK_SIZE, MAX_INT_DIGITS, too_long
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config_tile import NO_S
 
-ABSENT = -1
+ABSENT = NO_S
 """``max_source_positions`` absent from the model config (sorts before 0)."""
 
 MAX_LENGTH = 2**31 - 1

@@ -88,11 +88,14 @@ def split_tests(files: list[Path], parts: int) -> list[list[str]]:
 
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
-    """The worker's body: the shared run over the request's files (one policy: a plain run of them)."""
+    """The worker's body: the shared run over the request's files (one policy: a plain run of them),
+    or the policies' own runs it names."""
     from crossattn_sizing.runs.profiles import with_max_examples
     from crossattn_sizing.runs.suite import run_suite
     from crossattn_sizing.specs.resolve import Isolation, load_checked_policy
 
+    if "alone" in request:
+        return run_alone(request, on_progress)
     specs = request["specs"]
     profile = with_max_examples(request["profile"], request["max_examples"])
     isolation = Isolation(*request["isolation"])
@@ -114,6 +117,38 @@ def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], 
         "interrupted": code == 2 or interrupts.requested(),
         "sharing": sharing.to_json() if sharing is not None else None,
     }
+
+
+def run_alone(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
+    """Each ``[spec, nodeids]`` of ``request["alone"]`` in turn: that policy's own run of those tests,
+    as verify runs it in its own process (no sharing); progress counts over all of them."""
+    from crossattn_sizing.runs.profiles import with_max_examples
+    from crossattn_sizing.runs.suite import run_suite
+    from crossattn_sizing.specs.resolve import Isolation
+
+    profile = with_max_examples(request["profile"], request["max_examples"])
+    isolation = Isolation(*request["isolation"])
+    total = sum(len(nodeids) for _, nodeids in request["alone"])
+    alone: dict[str, list[dict[str, Any]]] = {}
+    before = 0
+    interrupted = False
+    for spec, nodeids in request["alone"]:
+
+        def counted(done: int, _total: int, nodeid: str, at: int = before) -> None:
+            on_progress(at + done, total, nodeid)
+
+        with contextlib.redirect_stdout(io.StringIO()):
+            results, code = run_suite(
+                spec, impl=request["impl"], device=request["device"], profile=profile, seed=request["seed"],
+                select=(), only=nodeids, extra_args=isolation.plugin_args(),
+                on_progress=counted,
+            )  # fmt: skip
+        alone[spec] = [dataclasses.asdict(r) for r in results]
+        before += len(nodeids)
+        interrupted = code == 2 or interrupts.requested()
+        if interrupted:
+            break
+    return {"results": [], "alone": alone, "interrupted": interrupted, "sharing": None}
 
 
 def _leave_with_parent() -> None:
@@ -180,8 +215,8 @@ class ShareWorker:
         """End the worker now; its answer is not wanted."""
         end_group(self.proc, grace_s=5)
 
-    def finish(self) -> tuple[list[PropertyResult], bool, dict[str, Any] | None]:
-        """Wait for the worker; its results, whether it was interrupted, its shared-run state.
+    def answer(self) -> tuple[dict[str, Any] | None, bool]:
+        """Wait for the worker; its answer (None when Ctrl-C stopped it first) and whether it was interrupted.
 
         Bad input it met is raised here as the same error; a worker that died
         without answering is the run's error, named with its exit status.
@@ -201,14 +236,27 @@ class ShareWorker:
             from crossattn_sizing.base.processes import describe_exit
 
             if stopped:
-                return [], True, None
+                return None, True
             status = describe_exit(self.proc.returncode)
             raise HarnessError(f"verify's worker process ended without an answer ({status})")
         answer = json.loads(self.result_path.read_text())
         if "error" in answer:
             raise (PolicyCallError if answer["policy_error"] else HarnessError)(answer["error"])
-        results = [PropertyResult(**r) for r in answer["results"]]
-        return results, stopped or bool(answer["interrupted"]), answer["sharing"]
+        return answer, stopped or bool(answer["interrupted"])
+
+    def finish(self) -> tuple[list[PropertyResult], bool, dict[str, Any] | None]:
+        """A shared run's share (:meth:`answer`): its results, whether it was interrupted, its state."""
+        answer, stopped = self.answer()
+        if answer is None:
+            return [], True, None
+        return [PropertyResult(**r) for r in answer["results"]], stopped, answer["sharing"]
+
+    def finish_alone(self) -> tuple[dict[str, list[PropertyResult]], bool]:
+        """Own runs (:func:`run_alone`, :meth:`answer`): each policy's results, whether it was interrupted."""
+        answer, stopped = self.answer()
+        if answer is None:
+            return {}, True
+        return {spec: [PropertyResult(**r) for r in rs] for spec, rs in answer["alone"].items()}, stopped
 
 
 if __name__ == "__main__":

@@ -333,19 +333,74 @@ def run_shared(
         + "".join(f"; {spec} ran {len(rs)} properties again alone" for spec, rs in again.items() if rs)
     )
     bar.plan(sum(len(r.nodeids) for rs in again.values() for r in rs))
+    alone = {spec: [n for r in again[spec] for n in r.nodeids] for spec in specs}
+    own: dict[str, dict[str, PropertyResult]] = {
+        spec: {r.name: sharing.first_failure(spec, r.nodeids) for r in kept[spec]} for spec in specs
+    }
+    if not interrupted:
+        interrupted = own_runs(plan, profile, alone, own, bar, again)
     for i, spec in enumerate(specs):
-        own = {r.name: sharing.first_failure(spec, r.nodeids) for r in kept[spec]}
-        nodeids = [n for r in again[spec] for n in r.nodeids]
-        if nodeids and not interrupted:
-            interrupts.announce(f"verify: policy {spec}: its own run of {len(again[spec])} properties")
-            ran, interrupted = suite_for(plan, spec, profile, bar.suite(spec, planned=True),
-                                         only=nodeids, select=())  # fmt: skip
-            own.update({r.name: r for r in ran})
-        properties = [shared_result(r, sharing, own, left[spec]) for r in results]
+        properties = [shared_result(r, sharing, own[spec], left[spec]) for r in results]
         if not interrupted and plan.proves:
             properties.append(prove_row(subjects[spec], bar))
         verdicts[i] = verdict(subjects[spec], properties, interrupted=interrupted)
     return interrupted
+
+
+def own_runs(plan: VerifyPlan, profile: str, alone: dict[str, list[str]],
+             own: dict[str, dict[str, PropertyResult]], bar: OverallBar,
+             again: dict[str, list[PropertyResult]]) -> bool:  # fmt: skip
+    """Each policy's own run of the tests it left the shared run in (``alone``), into ``own``.
+
+    With ``--jobs`` above 1 the policies are split between this process and
+    one worker (:func:`~crossattn_sizing.runs.share_process.run_alone`), the
+    most tests first to the less loaded side: each own run is the same pytest
+    run wherever it runs (its own seed, no sharing), so only the wall time
+    changes. True when Ctrl-C stopped them.
+    """
+    waiting = sorted((s for s in plan.specs if alone[s]), key=lambda s: (-len(alone[s]), plan.specs.index(s)))
+    sides: list[list[str]] = [[], []]
+    for spec in waiting:  # greedy: each to the side with fewer tests so far
+        sides[min((0, 1), key=lambda k: sum(len(alone[s]) for s in sides[k]))].append(spec)
+    mine, theirs = (waiting, []) if plan.jobs < 2 or len(waiting) < 2 else sides
+    mine, theirs = sorted(mine, key=plan.specs.index), sorted(theirs, key=plan.specs.index)
+    with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
+        worker = None
+        if theirs:
+            request = {**share_request(plan), "alone": [[s, alone[s]] for s in theirs]}
+            progress = bar.suite("own runs (worker)", planned=True)
+            worker = ShareWorker(request, Path(folder) / "alone", progress)
+        interrupted = False
+        try:
+            for spec in mine:
+                interrupts.announce(f"verify: policy {spec}: its own run of {len(again[spec])} properties")
+                ran, interrupted = suite_for(plan, spec, profile, bar.suite(spec, planned=True),
+                                             only=alone[spec], select=())  # fmt: skip
+                own[spec].update({r.name: r for r in ran})
+                if interrupted:
+                    break
+        except BaseException:
+            if worker is not None:
+                worker.abandon()
+            raise
+        if worker is not None:
+            for spec in theirs:
+                interrupts.announce(f"verify: policy {spec}: its own run of {len(again[spec])} properties "
+                                    "(in the worker process)")  # fmt: skip
+            if interrupted:
+                worker.interrupt()
+            ran_there, stopped = worker.finish_alone()
+            for spec, ran in ran_there.items():
+                own[spec].update({r.name: r for r in ran})
+            interrupted = interrupted or stopped
+    return interrupted
+
+
+def share_request(plan: VerifyPlan) -> dict[str, Any]:
+    """What a worker process needs of verify's options (:mod:`crossattn_sizing.runs.share_process`)."""
+    return {"specs": plan.specs, "impl": plan.impl, "device": plan.device, "profile": plan.profile,
+            "max_examples": plan.max_examples, "seed": plan.seed, "select": plan.select,
+            "isolation": [plan.isolation.in_process, plan.isolation.timeout]}  # fmt: skip
 
 
 def shared_suite(plan: VerifyPlan, profile: str, sharing: SharedPolicies, bar: OverallBar,
@@ -400,9 +455,7 @@ def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: Share
     this process's share unless it was interrupted; its results follow the
     suite's. A Ctrl-C here is passed on to the workers, and what they ran is kept.
     """
-    request = {"specs": specs, "impl": plan.impl, "device": plan.device, "profile": plan.profile,
-               "max_examples": plan.max_examples, "seed": plan.seed, "select": plan.select,
-               "isolation": [plan.isolation.in_process, plan.isolation.timeout]}  # fmt: skip
+    request = {**share_request(plan), "specs": specs}
     workers = [
         ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite(f"{label} (worker)"))
         for i, share in enumerate(nodeids[1:])
