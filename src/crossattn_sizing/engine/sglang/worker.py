@@ -13,7 +13,9 @@ Ops: ``metadata`` (``context_len``, ``batch`` = ``[[E, prompt, d], ...]``,
 ``batch``) -> both paths' verdicts (:func:`~crossattn_sizing.engine.sglang.run.run_reads`);
 ``write`` -> the write side on the release's rows; ``fa3_path`` -> how the
 release builds the text page table; ``width`` (``context_len``) -> the
-release's row width.
+release's row width; ``attention`` (``context_len``, ``batch``, the heads and
+the packed content) -> the release's own ``TorchNativeAttnBackend`` on the
+batch's cross-attention layer (:func:`~crossattn_sizing.engine.sglang.attention.run_attention`).
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def dispatch(req: dict[str, Any]) -> Any:
         op = req["op"]
-        if op not in ("metadata", "read", "write", "fa3_path", "width"):
+        if op not in ("metadata", "read", "write", "fa3_path", "width", "attention"):
             raise ValueError(f"unknown op {op!r}")
         if release is None:
             return gap_answer(op)
@@ -101,6 +103,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_write(release, int(req["context_len"]), batch)
         if op == "fa3_path":
             return fa3_path(release)
+        if op == "attention":  # the release's own TorchNativeAttnBackend (engine/sglang/attention.py)
+            from crossattn_sizing.engine.sglang.attention import run_attention
+
+            return run_attention(release, req)
         try:
             return int(req["context_len"]) + release.row_extra()
         except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
