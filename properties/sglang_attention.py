@@ -1,4 +1,4 @@
-"""Attention through an SGLang release's own ``TorchNativeAttnBackend`` equals dense attention (the reference).
+"""Attention through an SGLang release's own ``TorchNativeAttnBackend`` equals the reference's.
 
 The read-side properties judge the columns a GPU backend's metadata hands its
 kernel; this one runs attention itself, as SGLang does on a CPU. A batch of
@@ -113,7 +113,8 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
             if problem is not None:
                 fail_rerun([f"{heading}: output off the reference", *case.lines(),
                             f"  request {i} ({e} encoder tokens), {step}: {problem}",
-                            f"  tolerance: rtol={TOLERANCE.rtol:g} atol={TOLERANCE.atol:g} ({TOLERANCE.reason})"],
+                            f"  tolerance: rtol={TOLERANCE.rtol:g} atol={TOLERANCE.atol:g} "
+                            f"({TOLERANCE.reason})"],
                            rerun)
 
 

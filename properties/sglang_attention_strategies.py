@@ -43,7 +43,8 @@ class AttentionCase:
 
     def lines(self) -> list[str]:
         """The case, for a failure's diagnosis."""
-        out = [f"  {self.model}: {self.heads} query heads, {self.kv_heads} KV heads, head size {self.head_dim}, "
+        out = [f"  {self.model}: {self.heads} query heads, {self.kv_heads} KV heads, "
+               f"head size {self.head_dim}, "
                f"scale {self.scale:g}; context_len {self.context_len}; content seed {self.seed}"]
         out += [f"  request {i}: encoder {e}, prompt {p}, decoder length at this step {d}"
                 for i, (e, p, d) in enumerate(self.batch)]
@@ -73,7 +74,8 @@ def whisper_shape(heads: int, head_dim: int) -> tuple[int, int, int, float]:
     config: Any = transformers.WhisperConfig(d_model=heads * head_dim, decoder_attention_heads=heads,
                                              encoder_attention_heads=heads)
     dim = config.d_model // config.decoder_attention_heads  # WhisperAttention's head_dim
-    return config.max_source_positions, config.decoder_attention_heads, config.decoder_attention_heads, dim**-0.5
+    heads = config.decoder_attention_heads
+    return config.max_source_positions, heads, heads, dim**-0.5
 
 
 def mllama_config(heads: int, kv_heads: int, head_dim: int, vision: dict[str, int]) -> Any:

@@ -38,9 +38,9 @@ EXTEND = 0
 
 MUTATIONS = {
     # The decode reads one encoder key short (the last column of the encoder part dropped).
-    "decode-encoder-one-short": (ENCODER_END, DECODE, "                    end_kv = encoder_lens[seq_idx] - 1\n"),
+    "decode-encoder-one-short": (ENCODER_END, DECODE, ENCODER_END.replace("]\n", "] - 1\n")),
     # The extend reads one column past the encoder part (the row's first decoder column).
-    "extend-encoder-one-long": (ENCODER_END, EXTEND, "                    end_kv = encoder_lens[seq_idx] + 1\n"),
+    "extend-encoder-one-long": (ENCODER_END, EXTEND, ENCODER_END.replace("]\n", "] + 1\n")),
     # The cross-attention decode reads the decoder part of the row instead of the encoder's.
     "decode-reads-decoder-kv": (CROSS_BRANCH, DECODE, "                if not is_cross_attn:\n"),
 }

@@ -1,4 +1,4 @@
-"""SGLang's own ``TorchNativeAttnBackend`` on one batch's cross-attention layer, in the worker (imports torch).
+"""SGLang's own ``TorchNativeAttnBackend`` on a batch's cross-attention layer, in the worker (imports torch).
 
 ``TorchNativeAttnBackend`` (``layers/attention/torch_native_backend.py``) is the
 backend SGLang runs on a CPU, and from 0.5.13 on it addresses the shared row
@@ -74,7 +74,8 @@ def backend_class(rel: SglangRelease) -> Any:
     for helper in step.helpers:
         if helper.name in module.imports:  # the release's own definition, from the file it names
             helper_file = parse_release_file(rel.root, helper.file)
-            stand[helper.name] = take(execute(helper_file, stand, only=(helper.name,)), helper.name, helper_file)
+            helper_ns = execute(helper_file, stand, only=(helper.name,))
+            stand[helper.name] = take(helper_ns, helper.name, helper_file)
     cls = take(execute(module, stand, only=(step.backend.name,)), step.backend.name, module)
     _LOADED[key] = cls
     return cls
@@ -174,8 +175,9 @@ def run_attention(rel: SglangRelease, req: dict[str, Any]) -> dict[str, Any]:
     except ExtendMismatch as err:
         return {"verdict": "fails", "message": str(err)}
     except ReadOutOfRow as err:
-        return {"verdict": "not run", "reason": f"the batch does not fit the release's rows (the write side "
-                                                f"fails: row {err.row} column {err.column}, width {err.width})"}
+        return {"verdict": "not run",
+                "reason": f"the batch does not fit the release's rows (the write side fails: row {err.row} "
+                          f"column {err.column}, width {err.width})"}
     except Exception as exc:  # the adapter's gap (a missing file or definition): not run, naming it
         return _not_run(rel, exc, step)
     slots = 1 + max(int(ids.max()) for ids in prepared.ids)

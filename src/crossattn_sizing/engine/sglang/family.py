@@ -50,8 +50,8 @@ def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
     if isinstance(attention, str):
         note += f"; the attention property is not run: {attention}"
     attention_stand_ins = ATTENTION_STAND_INS if isinstance(attention, AttentionStep) else ()
-    return ReleaseRange(rng.first, None if newest else rng.last, own,
-                        stand_ins=(*COMMON_STAND_INS, *rng.stand_ins, *attention_stand_ins), note=note)  # fmt: skip
+    stand_ins = (*COMMON_STAND_INS, *rng.stand_ins, *attention_stand_ins)
+    return ReleaseRange(rng.first, None if newest else rng.last, own, stand_ins=stand_ins, note=note)
 
 
 RANGES = tuple(_release_range(rng, i == 0) for i, rng in enumerate(releases.RANGES))

@@ -71,9 +71,9 @@ ATTENTION_STAND_INS: tuple[tuple[str, str], ...] = (
 
 NATIVE_CROSS = AttentionStep(Step(TORCH_NATIVE, "TorchNativeAttnBackend"), (Step(MEMORY_POOL, "KVWriteLoc"),))
 NO_NATIVE_CROSS = (f"{TORCH_NATIVE}: TorchNativeAttnBackend has no cross-attention path in this range "
-                   "(_run_sdpa_forward_decode reads req_to_token[req_pool_idx, :seq_len_kv], with no "
-                   "encoder_lens or is_cross_attn: the encoder part of the shared row is never addressed); "
-                   "it came in 0.5.13")
+                   "(_run_sdpa_forward_decode reads req_to_token[req_pool_idx, :seq_len_kv], line 166 of "
+                   "0.5.12.post1, with no encoder_lens or is_cross_attn: the encoder part of the shared row "
+                   "is never addressed); it came in 0.5.13")
 
 
 @dataclass(frozen=True)

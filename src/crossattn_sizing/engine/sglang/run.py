@@ -333,7 +333,8 @@ class Prepared:
     ids: list[torch.Tensor]
     extend: Any = None
     """The batch after the release's ``prepare_encoder_info_extend`` (its ``seq_lens``, ``extend_lens``,
-    ``prefix_lens``, ``encoder_lens``, ``out_cache_loc``, ``encoder_out_cache_loc``): what its extend runs on."""
+    ``prefix_lens``, ``encoder_lens``, ``out_cache_loc``, ``encoder_out_cache_loc``): what its extend runs
+    on."""
 
 
 class ExtendMismatch(RuntimeError):
