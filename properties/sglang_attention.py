@@ -46,12 +46,16 @@ TOLERANCE = Tolerance(
 )
 
 
+NEEDS_TREE = ("properties/sglang_attention.py runs an SGLang tree's own backend: give --read-builder "
+              "sglang==X or sglang@PATH")
+"""The usage error (properties/conftest.py) of a run that collects this property without a tree."""
+
+
 @pytest.fixture(scope="session")
 def sglang_attention(read_builder: Any) -> SglangAttention:
     """The tree ``--read-builder`` names (its worker started, ``--call-timeout`` on each call)."""
-    if not hasattr(read_builder, "first_problem"):
-        pytest.exit("properties/sglang_attention.py runs an SGLang tree's own backend: give --read-builder "
-                    "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)
+    if not hasattr(read_builder, "first_problem"):  # refused at collection (properties/conftest.py)
+        pytest.exit(NEEDS_TREE, returncode=pytest.ExitCode.USAGE_ERROR)
     return SglangAttention(read_builder.name, read_builder.deadline)
 
 
