@@ -141,7 +141,8 @@ class SglangFamily:
             files=(PROPERTY_FILE, ATTENTION_FILE),
             pytest_args=("--read-builder", spec.strip()),
             known_failures=known,
-            heading=f"{spec.strip()}: SGLang's own decode metadata builder and TorchNativeAttnBackend (docs/engine.md)",
+            heading=f"{spec.strip()}: SGLang's own decode metadata builder and TorchNativeAttnBackend "
+                    "(docs/engine.md)",
         )
 
     def command(self, name: str) -> EngineCommand | None:
