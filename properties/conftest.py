@@ -44,3 +44,14 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     """Forget this run's regression files, so the next in-process run reads its own options."""
     use_regression_files(pytest_plugin.RegressionFiles())  # the next in-process run reads its own options
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The SGLang attention property runs a tree's own backend: collected without one, a usage error."""
+    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+
+    if any(item.path.name == "sglang_attention.py" for item in items) and not is_sglang_spec(
+            str(config.getoption("read_builder"))):
+        from .sglang_attention import NEEDS_TREE
+
+        raise pytest_plugin.usage_error(config, NEEDS_TREE)

@@ -375,6 +375,8 @@ CASES: list[Case] = [
     C("pytest", CAPACITY, "--policy", f"{UNUSABLE}:no_argument", status=4, says="raised TypeError",
       isolated=True),
     C("pytest", CAPACITY, "--impl", "nope", status=4, says="unknown implementation 'nope'", isolated=True),
+    C("pytest", "properties/sglang_attention.py", status=4, isolated=True,
+      says="properties/sglang_attention.py runs an SGLang tree's own backend: give --read-builder sglang==X"),
     C("pytest", CAPACITY, "--impl", "nowhere:x", status=4, says="does not import", isolated=True),
     # an engine spec is checked by resolve.check_engine_spec, in the same words as reproduce --engine
     C("pytest", CAPACITY, "--impl", "vllm==abc", status=4, says="--impl 'vllm==abc': not a release",

@@ -20,23 +20,38 @@ from typing import Any
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
 from crossattn_sizing.engine.sglang import releases
-from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, KNOWN_READ_FAILURES, SglangRange
+from crossattn_sizing.engine.sglang.releases import (
+    ATTENTION_STAND_INS,
+    COMMON_STAND_INS,
+    KNOWN_READ_FAILURES,
+    AttentionStep,
+    SglangRange,
+)
 from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
 
 READ_PROPERTY = "test_gathers_stay_in_row_and_own_columns"
 PROPERTY_FILE = "properties/test_read_coverage.py"
+ATTENTION_FILE = "properties/sglang_attention.py"
+"""The attention property: the release's own TorchNativeAttnBackend against the reference (not a ``test_``
+module: it takes an SGLang tree, which only ``verify --engine`` and the tests hand it)."""
 
 
 def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
     """One row of :data:`~crossattn_sizing.engine.sglang.releases.RANGES` as the protocol states it."""
+    attention = rng.attention
     steps = (*rng.steps.values(), rng.kernel, *rng.helpers, *rng.admission.values())
+    if isinstance(attention, AttentionStep):
+        steps += (attention.backend, *attention.helpers)
     own = tuple(f"{s.file.removeprefix('sglang/')}: {s.name}" for s in steps)
     note = "runs where the release keeps these files and definitions; a piece it moved or renamed is "
     note += "'not run', naming it"
     if newest:
         note = f"a release after {rng.last} runs with these steps; {note}"
-    return ReleaseRange(rng.first, None if newest else rng.last, own,
-                        stand_ins=(*COMMON_STAND_INS, *rng.stand_ins), note=note)  # fmt: skip
+    if isinstance(attention, str):
+        note += f"; the attention property is not run: {attention}"
+    attention_stand_ins = ATTENTION_STAND_INS if isinstance(attention, AttentionStep) else ()
+    stand_ins = (*COMMON_STAND_INS, *rng.stand_ins, *attention_stand_ins)
+    return ReleaseRange(rng.first, None if newest else rng.last, own, stand_ins=stand_ins, note=note)
 
 
 RANGES = tuple(_release_range(rng, i == 0) for i, rng in enumerate(releases.RANGES))
@@ -119,13 +134,15 @@ class SglangFamily:
         return []
 
     def verify_suite(self, spec: str) -> EngineSuite:
-        """The read-coverage properties, their metadata builder the release's own."""
+        """The read-coverage properties, their metadata builder the release's own, and the attention
+        property through the release's own TorchNativeAttnBackend."""
         known = frozenset({READ_PROPERTY}) if spec.strip() in KNOWN_READ_FAILURES else frozenset()
         return EngineSuite(
-            files=(PROPERTY_FILE,),
+            files=(PROPERTY_FILE, ATTENTION_FILE),
             pytest_args=("--read-builder", spec.strip()),
             known_failures=known,
-            heading=f"{spec.strip()}: SGLang's own decode metadata builder (docs/engine.md)",
+            heading=f"{spec.strip()}: SGLang's own decode metadata builder and TorchNativeAttnBackend "
+                    "(docs/engine.md)",
         )
 
     def command(self, name: str) -> EngineCommand | None:

@@ -38,6 +38,7 @@ TP_WORKER = "sglang/srt/managers/tp_worker.py"
 SCHEDULER = "sglang/srt/managers/scheduler.py"
 MANAGER_UTILS = "sglang/srt/managers/utils.py"
 ALLOCATOR_BASE = "sglang/srt/mem_cache/allocator/base.py"
+TORCH_NATIVE = "sglang/srt/layers/attention/torch_native_backend.py"
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,37 @@ class Step:
 
     file: str
     name: str
+
+
+@dataclass(frozen=True)
+class AttentionStep:
+    """The attention step: the release's own ``TorchNativeAttnBackend`` (the backend SGLang runs on CPU),
+    its cross-attention ``forward_extend`` and ``forward_decode`` on the batch the other steps laid out."""
+
+    backend: Step
+    helpers: tuple[Step, ...] = ()
+    """Definitions the backend imports from another file, run as the release's own where it imports them
+    (``KVWriteLoc`` from 0.5.14 on; 0.5.13 passes the bare location)."""
+
+
+ATTENTION_STAND_INS: tuple[tuple[str, str], ...] = (
+    ("token_to_kv_pool (MHATokenToKVPool; its __init__ needs the platform, envs and the KV quant method)",
+     "one NaN-poisoned K and V buffer per layer, [slots, kv heads, head dim] fp32; set_kv_buffer writes "
+     "k_cache[loc] = k, the release's own CPU fallback in _set_kv_buffer_impl"),
+    ("the backend's own state (TorchNativeAttnBackend.__init__ is not run)",
+     "the release's req_to_token pool and the stand-in token_to_kv_pool, no sliding-window pool"),
+    ("the cross-attention layer (RadixAttention)", "layer 0: is_cross_attention, the heads, head dim "
+     "and scaling of a transformers Whisper or Mllama config; no sliding window"),
+    ("ForwardBatch", "the release's own extend output (seq_lens, extend_lens, prefix_lens, encoder_lens, "
+     "encoder_out_cache_loc) and its decode lengths, as the read side lays them out"),
+)
+"""What stands in for the attention step, in every range that runs it (docs/engine.md)."""
+
+NATIVE_CROSS = AttentionStep(Step(TORCH_NATIVE, "TorchNativeAttnBackend"), (Step(MEMORY_POOL, "KVWriteLoc"),))
+NO_NATIVE_CROSS = (f"{TORCH_NATIVE}: TorchNativeAttnBackend has no cross-attention path in this range "
+                   "(_run_sdpa_forward_decode reads req_to_token[req_pool_idx, :seq_len_kv], line 166 of "
+                   "0.5.12.post1, with no encoder_lens or is_cross_attn: the encoder part of the shared row "
+                   "is never addressed); it came in 0.5.13")
 
 
 @dataclass(frozen=True)
@@ -71,6 +103,9 @@ class SglangRange:
     admission: dict[str, Step] = field(default_factory=lambda: dict(ADMISSION))
     """The scheduler's admission rule, run as the release's own (:data:`ADMISSION`): loaded when the write
     side first asks, so a piece missing here leaves the write side "not run" and the read side running."""
+    attention: AttentionStep | str = NATIVE_CROSS
+    """The attention step (the release's ``TorchNativeAttnBackend``), or why this range does not run it
+    ("not run", naming the piece)."""
 
     def label(self) -> str:
         """The range as docs and reports name it."""
@@ -188,6 +223,7 @@ RANGES: tuple[SglangRange, ...] = (
                     "context_len + 4, the release's own constant (extra_max_context_len = 4 without "
                     "speculative decoding)"),),
         input_ids_are_lists=True,
+        attention=NO_NATIVE_CROSS,
     ),
 )
 """Newest first. Between ranges a file moved, a function was renamed, or the row sizing stopped taking

@@ -331,6 +331,10 @@ class Prepared:
     seq_lens: torch.Tensor
     req_pool_indices: torch.Tensor
     ids: list[torch.Tensor]
+    extend: Any = None
+    """The batch after the release's ``prepare_encoder_info_extend`` (its ``seq_lens``, ``extend_lens``,
+    ``prefix_lens``, ``encoder_lens``, ``out_cache_loc``, ``encoder_out_cache_loc``): what its extend runs
+    on."""
 
 
 class ExtendMismatch(RuntimeError):
@@ -418,7 +422,7 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
     last = rel.alloc_for_decode(decode, 1)
     for i, (e, _p, d) in enumerate(batch):
         ids[i][e + d - 1] = last[i]
-    return Prepared(pool, table, encoder_lens, seq_lens + 1, rows, ids)
+    return Prepared(pool, table, encoder_lens, seq_lens + 1, rows, ids, sched)
 
 
 def _check_extend(sched: Any, batch: Sequence[tuple[int, int, int]], ids: list[torch.Tensor]) -> None:

@@ -16,7 +16,10 @@ release builds the text page table; ``width`` (``context_len``) -> the
 release's row width; ``admission`` (``context_len``, ``kv_capacity``,
 ``requests`` = ``[[E, prompt, max_new], ...]``) -> the release's own limits and
 each request admitted or refused, with its output cap
-(:func:`~crossattn_sizing.engine.sglang.admission.run_admission`).
+(:func:`~crossattn_sizing.engine.sglang.admission.run_admission`);
+``attention`` (``context_len``, ``batch``, the heads and
+the packed content) -> the release's own ``TorchNativeAttnBackend`` on the
+batch's cross-attention layer (:func:`~crossattn_sizing.engine.sglang.attention.run_attention`).
 """
 
 from __future__ import annotations
@@ -93,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def dispatch(req: dict[str, Any]) -> Any:
         op = req["op"]
-        if op not in ("metadata", "read", "write", "fa3_path", "width", "admission"):
+        if op not in ("metadata", "read", "write", "fa3_path", "width", "admission", "attention"):
             raise ValueError(f"unknown op {op!r}")
         if release is None:
             return gap_answer(op)
@@ -117,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:
                 answer["row_width"] = None
             return answer
+        if op == "attention":  # the release's own TorchNativeAttnBackend (engine/sglang/attention.py)
+            from crossattn_sizing.engine.sglang.attention import run_attention
+
+            return run_attention(release, req)
         try:
             return int(req["context_len"]) + release.row_extra()
         except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
