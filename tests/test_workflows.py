@@ -70,7 +70,7 @@ def ci_recipe() -> dict:  # type: ignore[type-arg]
 
 
 def recipe_differences(doc_job: dict, repo_job: dict) -> list[str]:  # type: ignore[type-arg]
-    """Where the repository's nightly job stops being the document's recipe (the tree is its ``tree/``)."""
+    """Where the repository's CI job stops being the document's recipe (the tree is its ``tree/``)."""
     problems = []
     if repo_job["env"] != doc_job["env"]:
         problems.append(f"env: {repo_job['env']} != {doc_job['env']}")
@@ -104,14 +104,14 @@ def test_the_ci_recipe_is_the_command_a_fork_needs() -> None:
     assert job["env"]["CROSSATTN_DB"] in steps[CACHE_STEPS[0]]["with"]["path"]
 
 
-def test_the_nightly_job_runs_the_ci_recipe_as_written() -> None:
-    repo = load("nightly.yml")["jobs"]["engine-recipe"]
+def test_the_ci_job_runs_the_recipe_as_written() -> None:
+    repo = load("ci.yml")["jobs"]["engine-recipe"]
     assert recipe_differences(ci_recipe()["jobs"]["sizing"], repo) == []
 
 
-def test_a_recipe_that_drifted_from_the_nightly_job_is_told() -> None:
+def test_a_recipe_that_drifted_from_the_ci_job_is_told() -> None:
     """Meta-test: the comparison sees a changed command, a changed cache path and a changed variable."""
-    repo = load("nightly.yml")["jobs"]["engine-recipe"]
+    repo = load("ci.yml")["jobs"]["engine-recipe"]
     for change in ("command", "path", "env"):
         doc = ci_recipe()["jobs"]["sizing"]
         steps = {step.get("name"): step for step in doc["steps"]}
