@@ -1,7 +1,7 @@
-"""A second process for verify's shared run: some of the suite's test files, on another core.
+"""A second process for verify's shared run: some of the suite's tests, on another core.
 
 Why: the shared run (:mod:`crossattn_sizing.runs.shared_run`) is one pytest
-session; its test files are independent (each test draws its examples from
+session; its tests are independent (each test draws its examples from
 its own seed), so verify runs some of them here while it runs the rest
 itself. The verdicts do not depend on the split, only the wall time does.
 
