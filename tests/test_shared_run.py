@@ -128,16 +128,28 @@ def test_draws_are_replayed_in_order_and_a_relabelled_draw_diverges() -> None:
         other.draw(None, "b")
 
 
-def test_the_suite_is_split_by_weight_and_every_file_runs_once() -> None:
-    from crossattn_sizing.runs.share_process import split
+def test_the_suite_is_split_by_weight_and_every_test_runs_once() -> None:
+    """Every test of the suite runs in exactly one share, the two heavy attention tests in different ones,
+    and every weighted unit names a test or file that exists (a stale weight would unbalance the split)."""
+    import ast
 
-    files = [Path(f"properties/{n}.py") for n in
-             ("test_attention", "test_distributed_dcp", "test_hf_cross_attention", "test_slot_mapping",
-              "test_capacity", "test_admission", "test_dcp_finding", "test_new_one")]  # fmt: skip
-    parts = split(files, 2)
-    assert sorted(f for p in parts for f in p) == sorted(files)
+    from crossattn_sizing.runs.share_process import SHARED_WEIGHTS, split_shared, suite_units
+    from crossattn_sizing.runs.suite import properties_dir
+
+    files = sorted(properties_dir().glob("test_*.py"))
+    tests = {f"{f.name}::{n.name}" for f in files for n in ast.parse(f.read_text()).body
+             if isinstance(n, ast.FunctionDef) and n.name.startswith("test")}  # fmt: skip
+    assert set(SHARED_WEIGHTS) <= set(suite_units(files, SHARED_WEIGHTS)), set(SHARED_WEIGHTS)
+    parts = split_shared(files, 2)
     assert len(parts) == 2 and all(parts)
-    assert split(files[:1], 3) == [files[:1]]  # no empty share
+    units = [u for p in parts for u in p]
+    assert len(units) == len(set(units))
+    ran = [t for t in tests if t in units] + [t for t in tests if t.split("::")[0] in units]
+    assert sorted(ran) == sorted(tests)  # each test once: by name, or with its whole file
+    heavy = {"test_attention.py::test_cross_attention_matches_dense",
+             "test_attention.py::test_self_attention_matches_dense"}  # fmt: skip
+    assert all(heavy - set(p) for p in parts), parts
+    assert split_shared(files[:1], 3) == [[files[0].name]]  # no empty share
 
 
 def test_jobs_below_one_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

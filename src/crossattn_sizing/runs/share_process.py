@@ -1,7 +1,7 @@
-"""A second process for verify's shared run: some of the suite's test files, on another core.
+"""A second process for verify's shared run: some of the suite's tests, on another core.
 
 Why: the shared run (:mod:`crossattn_sizing.runs.shared_run`) is one pytest
-session; its test files are independent (each test draws its examples from
+session; its tests are independent (each test draws its examples from
 its own seed), so verify runs some of them here while it runs the rest
 itself. The verdicts do not depend on the split, only the wall time does.
 
@@ -34,12 +34,17 @@ from crossattn_sizing.base.processes import end_group, signal_group
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs.shared_run import SharedPolicies
 
-WEIGHTS = {
-    "test_attention": 4, "test_distributed_dcp": 4, "test_hf_cross_attention": 4, "test_slot_mapping": 2,
-    "test_dcp_finding": 1, "test_admission": 1, "test_capacity": 1,
+SHARED_WEIGHTS = {
+    "test_attention.py::test_cross_attention_matches_dense": 48,
+    "test_attention.py::test_self_attention_matches_dense": 33,
+    "test_attention.py::test_nemotron_parse_page": 2,
+    "test_distributed_dcp.py": 28, "test_hf_cross_attention.py": 13, "test_dcp_finding.py": 11,
+    "test_slot_mapping.py": 4, "test_read_coverage.py": 2, "test_admission.py": 2, "test_capacity.py": 1,
 }  # fmt: skip
-"""Rough relative cost of each test file in a shared run (measured once, reports/bench_verify.md):
-only used to balance the split, never to decide a verdict. Files not listed weigh 1."""
+"""Seconds of each unit of verify's shared run of the 7 built-in policies (one process, near idle,
+reports/bench_verify.md, 2026-12-06): a test named here is a unit of its own, so the attention file
+(more than half the run: its bodies run once per distinct width) is split between the processes.
+Only balances, never decides a verdict; units not listed weigh 1."""
 
 
 ENGINE_WEIGHTS = {
@@ -51,11 +56,6 @@ ENGINE_WEIGHTS = {
 """Rough relative cost of each unit of an engine's suite run (reports/bench_engine.md: seconds of the
 judge per test, the release's kernels interpreted): a test named here is a unit of its own, so the
 attention file, most of the run, is split between the processes. Only balances; units not listed weigh 0."""
-
-
-def split(files: list[Path], parts: int) -> list[list[Path]]:
-    """``files`` into ``parts`` groups of about equal weight, heaviest first (greedy)."""
-    return balanced(files, parts, lambda f: WEIGHTS.get(f.stem, 1), lambda f: f.name)
 
 
 def balanced(
@@ -71,20 +71,30 @@ def balanced(
     return [g for g in groups if g]
 
 
-def suite_units(files: list[Path]) -> list[str]:
-    """Each file's name, or ``file::test`` for each of its top-level tests when :data:`ENGINE_WEIGHTS`
+def suite_units(files: list[Path], weights: dict[str, int] = ENGINE_WEIGHTS) -> list[str]:
+    """Each file's name, or ``file::test`` for each of its top-level tests when ``weights``
     names one of them (pytest node ids relative to the properties folder, every test kept)."""
     units: list[str] = []
     for f in files:
         defs = [n.name for n in ast.parse(f.read_text()).body if isinstance(n, ast.FunctionDef)]
         tests = [f"{f.name}::{name}" for name in defs if name.startswith("test")]
-        units += tests if any(t in ENGINE_WEIGHTS for t in tests) else [f.name]
+        units += tests if any(t in weights for t in tests) else [f.name]
     return units
 
 
 def split_tests(files: list[Path], parts: int) -> list[list[str]]:
     """One engine suite's tests into ``parts`` groups of about equal cost (:data:`ENGINE_WEIGHTS`)."""
     return balanced(suite_units(files), parts, lambda u: ENGINE_WEIGHTS.get(u, 0), str)
+
+
+def split_shared(files: list[Path], parts: int) -> list[list[str]]:
+    """The shared run's tests into ``parts`` groups of about equal cost (:data:`SHARED_WEIGHTS`).
+
+    A unit is a file or one test (a property: all its parametrisations stay in one
+    process, so its result is one process's result).
+    """
+    units = suite_units(files, SHARED_WEIGHTS)
+    return balanced(units, parts, lambda u: SHARED_WEIGHTS.get(u, 1), str)
 
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:

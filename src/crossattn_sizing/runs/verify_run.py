@@ -40,7 +40,7 @@ from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
-from crossattn_sizing.runs.share_process import ShareWorker, split, split_tests
+from crossattn_sizing.runs.share_process import ShareWorker, split_shared, split_tests
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
@@ -405,15 +405,16 @@ def share_request(plan: VerifyPlan) -> dict[str, Any]:
 
 def shared_suite(plan: VerifyPlan, profile: str, sharing: SharedPolicies, bar: OverallBar,
                  folder: Path) -> tuple[list[PropertyResult], bool]:  # fmt: skip
-    """The shared run, its test files split between this process and ``--jobs - 1`` workers.
+    """The shared run, its tests split between this process and ``--jobs - 1`` workers.
 
-    Each test draws its examples from its own seed, so the split changes the
-    wall time only.
+    The unit is a file, or a test where :data:`.share_process.SHARED_WEIGHTS` names one: the
+    attention file alone was more than half the run. Each test draws its examples from its own
+    seed, so the split changes the wall time only.
     """
     root = properties_dir()
     files = sorted(root.glob("test_*.py"))
-    shares = split(files, max(1, plan.jobs)) if plan.jobs > 1 else [files]
-    nodeids = [[f"{root.name}/{f.name}" for f in share] for share in shares]
+    shares = split_shared(files, plan.jobs) if plan.jobs > 1 else [[f.name for f in files]]
+    nodeids = [[f"{root.name}/{unit}" for unit in share] for share in shares]
     return split_suite(plan, plan.specs, profile, sharing, bar, folder, nodeids, "all policies")
 
 
