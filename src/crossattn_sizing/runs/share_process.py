@@ -58,13 +58,11 @@ judge per test, the release's kernels interpreted): a test named here is a unit 
 attention file, most of the run, is split between the processes. Only balances; units not listed weigh 0."""
 
 
-def balanced(
-    units: list[Any], parts: int, weight: Callable[[Any], float], name: Callable[[Any], str]
-) -> list[list[Any]]:
+def balanced(units: list[str], parts: int, weight: Callable[[str], float]) -> list[list[str]]:
     """``units`` into ``parts`` groups of about equal ``weight``, heaviest first (greedy); ties by name."""
-    groups: list[list[Any]] = [[] for _ in range(parts)]
+    groups: list[list[str]] = [[] for _ in range(parts)]
     load = [0.0] * parts
-    for unit in sorted(units, key=lambda u: (-weight(u), name(u))):
+    for unit in sorted(units, key=lambda u: (-weight(u), u)):
         i = load.index(min(load))
         groups[i].append(unit)
         load[i] += weight(unit)
@@ -82,19 +80,24 @@ def suite_units(files: list[Path], weights: dict[str, int] = ENGINE_WEIGHTS) -> 
     return units
 
 
-def split_tests(files: list[Path], parts: int) -> list[list[str]]:
-    """One engine suite's tests into ``parts`` groups of about equal cost (:data:`ENGINE_WEIGHTS`)."""
-    return balanced(suite_units(files), parts, lambda u: ENGINE_WEIGHTS.get(u, 0), str)
-
-
-def split_shared(files: list[Path], parts: int) -> list[list[str]]:
-    """The shared run's tests into ``parts`` groups of about equal cost (:data:`SHARED_WEIGHTS`).
+def split_units(files: list[Path], parts: int, weights: dict[str, int], unlisted: int) -> list[list[str]]:
+    """The tests of ``files`` into ``parts`` groups of about equal cost by ``weights`` (``unlisted``:
+    the weight of a unit it does not name).
 
     A unit is a file or one test (a property: all its parametrisations stay in one
     process, so its result is one process's result).
     """
-    units = suite_units(files, SHARED_WEIGHTS)
-    return balanced(units, parts, lambda u: SHARED_WEIGHTS.get(u, 1), str)
+    return balanced(suite_units(files, weights), parts, lambda u: weights.get(u, unlisted))
+
+
+def split_tests(files: list[Path], parts: int) -> list[list[str]]:
+    """One engine suite's tests into ``parts`` groups of about equal cost (:data:`ENGINE_WEIGHTS`)."""
+    return split_units(files, parts, ENGINE_WEIGHTS, 0)
+
+
+def split_shared(files: list[Path], parts: int) -> list[list[str]]:
+    """The shared run's tests into ``parts`` groups of about equal cost (:data:`SHARED_WEIGHTS`)."""
+    return split_units(files, parts, SHARED_WEIGHTS, 1)
 
 
 def run_request(request: dict[str, Any], on_progress: Callable[[int, int, str], None]) -> dict[str, Any]:
