@@ -24,6 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 HUNG = 900.0
 """Seconds after which a child is taken to be hung: no test expects to come near it."""
 
+NEVER_FINISHES = str(10**8)
+"""Examples per property for a run that a test stops by a signal: it must still be running then.
+mrv2's capacity properties run about 1000 examples a second per process here, so 10**5 took
+under two minutes, and a CI run whose second fuzz worker was slow to start saw the first one
+finish (and hold) before the signal came. 10**8 is about a day."""
+
 
 def cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "crossattn_sizing", *args]

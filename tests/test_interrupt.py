@@ -19,7 +19,7 @@ import pytest
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.commands.cli import main
 from tests.bad_input_cases import NEMOTRON
-from tests.processes import cli, running
+from tests.processes import NEVER_FINISHES, cli, running
 
 pytestmark = pytest.mark.slow
 
@@ -41,11 +41,11 @@ def test_interrupted_fuzz_prints_its_summary_and_keeps_regressions(tmp_path: Pat
     command = cli(
         "fuzz", "--minutes", "600", "--policy", "mrv2-prefix", "--policy", "mrv2",
         "--regressions", str(regressions), "--db", str(tmp_path / "db"), "-k", "test_capacity",
-        "--examples-per-round", "100000", "--json", str(summary),
+        "--examples-per-round", NEVER_FINISHES, "--json", str(summary),
     )  # fmt: skip
     with running(command) as child:
         # mrv2-prefix fails fast (its round ends when every property has failed); then mrv2 runs
-        # 100000 examples per property, far longer than it takes to press Ctrl-C.
+        # NEVER_FINISHES examples per property, far longer than it takes to press Ctrl-C.
         child.wait_for(lambda line: line.strip() == "fuzz: round 1: policy mrv2")
         result = child.interrupt()
     shown = result.stdout + result.stderr
@@ -66,7 +66,7 @@ def test_interrupted_verify_reports_what_ran_and_nothing_as_holding(tmp_path: Pa
     report, junit = tmp_path / "report.json", tmp_path / "report.xml"
     command = cli(
         "verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
-        "--max-examples", "1000000", "--json", str(report), "--junit-xml", str(junit),
+        "--max-examples", NEVER_FINISHES, "--json", str(report), "--junit-xml", str(junit),
     )  # fmt: skip
     with running(command) as child:
         # Both policies share one run of the suite (crossattn_sizing.runs.shared_run).
@@ -88,7 +88,7 @@ def test_interrupted_verify_reports_what_ran_and_nothing_as_holding(tmp_path: Pa
 
 def test_repeated_ctrl_c_still_exits_130(tmp_path: Path) -> None:
     """A user who presses Ctrl-C again and again gets out, with the same status and no traceback."""
-    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000")
+    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", NEVER_FINISHES)
     with running(command) as child:
         child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
         for _ in range(2):

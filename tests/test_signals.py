@@ -23,7 +23,7 @@ import pytest
 
 from crossattn_sizing.base.processes import alive, descendants
 from tests.bad_input_cases import NEMOTRON
-from tests.processes import Running, cli, running
+from tests.processes import NEVER_FINISHES, Running, cli, running
 from tests.test_interrupt import uncaught
 from tests.unusable_policies import HANGING
 
@@ -43,9 +43,9 @@ def wait_until(condition, timeout: float, what: str) -> None:  # type: ignore[no
 
 
 def fleet_cmd(tmp: Path) -> list[str]:
-    # mrv2 holds: the workers fuzz 100000 examples per round, far longer than the test takes.
+    # mrv2 holds: the workers fuzz NEVER_FINISHES examples per round, far longer than the test takes.
     return cli("fuzz", "--jobs", "2", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
-               "--examples-per-round", "100000", "--db", str(tmp / "db"),
+               "--examples-per-round", NEVER_FINISHES, "--db", str(tmp / "db"),
                "--regressions", str(tmp / "regressions"), "--json", str(tmp / "fleet.json"))  # fmt: skip
 
 
@@ -99,7 +99,7 @@ def test_sigterm_to_verify_writes_the_partial_report(tmp_path: Path, signum: int
     """SIGHUP (the terminal closed) ends a run like SIGTERM: without the handler Python's default
     kills the process at once (status -1, no --json), which fails here."""
     report = tmp_path / "report.json"
-    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
+    command = cli("verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", NEVER_FINISHES,
                   "--json", str(report))  # fmt: skip
     with running(command) as child:
         child.wait_for(lambda line: line.startswith("verify: policy mrv2:"))
@@ -157,7 +157,7 @@ stalled test, far above anything the exit does (bounded waits of a few seconds),
 def test_sigterm_to_fuzz_writes_the_partial_summary(tmp_path: Path) -> None:
     summary = tmp_path / "summary.json"
     command = cli("fuzz", "--minutes", "60", "--policy", "mrv2", "-k", "test_capacity",
-                  "--examples-per-round", "100000", "--db", str(tmp_path / "db"),
+                  "--examples-per-round", NEVER_FINISHES, "--db", str(tmp_path / "db"),
                   "--regressions", str(tmp_path / "regressions"), "--json", str(summary))  # fmt: skip
     with running(command) as child:
         child.wait_for(lambda line: line.strip() == "fuzz: round 1: policy mrv2")
