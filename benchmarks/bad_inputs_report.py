@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.bad_input_cases import CASES, Case, command_line, first_line, make_fixtures, run_isolated  # noqa: E402
-from tests.processes import cli, running  # noqa: E402
+from tests.processes import NEVER_FINISHES, cli, running  # noqa: E402
 
 REGENERATE = "CROSSATTN_PROFILE=ci TRITON_INTERPRET=1 python benchmarks/bad_inputs_report.py"
 
@@ -107,22 +107,22 @@ def run_interrupt(spec: Interrupt, d: Path) -> Row:
     return Row(spec.name.split()[0], shown, 130, result.returncode, first, traceback, holds, seconds)
 
 
-LONG_VERIFY = ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
+LONG_VERIFY = ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", NEVER_FINISHES,
                "--json", "{json}"]  # fmt: skip
 VERIFY_STARTED = lambda line: line.startswith("verify: policy mrv2")  # noqa: E731
 
 INTERRUPTS = [
     Interrupt("verify", ["verify", "--policy", "mrv2", "--policy", "mrv2-prefix", "-k", "test_capacity",
-                         "--max-examples", "1000000", "--json", "{json}"],
+                         "--max-examples", NEVER_FINISHES, "--json", "{json}"],
               lambda line: line.startswith("verify: policy mrv2")),
-    Interrupt("verify x3", ["verify", "--policy", "mrv2", "-k", "test_capacity", "--max-examples", "1000000",
-                            "--json", "{json}"],
+    Interrupt("verify x3", ["verify", "--policy", "mrv2", "-k", "test_capacity",
+                            "--max-examples", NEVER_FINISHES, "--json", "{json}"],
               lambda line: line.startswith("verify: policy mrv2"), presses=3),
     *(Interrupt(f"verify {signal.Signals(signum).name}", LONG_VERIFY, VERIFY_STARTED, signum=signum)
       for signum in (signal.SIGTERM, signal.SIGHUP)),
     Interrupt("fuzz", ["fuzz", "--minutes", "600", "--policy", "mrv2-prefix", "--policy", "mrv2",
                        "--regressions", "{d}/fuzz-regressions", "--db", "{d}/fuzz-db", "-k", "test_capacity",
-                       "--examples-per-round", "100000", "--json", "{json}"],
+                       "--examples-per-round", NEVER_FINISHES, "--json", "{json}"],
               lambda line: line.strip() == "fuzz: round 1: policy mrv2"),
     Interrupt("prove", ["prove", "--policy", "tests.broken_policies:floor_div", "--no-progress",
                         "--json", "{json}"],
