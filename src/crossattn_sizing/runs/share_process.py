@@ -3,7 +3,13 @@
 Why: the shared run (:mod:`crossattn_sizing.runs.shared_run`) is one pytest
 session; its tests are independent (each test draws its examples from
 its own seed), so verify runs some of them here while it runs the rest
-itself. The verdicts do not depend on the split, only the wall time does.
+itself. The split is not invisible, though: besides its seed, Hypothesis
+draws literal constants from the project's modules a process has imported so
+far, and which those are depends on the tests that process ran before. So
+``--jobs 1`` and ``--jobs 2`` can meet different examples (other event counts,
+another first failing example before shrinking); every pair of runs measured
+gave the same outcomes, and a failure's ``@reproduce_failure`` line replays
+its example in any process.
 
 ``python -m crossattn_sizing.runs.share_process REQUEST.json RESULT.json``: the
 request names the policies, the files and verify's options; the result holds
