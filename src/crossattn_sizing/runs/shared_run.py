@@ -39,6 +39,7 @@ import pytest
 from crossattn_sizing.base.errors import PolicyCallError, described
 from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.findings.results import PropertyResult, property_name
+from crossattn_sizing.runs.example_memo import one_example
 
 POLICY_FREE = "judged once for every policy: it does not read the sizing policy"
 SAME_ANSWERS = (
@@ -185,7 +186,10 @@ class SharedPolicies:
     def _shared(self, body: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(body)
         def run_example(*args: Any, **kwargs: Any) -> None:
-            self._judge(body, args, kwargs)
+            # What the judge computes from the example's contents alone (the oracle's expected output) is
+            # computed by the example's first body and read by the others; dropped once it is judged.
+            with one_example():
+                self._judge(body, args, kwargs)
 
         run_example._shared_policies = True  # type: ignore[attr-defined]
         return run_example
