@@ -6,7 +6,8 @@ body runs once per distinct answer of the policies on the same drawn example.
 The implementation under test must run each time (it sees the widths), but
 the oracle's expected output depends only on the example's contents: the
 float64 dense attention of properties/impl_scenarios.py was recomputed by
-every body of the example, about a third of an attention body's CPU.
+every body of the example, about a fifth of an attention body's CPU
+(reports/bench_verify.md).
 
 :func:`one_example` opens the memo for one example and drops it when the
 example is judged, so the memo holds one example's values at most and no

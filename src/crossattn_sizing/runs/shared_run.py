@@ -14,7 +14,11 @@ its name in failure messages, so most of that work was repeated:
   that turn computed, and its outcome is reused (:data:`SAME_ANSWERS`). A
   failing turn is never reused: its diagnosis and replay line name the policy
   whose body ran, so another policy with the same answers runs the body
-  itself, and its failure names it (``--policy`` that policy).
+  itself, and its failure names it (``--policy`` that policy). A body that
+  does run for another policy still reads what the judge computed from the
+  example's contents alone (the oracle's expected output) from the first
+  body (:mod:`crossattn_sizing.runs.example_memo`, open while one example is
+  judged).
 
 Why the verdicts are the same as separate runs: under a profile with a fixed
 seed and no example database (``ci``), Hypothesis's choice of the next example
