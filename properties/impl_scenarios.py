@@ -12,6 +12,7 @@ attention must equal it (spec invariant 7), whatever the block ids.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import torch
@@ -23,6 +24,7 @@ from crossattn_sizing.distributed.backend import RunnerFactory
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.block_table import expand_block_ids
 from crossattn_sizing.impl.runner import CrossMode, PagedRunner, Reads
+from crossattn_sizing.runs.example_memo import memoised
 
 from .impl_assertions import RequestReport
 from .impl_strategies import (
@@ -78,13 +80,32 @@ def _seed(base: int, *parts: int) -> int:
     return h
 
 
+def _exact(tensor: torch.Tensor) -> tuple[str, tuple[int, ...], bytes]:
+    """A tensor's dtype, shape and every value (float64 holds each input dtype's values exactly)."""
+    values = tensor.detach().to("cpu", torch.float64).contiguous()
+    return str(tensor.dtype), tuple(tensor.shape), values.numpy().tobytes()
+
+
 def dense_reference(
     query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float
 ) -> torch.Tensor:
     """The oracle's dense attention per head, in float64: ``[nq, H, D]``.
 
     Called with ``values.abs()`` it gives the mass ``sum_i p_i |v_i|`` the tolerance scales with.
+    It depends on the example's contents alone, not on the widths: in verify's shared run the
+    example's bodies for policies with other widths read the first one's (the memo's key is every
+    input of the call, exactly), each a copy, so no body can alter what the next one reads.
     """
+    def key() -> Hashable:
+        return "dense_reference", _exact(query), _exact(keys), _exact(values), float(scale).hex()
+
+    return memoised(key, lambda: _dense_reference(query, keys, values, scale)).clone()
+
+
+def _dense_reference(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """:func:`dense_reference`, computed: the reference's attention for each head."""
     heads = query.shape[1]
     per_head = []
     for h in range(heads):

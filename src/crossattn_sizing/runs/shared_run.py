@@ -14,7 +14,11 @@ its name in failure messages, so most of that work was repeated:
   that turn computed, and its outcome is reused (:data:`SAME_ANSWERS`). A
   failing turn is never reused: its diagnosis and replay line name the policy
   whose body ran, so another policy with the same answers runs the body
-  itself, and its failure names it (``--policy`` that policy).
+  itself, and its failure names it (``--policy`` that policy). A body that
+  does run for another policy still reads what the judge computed from the
+  example's contents alone (the oracle's expected output) from the first
+  body (:mod:`crossattn_sizing.runs.example_memo`, open while one example is
+  judged).
 
 Why the verdicts are the same as separate runs: under a profile with a fixed
 seed and no example database (``ci``), Hypothesis's choice of the next example
@@ -39,6 +43,7 @@ import pytest
 from crossattn_sizing.base.errors import PolicyCallError, described
 from crossattn_sizing.core.policies import Policy, policy_name
 from crossattn_sizing.findings.results import PropertyResult, property_name
+from crossattn_sizing.runs.example_memo import one_example
 
 POLICY_FREE = "judged once for every policy: it does not read the sizing policy"
 SAME_ANSWERS = (
@@ -185,7 +190,10 @@ class SharedPolicies:
     def _shared(self, body: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(body)
         def run_example(*args: Any, **kwargs: Any) -> None:
-            self._judge(body, args, kwargs)
+            # What the judge computes from the example's contents alone (the oracle's expected output) is
+            # computed by the example's first body and read by the others; dropped once it is judged.
+            with one_example():
+                self._judge(body, args, kwargs)
 
         run_example._shared_policies = True  # type: ignore[attr-defined]
         return run_example
