@@ -18,7 +18,7 @@ import torch
 
 from crossattn_sizing.base.errors import CapacityError
 
-from .failures import fail_rerun
+from .failures import fail_rerun, judge_against
 
 
 @dataclass(frozen=True)
@@ -201,6 +201,7 @@ def assert_outputs_match(
     with NaN, so a non-finite output means one was read, and a softmax that
     overflows shows as one.
     """
+    judge_against(expected.flatten().tolist(), "the reference (dense attention in float64)")
     tol = tolerance(dtype)
     got64 = got.detach().to("cpu", torch.float64)
     exp64 = expected.to(torch.float64)

@@ -31,7 +31,7 @@ from hypothesis import given, settings
 from crossattn_sizing.engine.sglang.attention_client import SglangAttention, pack
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
-from .failures import fail_rerun
+from .failures import fail_rerun, judge_against
 from .impl_assertions import Tolerance
 from .oracle import attention
 from .sglang_attention_strategies import AttentionCase, attention_cases
@@ -113,7 +113,9 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
         for step, got, queries in (("forward_extend", answer["extend"][i], content["q_extend"][i]),
                                    ("forward_decode", [answer["decode"][i]], content["q_decode"][i])):
             # Within TOLERANCE (its reason is stated with it, above).
-            problem = first_mismatch(got, expected(case, content, i, queries))
+            want = expected(case, content, i, queries)
+            judge_against((x for row in want for x in row), "the reference (dense attention in float64)")
+            problem = first_mismatch(got, want)
             if problem is not None:
                 fail_rerun([f"{heading}: output off the reference", *case.lines(),
                             f"  request {i} ({e} encoder tokens), {step}: {problem}",

@@ -40,7 +40,7 @@ from crossattn_sizing.core.policies import Policy, checked_widths, policy_name
 from crossattn_sizing.impl import Impl
 from crossattn_sizing.impl.runner import PagedRunner, Reads
 
-from .failures import fail, fail_rerun, harness_options
+from .failures import fail, fail_rerun, harness_options, judge_against
 from .hf_strategies import (
     FAMILIES,
     HFCrossCase,
@@ -182,6 +182,7 @@ def assert_matches_transformers(
     except CapacityError as exc:
         refused = exc  # failed below, out of this handler: the diagnosis says it all, no chained traceback
     else:
+        judge_against(run.expected.flatten().tolist(), "transformers' own forward")
         problem = mismatch(run)
         if problem is not None:
             fail_rerun([problem], harness_options(impl, policy))

@@ -10,6 +10,8 @@ fails against a fresh computation.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -21,9 +23,10 @@ from hypothesis import strategies as st
 import properties.impl_scenarios as scenarios
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.findings.results import PropertyFailure
+from crossattn_sizing.findings.results import NOT_RUN_MARK, PropertyFailure
 from crossattn_sizing.impl import Impl, TorchImpl
 from crossattn_sizing.runs import example_memo
+from properties.failures import judge_against
 from properties.impl_strategies import UNIT, AttentionShape, CrossCase, SelfCase
 from properties.test_attention import check_cross_attention, check_self_attention
 from tests.broken_impls import KeysAndValuesSwapped
@@ -117,3 +120,25 @@ def broken(run: Callable[[Impl, Any], None], computations: list[int]) -> None:
         with pytest.raises(PropertyFailure, match="differs from dense attention"):
             run(KeysAndValuesSwapped("cpu"), V1)
         assert computations[0] == filled
+
+
+@pytest.mark.parametrize("kind", sorted(DRAWS))
+def test_a_non_finite_oracle_is_not_run_never_holds(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A NaN expected value slips through ``err > bound`` (False for NaN): without the refusal a
+    correct implementation would "hold" against a broken oracle, and a NaN from the memo or the
+    reference would otherwise be judged as the implementation's."""
+    real = scenarios._dense_reference
+
+    def nan_reference(*args: Any) -> torch.Tensor:
+        return torch.full_like(real(*args), math.nan)
+
+    monkeypatch.setattr(scenarios, "_dense_reference", nan_reference)
+    with pytest.raises(pytest.skip.Exception, match=re.escape(NOT_RUN_MARK) + ".*non-finite expected output"):
+        as_one_example(lambda: body(kind)(TorchImpl("cpu"), MRV2))
+
+
+def test_judge_against_refuses_nan_and_inf_only() -> None:
+    judge_against([0.0, -1.5, 1e300], "the reference")  # finite: judged
+    for bad in (math.nan, math.inf, -math.inf):
+        with pytest.raises(pytest.skip.Exception, match="the reference gave a non-finite"):
+            judge_against([1.0, bad], "the reference")
