@@ -31,6 +31,11 @@ CPU_SHIMS = {
     "triton InterpretedFunction.constexprs": "0.34's DCP correction launcher counts its kernel's "
     "constexpr parameters, which a compiled kernel lists and the interpreter's stand-in does not: given "
     "the positions of the parameters annotated tl.constexpr, as the compiled kernel has them",
+    "triton interpreter: tl patched once per launch": "Triton's interpreter patches triton.language "
+    "into its interpreted form at each launch and again at every call of a @triton.jit helper inside "
+    "it (never undoing the inner patch); the inner patch re-installs what the launch already installed, "
+    "so it is skipped where the helper sees no language module the launch did not patch (a quarter of "
+    "a unified_attention call's CPU time; nothing the kernels compute changes)",
 }
 """Every shim by the name the worker reports, and why it is needed. The tree-version answer is
 applied on any device, by :func:`crossattn_sizing.engine.vllm.quirks.answer_tree_version`."""
@@ -83,6 +88,8 @@ def cpu_kernels(torch: Any) -> list[str]:
     applied = ["torch.cuda.get_device_capability=(9, 0)"]
     if _interpreter_constexprs():
         applied.append("triton InterpretedFunction.constexprs")
+    if _patch_once_per_launch():
+        applied.append("triton interpreter: tl patched once per launch")
     return applied
 
 
@@ -103,4 +110,53 @@ def _interpreter_constexprs() -> bool:
         return [i for i, p in enumerate(params) if "constexpr" in str(p.annotation)]
 
     InterpretedFunction.constexprs = property(constexprs)
+    return True
+
+
+def _patch_once_per_launch() -> bool:
+    """Skip the interpreter's re-patching of ``triton.language`` at each helper call inside a launch.
+
+    ``GridExecutor.__call__`` (a launch) patches the language modules its
+    kernel's globals hold (``tl``, ``tl.core``), runs every program, then
+    restores them. ``InterpretedFunction.__call__`` (a ``@triton.jit`` helper
+    called by a program: the tree's own, or Triton's ``tl.sum``/``tl.cdiv``,
+    whose globals hold ``tl.core``) patches the modules its globals hold again
+    and drops that patch's scope, so nothing undoes it before the launch
+    ends. Once a module has been patched during a launch, patching it again
+    finds the builtins already replaced (they are not wrapped twice) and sets
+    the other attributes to equivalent functions: a no-op that costs
+    ``inspect.getmembers`` over the language (2 s of a 7 s Nemotron-page
+    ``unified_attention``). So within a launch, a helper call is patched as
+    before unless every language module its globals hold was patched earlier
+    in that launch; a helper that holds none (which the interpreter refuses)
+    is patched as before too. Returns whether the shim was applied (once per
+    process).
+    """
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_crossattn_patch_once", False):
+        return False
+    lang_modules = (interpreter.tl, interpreter.tl.core)
+    real_patch, real_launch = interpreter._patch_lang, interpreter.GridExecutor.__call__
+    patched: list[set[int]] = []  # per launch in progress: the language modules patched in it so far
+
+    def patch_lang(fn: Any) -> Any:
+        mine = {id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and v in lang_modules}
+        if mine and patched and mine <= patched[-1]:
+            return interpreter._LangPatchScope()  # patched earlier in this launch: nothing to do or undo
+        scope = real_patch(fn)
+        if patched:
+            patched[-1] |= mine
+        return scope
+
+    def launch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        patched.append(set())
+        try:
+            return real_launch(self, *args, **kwargs)
+        finally:
+            patched.pop()
+
+    interpreter._patch_lang = patch_lang
+    interpreter.GridExecutor.__call__ = launch
+    setattr(interpreter, "_crossattn_patch_once", True)  # noqa: B010  # a mark on Triton's module
     return True
