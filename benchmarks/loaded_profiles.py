@@ -124,8 +124,18 @@ def main() -> int:
         signal.signal(sig, _stop)
     policies = holding_policies()
     began = time.monotonic()
-    failures = leftovers = 0
     done: list[str] = []
+    try:
+        return series(args, policies, began, done)
+    except KeyboardInterrupt:  # the burners and the run in progress are gone (finally, subprocess.run)
+        print(f"stopped by a signal; profiles finished: {' '.join(done) or 'none'}; the run in progress "
+              "was killed and is not counted", flush=True)  # fmt: skip
+        return 130
+
+
+def series(args: argparse.Namespace, policies: list[str], began: float, done: list[str]) -> int:
+    """Every profile's runs with the burners going; ``done`` collects the profiles finished."""
+    failures = leftovers = 0
     with burners(args.burners) as procs, tempfile.TemporaryDirectory(prefix="loaded-profiles-") as scratch:
         print(f"{args.burners} burners pids {[p.pid for p in procs]}; {os.cpu_count()} cores; "
               f"policies {' '.join(policies)}", flush=True)  # fmt: skip
