@@ -10,9 +10,11 @@ the CPU shims, ``TRITON_INTERPRET=1``); ``properties.test_attention.check_nemotr
 ``json.dumps``, ``json.loads``, the op, and back), so the judge's side, the
 protocol and the worker's side run under one clock. Then the decode kernel
 (``decode_attention_fwd``, what the DCP properties run) over the page's caches.
-Each child is timed with and without the "tl patched once per launch" shim
-(:func:`crossattn_sizing.engine.vllm.shims.cpu_kernels`), alternately, and
-the kernels' answers are compared byte for byte. Figures are CPU seconds of
+Each child is timed with and without the interpreter shims named by
+``--without`` (functions of :mod:`crossattn_sizing.engine.vllm.shims`, applied
+by ``cpu_kernels``; default: the two that drop dead work, the overflow check
+and the dtype table), alternately, and the kernels' answers are compared byte
+for byte. Figures are CPU seconds of
 the child (``time.process_time``): the machine may be shared; say its load.
 """
 
@@ -35,7 +37,11 @@ PARTS = ("launch: copy args to host", "launch: copy args back", "launch: patch t
          "helper call: re-patch tl")  # fmt: skip
 
 
-def child(mode: str, tree: Path) -> dict[str, Any]:
+LATEST = ("_no_dead_overflow_check", "_np_dtype_once")
+"""The shims compared by default: the newest (2026-12-06, third session)."""
+
+
+def child(mode: str, tree: Path, without: list[str]) -> dict[str, Any]:
     """One measurement, in this (fresh) process: the page's calls, then the decode kernel over its caches."""
     os.environ.update({"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""})
     sys.path[:0] = [str(ROOT), str(tree)]
@@ -44,7 +50,8 @@ def child(mode: str, tree: Path) -> dict[str, Any]:
     from crossattn_sizing.engine.vllm import shims
 
     if mode == "off":
-        shims._patch_once_per_launch = lambda: False  # type: ignore[assignment]
+        for name in without:
+            setattr(shims, name, lambda: False)
     spent: collections.defaultdict[str, float] = collections.defaultdict(float)
     clock = time.process_time
     helper_depth = [0]
@@ -136,11 +143,18 @@ def child(mode: str, tree: Path) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2, help="children per mode, run alternately")
-    parser.add_argument("--child", nargs=2, metavar=("MODE", "TREE"), help=argparse.SUPPRESS)
+    parser.add_argument("--without", nargs="+", default=list(LATEST), metavar="SHIM",
+                        help="the shim functions left out of the 'without' children (default: %(default)s)")
+    parser.add_argument("--child", nargs=3, metavar=("MODE", "TREE", "WITHOUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], Path(args.child[1]))))
+        print(json.dumps(child(args.child[0], Path(args.child[1]), json.loads(args.child[2]))))
         return
+    from crossattn_sizing.engine.vllm import shims
+
+    unknown = [name for name in args.without if not callable(getattr(shims, name, None))]
+    if unknown:
+        parser.error(f"--without: no shim function {', '.join(unknown)} in engine/vllm/shims.py")
     sys.path.insert(0, str(ROOT))
     from tests.engine_tree import build_tree
 
@@ -150,7 +164,8 @@ def main(argv: list[str] | None = None) -> None:
         env = {**os.environ, "CROSSATTN_PROFILE": os.environ.get("CROSSATTN_PROFILE", "ci")}
         for _ in range(args.rounds):
             for mode in runs:
-                done = subprocess.run([sys.executable, __file__, "--child", mode, str(tree)], env=env,
+                done = subprocess.run([sys.executable, __file__, "--child", mode, str(tree),
+                                       json.dumps(args.without)], env=env,
                                       capture_output=True, text=True, check=True)  # fmt: skip
                 runs[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
     first = runs["off"][0]["answers"]
@@ -160,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
           f"({os.cpu_count()} CPUs); answers byte-identical (per op): {same}\n")  # fmt: skip
     keys = sorted({k for rs in runs.values() for r in rs for k, v in r["spent"].items()
                    if (":" in k or "|" in k) and v >= 0.0005})  # fmt: skip
-    print("| CPU s (median) | without the shim | with it |\n| --- | ---: | ---: |")
+    print(f"without: {', '.join(args.without)}\n")
+    print("| CPU s (median) | without the shims | with them |\n| --- | ---: | ---: |")
     for key in keys:
         cells = [statistics.median(r["spent"].get(key, 0.0) for r in runs[m]) for m in runs]
         print(f"| {key} | {cells[0]:.3f} | {cells[1]:.3f} |")

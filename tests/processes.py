@@ -10,6 +10,7 @@ timeouts exist only to stop a hung child, and are generous.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import signal
@@ -56,6 +57,22 @@ def run(
     finally:
         kill_group(proc)
     return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def interpreted_with_and_without_shims(script: str) -> dict[str, dict[str, object]]:
+    """Run ``script`` twice in fresh interpreters, as a vLLM worker starts: with ``off``, then ``on``.
+
+    The script reads its mode from ``sys.argv[1]`` (``on``: apply the worker's
+    CPU shims) and prints one JSON object as its last line, which is returned
+    per mode. A fresh interpreter each time keeps this process's Triton as it was.
+    """
+    env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    answers = {}
+    for mode in ("off", "on"):
+        done = run([sys.executable, "-c", script, mode], env=env, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        answers[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answers
 
 
 def run_to_broken_stdout(

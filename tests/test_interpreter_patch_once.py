@@ -10,13 +10,11 @@ interpreter, as a worker does, so this process's Triton stays as it was.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from tests.processes import interpreted_with_and_without_shims
 
 SCRIPT = textwrap.dedent(
     """
@@ -64,17 +62,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _run(mode: str) -> dict[str, object]:
-    env = {**os.environ, "TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, mode], capture_output=True, text=True, env=env,
-                          timeout=300, check=False)  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 @pytest.fixture(scope="module")
 def runs() -> dict[str, dict[str, object]]:
-    return {mode: _run(mode) for mode in ("off", "on")}
+    return interpreted_with_and_without_shims(SCRIPT)
 
 
 def test_the_kernel_computes_the_same_with_and_without_the_shim(runs: dict[str, dict[str, object]]) -> None:

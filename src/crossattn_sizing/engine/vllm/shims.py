@@ -36,6 +36,13 @@ CPU_SHIMS = {
     "it (never undoing the inner patch); the inner patch re-installs what the launch already installed, "
     "so it is skipped where the helper sees no language module the launch did not patch (a quarter of "
     "a unified_attention call's CPU time; nothing the kernels compute changes)",
+    "triton interpreter: no dead overflow check": "with debug off, Triton builds an int32 add/sub/mul's "
+    "overflow condition and hands it to device_assert, which drops it (a compiled kernel's dead code, "
+    "removed by the compiler); the interpreter executes it in numpy for every scalar op, so it is skipped "
+    "where debug is off (a third of the one-program-per-token KV write's CPU time; nothing computed changes)",
+    "triton interpreter: numpy dtype looked up once": "the interpreter maps a Triton type to its numpy "
+    "dtype by building a 19-entry table at every call; each distinct type's answer is kept after its "
+    "first call (the answer depends on the type alone)",
 }
 """Every shim by the name the worker reports, and why it is needed. The tree-version answer is
 applied on any device, by :func:`crossattn_sizing.engine.vllm.quirks.answer_tree_version`."""
@@ -90,6 +97,10 @@ def cpu_kernels(torch: Any) -> list[str]:
         applied.append("triton InterpretedFunction.constexprs")
     if _patch_once_per_launch():
         applied.append("triton interpreter: tl patched once per launch")
+    if _no_dead_overflow_check():
+        applied.append("triton interpreter: no dead overflow check")
+    if _np_dtype_once():
+        applied.append("triton interpreter: numpy dtype looked up once")
     return applied
 
 
@@ -159,4 +170,61 @@ def _patch_once_per_launch() -> bool:
     interpreter._patch_lang = patch_lang
     interpreter.GridExecutor.__call__ = launch
     setattr(interpreter, "_crossattn_patch_once", True)  # noqa: B010  # a mark on Triton's module
+    return True
+
+
+def _no_dead_overflow_check() -> bool:
+    """Skip the interpreter's integer-overflow check where nothing would read it (``debug`` off).
+
+    For an int32 ``+``, ``-`` or ``*``, Triton's semantic layer recomputes the
+    op in int64, compares it with the int32 bounds and hands the condition to
+    ``device_assert``, which returns at once unless the options have
+    ``debug`` on. A compiled kernel drops that dead code; the interpreter runs
+    every step of it in numpy for every scalar op of every program (the KV
+    write is one program per token). Only the interpreter's own semantic
+    instance is changed, and with ``debug`` on the check runs as before.
+    Returns whether the shim was applied (once per process).
+    """
+    from triton.runtime import interpreter
+
+    semantic = interpreter.interpreter_semantic
+    if getattr(semantic, "_crossattn_no_dead_check", False):
+        return False
+    real = semantic.binary_op_sanitize_overflow_impl
+
+    def sanitize(lhs: Any, rhs: Any, binary_op: Any) -> Any:
+        if not semantic.builder.options.debug:
+            return None  # what device_assert would have done with the condition
+        return real(lhs, rhs, binary_op)
+
+    semantic.binary_op_sanitize_overflow_impl = sanitize
+    setattr(semantic, "_crossattn_no_dead_check", True)  # noqa: B010  # a mark on Triton's object
+    return True
+
+
+def _np_dtype_once() -> bool:
+    """Keep the interpreter's answer for each Triton type's numpy dtype after its first lookup.
+
+    ``interpreter._get_np_dtype`` builds its table of 19 types (each hashed)
+    at every call, and the interpreter calls it for most ops. The answer is a
+    function of the type, and two types with the same class and spelling
+    (``fp32``, ``pointer<fp32>``, ``<[16], int32>``) are the same type, so the
+    key is the pair; a miss asks Triton's own function. Returns whether the
+    shim was applied (once per process).
+    """
+    from triton.runtime import interpreter
+
+    if getattr(interpreter, "_crossattn_np_dtype_once", False):
+        return False
+    real = interpreter._get_np_dtype
+    known: dict[tuple[type, str], Any] = {}
+
+    def get_np_dtype(tt_dtype: Any) -> Any:
+        key = (type(tt_dtype), str(tt_dtype))
+        if key not in known:
+            known[key] = real(tt_dtype)
+        return known[key]
+
+    interpreter._get_np_dtype = get_np_dtype
+    setattr(interpreter, "_crossattn_np_dtype_once", True)  # noqa: B010  # a mark on Triton's module
     return True
