@@ -218,7 +218,9 @@ class RunnerConfig:
         """Build a config from JSON-like data; unknown fields are an error, not ignored."""
         if not isinstance(data, Mapping):
             raise ConfigError("config", type(data).__name__, "must be a JSON object")
-        known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
+        known = _KNOWN_FIELDS
+        if cls is not RunnerConfig:  # a subclass may add fields
+            known = frozenset(f.name for f in dataclasses.fields(cls)) - {"extra"}
         for key in data:
             if key not in known:
                 raise ConfigError(key, data[key], f"unknown field; known fields: {sorted(known)}")
@@ -228,7 +230,7 @@ class RunnerConfig:
         raw_groups = data["groups"]
         if not isinstance(raw_groups, (list, tuple)):
             raise ConfigError("groups", raw_groups, "must be a list of groups")
-        group_fields = {f.name for f in dataclasses.fields(KVCacheGroup)}
+        group_fields = _GROUP_FIELDS
         groups = []
         for i, g in enumerate(raw_groups):
             if not isinstance(g, Mapping):
@@ -265,3 +267,7 @@ _SCALAR_FIELDS = tuple(
 )
 """``(name, default)`` of the fields :meth:`RunnerConfig.to_dict` writes as they are (read once:
 ``prove`` serialises millions of configs for an engine policy's worker)."""
+
+_KNOWN_FIELDS = frozenset(f.name for f in dataclasses.fields(RunnerConfig)) - {"extra"}
+_GROUP_FIELDS = frozenset(f.name for f in dataclasses.fields(KVCacheGroup))
+"""The field names :meth:`RunnerConfig.from_dict` accepts, read once (a worker reads millions)."""

@@ -11,6 +11,7 @@ never at import of this module.
 
 from __future__ import annotations
 
+import copy
 import functools
 import importlib
 import inspect
@@ -21,6 +22,9 @@ from typing import Any
 from crossattn_sizing.engine import protocol
 from crossattn_sizing.engine.vllm import quirks
 from crossattn_sizing.engine.vllm.shims import cpu_buffers, cpu_kernels
+
+FRESH_COPY = "sizing: deepcopy of the harness's fresh KVCacheConfig builds it again"
+"""The shim :meth:`Engine.copy_of_fresh` is reported by (on any device): see its docstring."""
 
 MAX_CACHED_ROWS = 1 << 16
 """Distinct ``BlockTables`` argument lists (and group specs) a worker keeps (thousands over ``prove``)."""
@@ -54,6 +58,7 @@ class Engine:
         self._row_widths: dict[tuple[Any, ...], list[int]] = {}
         self._specs: dict[tuple[Any, ...], Any] = {}
         self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
+        self._fresh: tuple[Any, Any] | None = None  # the config handed to the sizing now, and how to build it
 
     def sizing_source(self, runner: str) -> Any:
         """The compiled sizing of ``runner`` (a key of :data:`.sizing_exec.EXECUTED_RUNNERS`) in this release.
@@ -78,6 +83,32 @@ class Engine:
         """The release's object ``module.attr`` (the module itself without ``attr``)."""
         mod = importlib.import_module(module)
         return getattr(mod, attr) if attr else mod
+
+    def resolve_for_sizing(self, module: str, attr: str, name: str) -> Any:
+        """:meth:`resolve`, but ``copy.deepcopy`` is :meth:`copy_of_fresh` (the shim "sizing: ...")."""
+        if (module, attr) == ("copy", "deepcopy"):
+            if FRESH_COPY not in self.shims:
+                self.shims.append(FRESH_COPY)
+            return self.copy_of_fresh
+        return self.resolve(module, attr, name)
+
+    def copy_of_fresh(self, x: Any, memo: Any = None) -> Any:
+        """``deepcopy`` as the release's sizing sees it: the harness's own config is built again.
+
+        ``initialize_kv_cache`` starts with ``deepcopy(kv_cache_config)``. The
+        config it is handed is one the harness built for this call alone, so
+        building it again from the same arguments gives what a deep copy
+        would: a distinct ``KVCacheConfig`` of equal value (its group specs
+        distinct too, unless their class is frozen, when they are shared as
+        the harness shares them between calls). The deep copy was half a
+        config's cost in ``prove`` (2.4 million configs). Anything else asked
+        of ``deepcopy`` gets the real one.
+        """
+        fresh = self._fresh
+        if fresh is not None and x is fresh[0]:
+            self._fresh = None  # one copy per call, as the release makes
+            return fresh[1]()
+        return copy.deepcopy(x, memo)
 
     def shared_spec(self, group: Any, cfg: Any) -> Any:
         """:func:`.quirks.spec_for`, made once per distinct input when the spec class is frozen (immutable).
@@ -195,9 +226,17 @@ class Engine:
         if bound is None:
             if runner not in self._sources:
                 self._sources[runner] = self.sizing_source(runner)
-            bound = self._bound[runner] = bind(self._sources[runner], self.resolve)
-        specs = [self.shared_spec(g, cfg) for g in cfg.groups]
-        out = bound(quirks.stand_in_runner(cfg, self.device), quirks.kv_cache_config(self.kv, specs))
+            bound = self._bound[runner] = bind(self._sources[runner], self.resolve_for_sizing)
+
+        def build() -> Any:
+            return quirks.kv_cache_config(self.kv, [self.shared_spec(g, cfg) for g in cfg.groups])
+
+        config = build()
+        self._fresh = (config, build)
+        try:
+            out = bound(quirks.stand_in_runner(cfg, self.device), config)
+        finally:
+            self._fresh = None
         blocks = [int(b) for b in out["max_num_blocks_per_group"]]
         if runner == "cpu":
             return {"blocks": blocks, "widths": blocks, "length": int(out["block_table_max_model_len"])}
