@@ -38,7 +38,7 @@ PARTS = ("launch: copy args to host", "launch: copy args back", "launch: patch t
 
 
 LATEST = ("_no_dead_overflow_check", "_np_dtype_once")
-"""The shims compared by default: the newest (2026-12-06, third session)."""
+"""The shims compared by default: the two that drop the interpreter's dead work (added 2026-12-06)."""
 
 
 def child(mode: str, tree: Path, without: list[str]) -> dict[str, Any]:

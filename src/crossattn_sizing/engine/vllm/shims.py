@@ -44,8 +44,9 @@ CPU_SHIMS = {
     "dtype by building a 19-entry table at every call; each distinct type's answer is kept after its "
     "first call (the answer depends on the type alone)",
 }
-"""Every shim by the name the worker reports, and why it is needed. The tree-version answer is
-applied on any device, by :func:`crossattn_sizing.engine.vllm.quirks.answer_tree_version`."""
+"""Every shim by the name the worker reports, and why it is needed. Two more are applied on any
+device: the tree-version answer, by :func:`crossattn_sizing.engine.vllm.quirks.answer_tree_version`,
+and the sizing's copy of its config, :data:`crossattn_sizing.engine.vllm.release.FRESH_COPY`."""
 
 ENVIRONMENT = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
 """Set before the release is imported: what it reads at import time decides which Triton it keeps."""
