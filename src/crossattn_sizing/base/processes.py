@@ -41,7 +41,7 @@ import tempfile
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 _CHILDREN: dict[Callable[[], None], str] = {}
@@ -311,10 +311,28 @@ def _remove_folder(path: Path) -> None:
 
 
 def remove_temp_folder(path: Path) -> None:
-    """Remove a folder :func:`temp_folder` made, now (idempotent)."""
+    """Remove a folder :func:`temp_folder` made, now (idempotent).
+
+    Removed before it is forgotten: a Ctrl-C that cuts the removal short
+    leaves it registered, so the exit handlers remove the rest.
+    """
     remove = _TEMP_FOLDERS.get(path)
     if remove is not None:
-        forget_child(remove)
         remove()
+        forget_child(remove)
     else:
         shutil.rmtree(path, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def temp_folder_while(prefix: str) -> Iterator[Path]:
+    """:func:`temp_folder` for the length of a ``with`` block, removed when the block ends.
+
+    Unlike ``tempfile.TemporaryDirectory``, a folder whose removal a Ctrl-C
+    cut short (or that a worker still wrote into) is removed at exit all the same.
+    """
+    path = temp_folder(prefix)
+    try:
+        yield path
+    finally:
+        remove_temp_folder(path)

@@ -17,7 +17,6 @@ ever filled in from a version comparison.
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.runs.check_runs import run_check
 
 AUDIT_RUNNER = "v2"
@@ -112,9 +112,9 @@ def from_audit_file(path: Path) -> ReleaseTable:
 def by_audit(releases: Sequence[str]) -> ReleaseTable:
     """Run ``audit --engine vllm==X --runner v2`` on each release; its row."""
     rows: list[ReleaseRow] = []
-    with tempfile.TemporaryDirectory(prefix="crossattn-report-audit-") as tmp:
+    with temp_folder_while("crossattn-report-audit-") as tmp:
         for version in releases:
-            out = Path(tmp) / f"{version}.json"
+            out = tmp / f"{version}.json"
             run = run_check(
                 ["audit", "--engine", f"vllm=={version}", "--runner", AUDIT_RUNNER, "--json", str(out)]
             )

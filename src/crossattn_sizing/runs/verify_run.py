@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from rich.progress import (
 
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
@@ -285,8 +285,8 @@ def run_each(plan: VerifyPlan, profile: str, verdicts: list[PolicyVerdict], bar:
         if plan.jobs > 1 and runs_engine(plan, spec):
             # The prove row runs here once this process's share is done, beside the other share.
             prove = (lambda subject=subjects[spec]: [prove_row(subject, bar)]) if plan.proves else None
-            with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
-                results, interrupted = engine_suite(plan, spec, profile, bar, Path(folder), prove)
+            with temp_folder_while("crossattn-verify-") as folder:
+                results, interrupted = engine_suite(plan, spec, profile, bar, folder, prove)
         else:
             results, interrupted = suite_for(plan, spec, profile, bar.suite(spec))
             if not interrupted and plan.proves:
@@ -318,8 +318,8 @@ def run_shared(
     verdicts += [verdict(subjects[s], [], interrupted=True) for s in specs]
     interrupts.announce(f"verify: policy {', '.join(specs)}: one shared run of the property suite")
     sharing = SharedPolicies(specs, [subjects[s].loaded for s in specs])
-    with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
-        results, interrupted = shared_suite(plan, profile, sharing, bar, Path(folder))
+    with temp_folder_while("crossattn-verify-") as folder:
+        results, interrupted = shared_suite(plan, profile, sharing, bar, folder)
     left = {spec: [r for r in results if sharing.leaves(spec, r.nodeids)] for spec in specs}
     # A policy expected to fail that failed a property in the shared run keeps that failing example
     # (its verdict is settled; shrinking it again for each pre-fix variant is what made verify slow).
@@ -364,12 +364,12 @@ def own_runs(plan: VerifyPlan, profile: str, alone: dict[str, list[str]],
         sides[min((0, 1), key=lambda k: sum(len(alone[s]) for s in sides[k]))].append(spec)
     mine, theirs = (waiting, []) if plan.jobs < 2 or len(waiting) < 2 else sides
     mine, theirs = sorted(mine, key=plan.specs.index), sorted(theirs, key=plan.specs.index)
-    with tempfile.TemporaryDirectory(prefix="crossattn-verify-") as folder:
+    with temp_folder_while("crossattn-verify-") as folder:
         worker = None
         if theirs:
             request = {**share_request(plan), "alone": [[s, alone[s]] for s in theirs]}
             progress = bar.suite("own runs (worker)", planned=True)
-            worker = ShareWorker(request, Path(folder) / "alone", progress)
+            worker = ShareWorker(request, folder / "alone", progress)
         interrupted = False
         try:
             for spec in mine:
