@@ -40,6 +40,24 @@ def test_a_tile_holds_the_domains_own_configs_and_crosses_unchanged() -> None:
         tile[len(tile)]
 
 
+def test_a_tiles_parts_are_its_configs_in_order() -> None:
+    """An engine policy's requests: one base and at most ``size`` lengths each, nothing lost or repeated."""
+    tile = tile_configs(DOMAIN, 0, 3, 0, min(10, DOMAIN.num_lengths))
+    parts = list(tile.parts(4))
+    assert all(len(p.bases) == 1 and 1 <= len(p) <= 4 for p in parts)
+    assert [c for p in parts for c in p] == list(tile)
+    assert len(parts) == 3 * -(-int(tile.m.size) // 4)
+
+
+def test_joined_packed_answers_keep_each_parts_items_at_their_place() -> None:
+    refusal = PolicyCallError("no answer")
+    first = PackedWidths(np.array([1, -1], dtype=np.int32), np.array([5], dtype=np.int64), {1: refusal})
+    second = PackedWidths(np.array([2, -1, 1], dtype=np.int32), np.array([1, 2, 3], dtype=np.int64),
+                          {1: "x"})  # fmt: skip
+    joined = PackedWidths.joined([first, second])
+    assert [joined[i] for i in range(len(joined))] == [(5,), refusal, (1, 2), "x", (3,)]
+
+
 def test_each_access_is_a_fresh_config() -> None:
     tile = tile_configs(DOMAIN, 0, 1, 0, 4)
     first = tile[0]

@@ -34,7 +34,9 @@ from crossattn_sizing.engine.vllm import adapters as engine_vllm
 from crossattn_sizing.engine.vllm.adapters import VllmImpl, VllmPolicy
 from crossattn_sizing.engine.vllm.coverage import engine_coverage
 from crossattn_sizing.engine.vllm.sizing_exec import SizingExecError, load_sizing_source, run_sizing
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
+from crossattn_sizing.prove.batches import PackedWidths, tile_configs
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.specs.resolve import load_policy
 from tests.engine_tree import FIXTURES, build_tree
@@ -406,6 +408,33 @@ def test_batched_widths_are_the_single_widths(
                     policy(config)
             else:
                 assert answer == policy(config), config.describe()
+
+
+def test_a_tile_crosses_packed_and_is_answered_as_single_calls(
+    workers: dict[str, EngineWorker], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A prove tile goes to two workers as bases and packed lengths, in parts of a few configs, and
+    comes back packed: each answer is the single call's, a config the release cannot represent its
+    own item (the tile's second base is such one)."""
+    monkeypatch.setattr(engine_vllm, "TILE_BATCH", 7)
+    monkeypatch.setenv(ENGINE_WORKERS, "2")
+    replicated = NEMOTRON.replace(
+        dcp_size=2, groups=(KVCacheGroup("full", 16, dcp_sharded=False), KVCacheGroup("cross", 16))
+    )
+    grid = tile_configs(PROVE_GRID, 0, PROVE_GRID.groups.block_size.size, 0, 11)
+    tile = ConfigTile([grid.bases[0], replicated, grid.bases[-1]], grid.m, grid.e, grid.s)
+    for version in ("0.24.0", "0.25.0"):
+        policy = VllmPolicy(f"vllm=={version}", worker=workers[version])
+        try:
+            packed = policy.widths_many(tile)
+        finally:
+            policy.end_batches()
+        assert isinstance(packed, PackedWidths) and len(packed) == len(tile) == 33
+        for i, config in enumerate(tile):
+            if i // 11 == 1:
+                assert isinstance(packed[i], Inexpressible) and "no dcp_sharded field" in str(packed[i])
+            else:
+                assert packed[i] == policy(config), config.describe()
 
 
 @pytest.mark.parametrize(("version", "model"), [("0.24.0", "mrv2-prefix"), ("0.25.0", "mrv2-pow2")])

@@ -79,6 +79,18 @@ class ConfigTile(Sequence[RunnerConfig]):
             for m, e, s in lengths:
                 yield built(fields, m, e, s)
 
+    def parts(self, size: int) -> Iterator[ConfigTile]:
+        """The tile's configs in order as tiles of one base and at most ``size`` lengths each.
+
+        Why: an engine policy asks its workers a request of a few thousand
+        configs at a time, each still crossing as a base and packed lengths.
+        """
+        n = int(self.m.size)
+        for base in self.bases:
+            for j in range(0, n, size):
+                window = slice(j, min(j + size, n))
+                yield ConfigTile([base], self.m[window], self.e[window], self.s[window])
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: the bases as :meth:`RunnerConfig.to_dict` writes them, the lengths as one
         little-endian int64 array ``M0 E0 S0 M1 ...`` in base64."""

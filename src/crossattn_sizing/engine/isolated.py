@@ -28,13 +28,11 @@ are ``AssertionError`` (the property's case failed, as a kernel raising does).
 
 from __future__ import annotations
 
-import base64
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 import torch
 
 from crossattn_sizing.base import usercode
@@ -49,7 +47,7 @@ from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
 from crossattn_sizing.impl.runner import WrongAnswer, check_facts
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
-from crossattn_sizing.prove.batches import Answer, PackedWidths
+from crossattn_sizing.prove.batches import Answer, PackedWidths, packed_arrays
 
 
 class InputChanged(AssertionError):
@@ -263,17 +261,6 @@ class Said:
 
     def __repr__(self) -> str:
         return self.said
-
-
-def packed_arrays(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
-    """A ``widths_many`` answer packed by the worker (:func:`crossattn_sizing.engine.subject.bind_packing`):
-    each config's count of ints (-1: its item is in ``rest``), the ints, and the rest by config index."""
-    raw_lens, raw_q = base64.b64decode(data["lens"]), base64.b64decode(data["q"])
-    if len(raw_lens) % 4 or len(raw_q) % 8:
-        raise PolicyCallError(f"a packed widths_many answer of {len(raw_lens)} and {len(raw_q)} bytes is no "
-                              "int32 and int64 arrays (the worker's packing broke)")  # fmt: skip
-    rest = {int(i): item for i, item in data["rest"].items()}
-    return np.frombuffer(raw_lens, dtype="<i4"), np.frombuffer(raw_q, dtype="<i8"), rest
 
 
 class IsolatedPolicy:

@@ -9,6 +9,7 @@ raises stops ``prove`` at that config (:class:`PolicyRaised`).
 
 from __future__ import annotations
 
+import base64
 import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
@@ -86,6 +87,16 @@ class PackedWidths(Sequence[Answer]):
         self.lens, self.flat, self.items = lens, flat, items
         self.starts = np.cumsum(sizes) - sizes
 
+    @classmethod
+    def joined(cls, parts: Sequence[PackedWidths]) -> PackedWidths:
+        """The answers of consecutive batches as one: what each part answered, in order."""
+        items: dict[int, Any] = {}
+        offset = 0
+        for part in parts:
+            items.update((offset + i, item) for i, item in part.items.items())
+            offset += len(part)
+        return cls(np.concatenate([p.lens for p in parts]), np.concatenate([p.flat for p in parts]), items)
+
     def __len__(self) -> int:
         return int(self.lens.size)
 
@@ -103,6 +114,17 @@ class PackedWidths(Sequence[Answer]):
         widths[single] = self.flat[self.starts[single]]
         ok = single & (widths >= 0) & (widths <= MAX_WIDTH)
         return np.where(ok, widths, 0), ok
+
+
+def packed_arrays(data: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, dict[int, Any]]:
+    """A ``widths_many`` answer packed by the worker (:func:`crossattn_sizing.engine.subject.bind_packing`):
+    each config's count of ints (-1: its item is in ``rest``), the ints, and the rest by config index."""
+    raw_lens, raw_q = base64.b64decode(data["lens"]), base64.b64decode(data["q"])
+    if len(raw_lens) % 4 or len(raw_q) % 8:
+        raise PolicyCallError(f"a packed widths_many answer of {len(raw_lens)} and {len(raw_q)} bytes is no "
+                              "int32 and int64 arrays (the worker's packing broke)")  # fmt: skip
+    rest = {int(i): item for i, item in data["rest"].items()}
+    return np.frombuffer(raw_lens, dtype="<i4"), np.frombuffer(raw_q, dtype="<i8"), rest
 
 
 def _batch_answers(policy: Policy, many: BatchWidths, configs: Sequence[RunnerConfig]) -> Sequence[Answer]:

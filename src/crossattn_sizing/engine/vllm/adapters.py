@@ -21,7 +21,7 @@ import queue
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, cast
 
 import torch
 from hypothesis.errors import UnsatisfiedAssumption
@@ -29,6 +29,7 @@ from hypothesis.errors import UnsatisfiedAssumption
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.engine.client import (
     EngineCrash,
     EngineWorker,
@@ -43,6 +44,7 @@ from crossattn_sizing.impl.attention import lse_merge, torch_paged_attention, to
 from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.prove import Answer
+from crossattn_sizing.prove.batches import PackedWidths, packed_arrays
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
@@ -50,6 +52,10 @@ FIRST_FIXED = (0, 25, 0)
 BATCH = 1024
 """Configs per ``widths_many`` request: about 250 kB of JSON, under a tenth of a second in a worker
 (small enough that the last batch of a tile leaves the other workers idle only briefly)."""
+
+TILE_BATCH = 4096
+"""Configs per ``widths_many`` request of a prove tile: 96 kB of packed lengths, about a tenth of a
+second in a worker (a tile of 32768 configs is eight requests, so both workers stay busy)."""
 
 
 def normalise(spec_or_version: str) -> str:
@@ -117,11 +123,15 @@ class VllmPolicy:
         """The widths the release's own ``initialize_kv_cache`` gives ``config``."""
         return _widths(self.sizing(config))
 
-    def widths_many(self, configs: Sequence[RunnerConfig]) -> list[Answer]:
-        """``self(c)`` for each config, :data:`BATCH` configs per round trip to a worker (for ``prove``).
+    def widths_many(self, configs: Sequence[RunnerConfig]) -> Sequence[Answer]:
+        """``self(c)`` for each config, a batch of configs per round trip to a worker (for ``prove``).
 
         One item per config, in order: its widths, or the error asking about
         it raised (:class:`Inexpressible` or another refusal of the release).
+        A prove tile (:class:`ConfigTile`) crosses as its bases and packed
+        lengths, :data:`TILE_BATCH` configs a request, and its answer comes back
+        packed (:class:`PackedWidths`, every value judged by ``prove``); any
+        other list crosses config by config, :data:`BATCH` a request.
         Batches are spread over :func:`parallel_workers` processes of the
         release (this policy's own, then siblings started on first need). A
         batch that kills its worker is asked again one config at a time, each
@@ -129,15 +139,19 @@ class VllmPolicy:
         of the config that caused it; the list ends there (later configs have
         no answer). Nothing is cached: prove asks about each config once.
         """
-        batches = [configs[i : i + BATCH] for i in range(0, len(configs), BATCH)]
+        batches: list[Sequence[RunnerConfig]]
+        if isinstance(configs, ConfigTile):
+            batches = list(configs.parts(TILE_BATCH))
+        else:
+            batches = [configs[i : i + BATCH] for i in range(0, len(configs), BATCH)]
         workers = self._workers(len(batches))
         if len(workers) == 1:
-            return _until_crash(_ask(workers[0], b, self.runner) for b in batches)
+            return _joined(_ask(workers[0], b, self.runner) for b in batches)
         free: queue.SimpleQueue[EngineWorker] = queue.SimpleQueue()
         for worker in workers:
             free.put(worker)
 
-        def run(batch: Sequence[RunnerConfig]) -> list[Answer]:
+        def run(batch: Sequence[RunnerConfig]) -> Sequence[Answer]:
             worker = free.get()
             try:
                 return _ask(worker, batch, self.runner)
@@ -146,7 +160,7 @@ class VllmPolicy:
 
         pool = ThreadPoolExecutor(len(workers), thread_name_prefix="engine-batch")
         try:
-            return _until_crash(pool.map(run, batches))
+            return _joined(pool.map(run, batches))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
@@ -171,19 +185,27 @@ class VllmPolicy:
         return [self.worker, *self._siblings[: want - 1]]
 
 
-def _until_crash(answered: Iterable[list[Answer]]) -> list[Answer]:
-    """The batches' answers joined, up to and including the first :class:`EngineCrash`."""
-    out: list[Answer] = []
+def _joined(answered: Iterable[Sequence[Answer]]) -> Sequence[Answer]:
+    """The batches' answers joined, up to and including the first :class:`EngineCrash`: packed where
+    every batch came back packed (:meth:`PackedWidths.joined`), else a list."""
+    parts: list[Sequence[Answer]] = []
     for answers in answered:
-        out += answers
-        if answers and isinstance(answers[-1], EngineCrash):
+        parts.append(answers)
+        if len(answers) and isinstance(answers[-1], EngineCrash):
             break
-    return out
+    if parts and all(isinstance(p, PackedWidths) for p in parts):
+        return PackedWidths.joined(cast("list[PackedWidths]", parts))
+    return [a for p in parts for a in p]
 
 
-def _ask(worker: EngineWorker, batch: Sequence[RunnerConfig], runner: str = "v2") -> list[Answer]:
-    """One ``widths_many`` request; after a crash, one ``widths`` request per config until one dies."""
+def _ask(worker: EngineWorker, batch: Sequence[RunnerConfig], runner: str = "v2") -> Sequence[Answer]:
+    """One ``widths_many`` request (a tile's part packed both ways); after a crash, one ``widths``
+    request per config until one dies."""
     try:
+        if isinstance(batch, ConfigTile):
+            packed = worker.request("widths_many", tile=batch.to_dict(), runner=runner)
+            lens, flat, rest = packed_arrays(packed)
+            return PackedWidths(lens, flat, {i: worker.refusal("widths", a) for i, a in rest.items()})
         configs = [c.to_dict() for c in batch]
         answers = worker.request("widths_many", configs=configs, runner=runner)["results"]
     except EngineCrash:

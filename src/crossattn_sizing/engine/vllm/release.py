@@ -257,22 +257,36 @@ class Engine:
         return self.widths(RunnerConfig.from_dict(req["config"]), req.get("runner", "v2"))
 
     def op_widths_many(self, req: dict[str, Any]) -> dict[str, Any]:
-        """``widths`` of every config listed: one answer per config, in order, each ok or its error.
+        """``widths`` of every config listed (``configs``) or of a prove tile (``tile``), in order.
 
         A config that raises is that config's answer and the rest still run. A
         module the release imports on first use fails the whole request
         instead, so the client installs it and asks again, as for ``widths``.
+        A tile (:class:`~crossattn_sizing.core.config_tile.ConfigTile`: its
+        bases and packed lengths) is answered packed too: each config's widths
+        in one int64 array, a failure in ``rest`` (packed as a user policy's
+        worker packs, :func:`~crossattn_sizing.engine.subject.bind_packing`), so
+        neither side encodes or parses a config, or its answer, config by config.
         """
         from crossattn_sizing.core.config import RunnerConfig
+        from crossattn_sizing.core.config_tile import ConfigTile
+        from crossattn_sizing.engine.subject import bind_packing
 
-        results = []
         runner = req.get("runner", "v2")
-        for data in req["configs"]:
-            answer = protocol.answer(lambda data=data: self.widths(RunnerConfig.from_dict(data), runner))  # type: ignore[misc]
+        if "tile" in req:
+            answers = self.widths_each(ConfigTile.from_dict(req["tile"]), runner)
+            return bind_packing()([tuple(a["result"]["widths"]) if a["ok"] else a for a in answers])
+        return {"results": self.widths_each((RunnerConfig.from_dict(d) for d in req["configs"]), runner)}
+
+    def widths_each(self, configs: Any, runner: str) -> list[dict[str, Any]]:
+        """The protocol answer (:func:`protocol.answer`) of ``widths`` for each config, in order."""
+        results = []
+        for cfg in configs:
+            answer = protocol.answer(lambda cfg=cfg: self.widths(cfg, runner))  # type: ignore[misc]
             if answer.get("missing_module"):
                 raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)
-        return {"results": results}
+        return results
 
     def op_scenario(self, req: dict[str, Any]) -> dict[str, Any]:
         """Append, apply the staged writes, then per step gather and compute slot mappings."""
@@ -337,3 +351,4 @@ class Engine:
         pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
         slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
         return {"slots": slots[0, : req["out_len"]].tolist()}
+
