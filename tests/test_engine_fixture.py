@@ -27,6 +27,7 @@ from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.base.settings import ENGINE_WORKERS
 from crossattn_sizing.core import capacity
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, checked_widths
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, Inexpressible, parallel_workers
 from crossattn_sizing.engine.install import Release, resolve_release
@@ -34,7 +35,6 @@ from crossattn_sizing.engine.vllm import adapters as engine_vllm
 from crossattn_sizing.engine.vllm.adapters import VllmImpl, VllmPolicy
 from crossattn_sizing.engine.vllm.coverage import engine_coverage
 from crossattn_sizing.engine.vllm.sizing_exec import SizingExecError, load_sizing_source, run_sizing
-from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.prove import Domain, PolicyRaised, prove
 from crossattn_sizing.prove.batches import PackedWidths, tile_configs
 from crossattn_sizing.prove.verify_row import prove_property

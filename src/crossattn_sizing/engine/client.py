@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import NotExpressible
 from crossattn_sizing.base.processes import end_supervised, register_child
+from crossattn_sizing.base.threads import THREADS_VARIABLE, usable_cores
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     Release,
@@ -82,8 +83,7 @@ def parallel_workers() -> int:
     """
     count = settings.engine_workers()
     if count is None:
-        usable = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
-        return max(1, min(MAX_PARALLEL, len(usable)))
+        return min(MAX_PARALLEL, usable_cores())
     return count
 
 
@@ -191,6 +191,9 @@ class EngineWorker:
         env = dict(os.environ)
         if self.device == "cpu":
             env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+            # One OpenMP thread unless the user set a number: the judge waits while the worker computes,
+            # and several workers run at once under verify and prove (crossattn_sizing.base.threads).
+            env.setdefault(THREADS_VARIABLE, "1")
         return env
 
     def _read_line(self, proc: subprocess.Popen[str], deadline: float | None) -> str:

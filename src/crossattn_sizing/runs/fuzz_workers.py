@@ -38,6 +38,7 @@ from rich.status import Status
 
 from crossattn_sizing.base import settings as env
 from crossattn_sizing.base.processes import end_group, forget_child, register_child, signal_group, temp_folder
+from crossattn_sizing.base.threads import usable_cores
 
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
@@ -53,11 +54,7 @@ _PR_SET_PDEATHSIG = 1
 
 def max_workers() -> int:
     """The largest ``--jobs`` this machine takes (:data:`WORKERS_PER_CORE` per usable core)."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    return WORKERS_PER_CORE * max(1, cores)
+    return WORKERS_PER_CORE * usable_cores()
 
 
 def _kill_self() -> None:

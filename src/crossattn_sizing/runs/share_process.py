@@ -37,6 +37,7 @@ from typing import Any
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import HarnessError, PolicyCallError
 from crossattn_sizing.base.processes import end_group, signal_group
+from crossattn_sizing.base.threads import child_environment
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs.shared_run import SharedPolicies
 
@@ -206,7 +207,10 @@ def main(argv: list[str]) -> int:
 class ShareWorker:
     """A running worker process, its progress read on a thread, its answer read when it ends."""
 
-    def __init__(self, request: dict[str, Any], folder: Path, on_progress: Callable[[int, int, str], None]):
+    def __init__(self, request: dict[str, Any], folder: Path, on_progress: Callable[[int, int, str], None],
+                 processes: int) -> None:  # fmt: skip
+        """Start the worker for ``request``; ``processes``: how many judge processes run at once, itself
+        included (its torch threads are its share of the cores: :mod:`crossattn_sizing.base.threads`)."""
         folder.mkdir(parents=True, exist_ok=True)
         self.request_path = folder / "request.json"
         self.result_path = folder / "result.json"
@@ -214,6 +218,7 @@ class ShareWorker:
         command = [sys.executable, "-m", __name__, str(self.request_path), str(self.result_path)]
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+            env=child_environment(processes),
         )  # fmt: skip
         self._reader = threading.Thread(target=self._read, args=(on_progress,), daemon=True)
         self._reader.start()

@@ -34,6 +34,7 @@ from rich.progress import (
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.processes import temp_folder_while
+from crossattn_sizing.base.threads import sharing_cores
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
@@ -369,16 +370,18 @@ def own_runs(plan: VerifyPlan, profile: str, alone: dict[str, list[str]],
         if theirs:
             request = {**share_request(plan), "alone": [[s, alone[s]] for s in theirs]}
             progress = bar.suite("own runs (worker)", planned=True)
-            worker = ShareWorker(request, folder / "alone", progress)
+            worker = ShareWorker(request, folder / "alone", progress, processes=2)
         interrupted = False
         try:
-            for spec in mine:
-                interrupts.announce(f"verify: policy {spec}: its own run of {len(again[spec])} properties")
-                ran, interrupted = suite_for(plan, spec, profile, bar.suite(spec, planned=True),
-                                             only=alone[spec], select=())  # fmt: skip
-                own[spec].update({r.name: r for r in ran})
-                if interrupted:
-                    break
+            with sharing_cores(2 if worker is not None else 1):
+                for spec in mine:
+                    count = len(again[spec])
+                    interrupts.announce(f"verify: policy {spec}: its own run of {count} properties")
+                    ran, interrupted = suite_for(plan, spec, profile, bar.suite(spec, planned=True),
+                                                 only=alone[spec], select=())  # fmt: skip
+                    own[spec].update({r.name: r for r in ran})
+                    if interrupted:
+                        break
         except BaseException:
             if worker is not None:
                 worker.abandon()
@@ -458,14 +461,16 @@ def split_suite(plan: VerifyPlan, specs: list[str], profile: str, sharing: Share
     """
     request = {**share_request(plan), "specs": specs}
     workers = [
-        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite(f"{label} (worker)"))
+        ShareWorker({**request, "files": share}, folder / f"worker{i}", bar.suite(f"{label} (worker)"),
+                    processes=len(nodeids))
         for i, share in enumerate(nodeids[1:])
     ]
     try:
-        results, interrupted = suite_for(plan, specs[0], profile, bar.suite(label),
-                                         plugins=[sharing] if sharing is not None else [], only=nodeids[0],
-                                         allow_empty=len(nodeids) > 1)  # fmt: skip
-        after = meanwhile() if meanwhile is not None and not interrupted else []
+        with sharing_cores(len(nodeids)):
+            results, interrupted = suite_for(plan, specs[0], profile, bar.suite(label),
+                                             plugins=[sharing] if sharing is not None else [],
+                                             only=nodeids[0], allow_empty=len(nodeids) > 1)  # fmt: skip
+            after = meanwhile() if meanwhile is not None and not interrupted else []
     except BaseException:  # bad input or a Ctrl-C outside pytest: the workers' shares are not wanted
         for worker in workers:
             worker.abandon()
