@@ -38,7 +38,7 @@ from rich.status import Status
 
 from crossattn_sizing.base import settings as env
 from crossattn_sizing.base.processes import end_group, forget_child, register_child, signal_group, temp_folder
-from crossattn_sizing.base.threads import usable_cores
+from crossattn_sizing.base.threads import child_environment, usable_cores
 
 """The fleet parent's pid, given to each worker so it can tell when the parent is gone."""
 
@@ -144,7 +144,8 @@ def forward_argv(parser: argparse.ArgumentParser, args: argparse.Namespace, drop
 
 
 def start_workers(argv: list[str], count: int, folder: Path) -> list[FuzzWorker]:
-    """Start ``count`` fuzz processes with ``argv`` (each with its own ``--json`` and log in ``folder``)."""
+    """Start ``count`` fuzz processes with ``argv`` (each with its own ``--json`` and log in ``folder``),
+    each with its share of the cores for torch's threads (:mod:`crossattn_sizing.base.threads`)."""
     workers = []
     for i in range(count):
         summary, log = folder / f"worker-{i}.json", folder / f"worker-{i}.log"
@@ -152,7 +153,7 @@ def start_workers(argv: list[str], count: int, folder: Path) -> list[FuzzWorker]
         proc = subprocess.Popen(
             [sys.executable, "-m", "crossattn_sizing", "fuzz", *argv, "--json", str(summary)],
             stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-            env=dict(os.environ, **{env.FUZZ_WORKER: str(i), env.FLEET_PARENT: str(os.getpid())}),
+            env={**child_environment(count), env.FUZZ_WORKER: str(i), env.FLEET_PARENT: str(os.getpid())},
             start_new_session=True,
         )
         worker = FuzzWorker(i, proc, summary, log, log_file)
