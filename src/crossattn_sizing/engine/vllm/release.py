@@ -351,4 +351,3 @@ class Engine:
         pos = torch.tensor(req["positions"], dtype=torch.int64, device=self.device)
         slots = bt.compute_slot_mappings(idx, qsl, pos, req["out_len"])
         return {"slots": slots[0, : req["out_len"]].tolist()}
-
