@@ -58,5 +58,7 @@ def test_a_cpu_engine_worker_runs_one_thread_unless_the_user_set_a_number(
     monkeypatch.delenv(threads.THREADS_VARIABLE, raising=False)
     worker = EngineWorker(Release("0.25.0", []))
     assert worker.environment()[threads.THREADS_VARIABLE] == "1"
+    monkeypatch.setenv(threads.THREADS_VARIABLE, "")  # empty names no number, as for the judges
+    assert worker.environment()[threads.THREADS_VARIABLE] == "1"
     monkeypatch.setenv(threads.THREADS_VARIABLE, "2")
     assert worker.environment()[threads.THREADS_VARIABLE] == "2"

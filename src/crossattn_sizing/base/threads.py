@@ -28,10 +28,23 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def user_set_threads(env: dict[str, str] | os._Environ[str] = os.environ) -> bool:
+    """Whether ``env`` names a number of threads (:data:`THREADS_VARIABLE`, not empty): it then stands."""
+    return bool(env.get(THREADS_VARIABLE))
+
+
+def one_thread_unless_set(env: dict[str, str]) -> None:
+    """A child's environment ``env`` gets one thread unless it names a number: for a worker the judge
+    waits on (a user's code, an engine release, a DCP rank), whose small kernels gain nothing from
+    threads and whose spin-waits take a core from the process that has work."""
+    if not user_set_threads(env):
+        env[THREADS_VARIABLE] = "1"
+
+
 def threads_each(processes: int) -> int | None:
     """Threads for each of ``processes`` running at once: the usable cores split between them, at
     least one each; None where the user set :data:`THREADS_VARIABLE` (their number stands)."""
-    if os.environ.get(THREADS_VARIABLE):
+    if user_set_threads():
         return None
     return max(1, usable_cores() // max(1, processes))
 

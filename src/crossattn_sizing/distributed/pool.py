@@ -45,6 +45,7 @@ from crossattn_sizing.base.processes import (
     remove_temp_folder,
     temp_folder,
 )
+from crossattn_sizing.base.threads import one_thread_unless_set
 from crossattn_sizing.distributed.rank import PeerFailed, recv, send
 
 BACKENDS = ("gloo", "nccl")
@@ -104,7 +105,7 @@ class RankPool:
         # The worker imports what the driver can (tests.broken_impls, a user's module:attr).
         env["PYTHONPATH"] = os.pathsep.join([p for p in sys.path if p] + [env.get("PYTHONPATH", "")])
         env.setdefault("GLOO_SOCKET_IFNAME", "lo")  # ranks of one machine meet on loopback
-        env.setdefault("OMP_NUM_THREADS", "1")
+        one_thread_unless_set(env)
         register_child(self.close, kind=CHILD_KIND)
         self.starts += 1
         for rank in range(self.dcp_size):

@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import NotExpressible
 from crossattn_sizing.base.processes import end_supervised, register_child
-from crossattn_sizing.base.threads import THREADS_VARIABLE, usable_cores
+from crossattn_sizing.base.threads import one_thread_unless_set, usable_cores
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
     Release,
@@ -191,9 +191,7 @@ class EngineWorker:
         env = dict(os.environ)
         if self.device == "cpu":
             env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
-            # One OpenMP thread unless the user set a number: the judge waits while the worker computes,
-            # and several workers run at once under verify and prove (crossattn_sizing.base.threads).
-            env.setdefault(THREADS_VARIABLE, "1")
+            one_thread_unless_set(env)  # several workers run at once under verify and prove
         return env
 
     def _read_line(self, proc: subprocess.Popen[str], deadline: float | None) -> str:

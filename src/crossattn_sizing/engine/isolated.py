@@ -38,6 +38,7 @@ import torch
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.errors import NotExpressible, PolicyCallError, PolicyLoadError
 from crossattn_sizing.base.processes import forget_child, register_child
+from crossattn_sizing.base.threads import one_thread_unless_set
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import not_a_sequence
@@ -116,7 +117,7 @@ class CodeWorker(EngineWorker):
         and a test case's small kernels gain nothing from threads, whose spin-waits on a busy machine
         made one KV write 90 ms instead of 0.1 ms (measured on 2 shared cores)."""
         env = super().environment()
-        env.setdefault("OMP_NUM_THREADS", "1")
+        one_thread_unless_set(env)
         return env
 
     def start(self) -> dict[str, Any]:
