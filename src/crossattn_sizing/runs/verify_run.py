@@ -365,15 +365,16 @@ def own_runs(plan: VerifyPlan, profile: str, alone: dict[str, list[str]],
         sides[min((0, 1), key=lambda k: sum(len(alone[s]) for s in sides[k]))].append(spec)
     mine, theirs = (waiting, []) if plan.jobs < 2 or len(waiting) < 2 else sides
     mine, theirs = sorted(mine, key=plan.specs.index), sorted(theirs, key=plan.specs.index)
+    processes = 2 if theirs else 1  # this one, and a worker when it has a share
     with temp_folder_while("crossattn-verify-") as folder:
         worker = None
         if theirs:
             request = {**share_request(plan), "alone": [[s, alone[s]] for s in theirs]}
             progress = bar.suite("own runs (worker)", planned=True)
-            worker = ShareWorker(request, folder / "alone", progress, processes=2)
+            worker = ShareWorker(request, folder / "alone", progress, processes=processes)
         interrupted = False
         try:
-            with sharing_cores(2 if worker is not None else 1):
+            with sharing_cores(processes):
                 for spec in mine:
                     count = len(again[spec])
                     interrupts.announce(f"verify: policy {spec}: its own run of {count} properties")
