@@ -107,7 +107,8 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
     if answer["verdict"] == "not run":  # the adapter's gap: never a pass, never a failure of the release
         pytest.skip(f"{NOT_RUN_MARK}{backend.name}: {answer['reason']}")
     if answer["verdict"] == "fails":
-        fail_rerun([f"{heading}: the release's steps did not lay the batch out", *case.lines(),
+        fail_rerun([f"{heading}: {answer.get('headline') or 'the release did not lay the batch out'}",
+                    *case.lines(),
                     f"  {answer['message']}"], rerun)
     for i, (e, _p, _d) in enumerate(case.batch):
         for step, got, queries in (("forward_extend", answer["extend"][i], content["q_extend"][i]),

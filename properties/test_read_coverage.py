@@ -39,27 +39,39 @@ def _builder_option(builder: object) -> list[str]:
     return ["--read-builder", names[0]] if names else []
 
 
-def _problem(builder: Builder | Any, case: ReadCase) -> str | None:
-    """The first bad read of ``builder`` on ``case``; a release that cannot run it is skipped as not run."""
-    if not hasattr(builder, "first_problem"):
-        return first_read_violation(case.layout, case.batch, builder)
-    found = builder.first_problem(case.layout.context_len, _triples(case))
+PAST_ROW = "a gathered column is outside the request's row"
+NOT_WRITTEN = "a consumed column holds nothing its request wrote"
+"""The headlines of a harness model builder's failure: which of :func:`first_read_violation`'s two checks."""
+
+
+def _problem(builder: Builder | Any, case: ReadCase) -> tuple[str, str] | None:
+    """``(headline, line)``: the first bad read of ``builder`` on ``case``, the headline naming the step that
+    failed (a tree's: its gather, its extend, its kernel call's arguments, or its code not returning); a
+    release that cannot run it is skipped as not run."""
+    if not hasattr(builder, "first_finding"):
+        line = first_read_violation(case.layout, case.batch, builder)
+        if line is None:
+            return None
+        return (NOT_WRITTEN if line.startswith(("self-attention reads", "cross-attention reads")) else PAST_ROW,
+                line)
+    found = builder.first_finding(case.layout.context_len, _triples(case))
     if found is None:
         return None
-    kind, line = found
+    kind, line, headline = found
     if kind == "not run":  # the adapter's gap: never a pass, never a failure of the release, never n/a
         pytest.skip(f"{NOT_RUN_MARK}{line}")  # the line names the release, the path and the piece
-    return line
+    return headline or "the release's step failed", line
 
 
 @given(case=mixed_batches())
 def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Builder) -> None:
     """No admitted mixed batch makes the builder read past a row or consume a column it never wrote."""
-    problem = _problem(read_builder, case)
-    if problem is None:
+    found = _problem(read_builder, case)
+    if found is None:
         return
+    headline, problem = found
     lines = [
-        "read-side coverage: a gathered column is outside the request's row",
+        f"read-side coverage: {headline}",
         *case.lines(),
         f"  {problem}",
     ]
@@ -97,6 +109,20 @@ def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject
                     f"{kv_capacity}): {exc.verdict['message']}"], _builder_option(read_builder))
 
 
+def judge_tree_write(read_builder: Any, case: ReadCase) -> None:
+    """The write side of ``case`` on an SGLang tree's own rows: a failure is headed by the step that failed
+    (a write past a row, the release's extend, its code not returning); "not run" skips."""
+    verdict = read_builder.write(case.layout.context_len, _triples(case))
+    if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
+        pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: {verdict['reason']}")
+    if verdict["verdict"] == "fails":
+        fail(
+            [f"write-side coverage: {verdict.get('headline') or 'the release step failed'}",
+             *case.lines(), f"  {verdict['message']}"],
+            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),
+        )
+
+
 @given(case=mixed_batches(), data=st.data())
 def test_admitted_requests_fit_their_shared_row(
     case: ReadCase, data: st.DataObject, read_builder: Builder
@@ -111,16 +137,7 @@ def test_admitted_requests_fit_their_shared_row(
     on the read side's draws.
     """
     if hasattr(read_builder, "write"):
-        case = _admitted_by_the_tree(read_builder, case, data)
-        verdict = read_builder.write(case.layout.context_len, _triples(case))
-        if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
-            pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: {verdict['reason']}")  # type: ignore[attr-defined]
-        if verdict["verdict"] == "fails":
-            fail(
-                ["write-side coverage: an admitted request writes past its row (the tree's own rows)",
-                 *case.lines(), f"  {verdict['message']}"],
-                check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
-            )
+        judge_tree_write(read_builder, _admitted_by_the_tree(read_builder, case, data))
         return
     for req in case.batch:
         over = write_overflows(case.layout, req.encoder_len, req.decoder_len)

@@ -5,8 +5,12 @@ the judges run that code as they run a release's (engine/sglang/run.py). The
 two read-side mutations are the held-out misses of issue 36: both corrupt
 attention on a GPU without reading past a row, so only the lengths the
 backend's metadata hands the kernel, and the release's extend output fed into
-its own decode, catch them. A tree whose step hangs or ends its process
-fails that batch within the deadline, in one line.
+its own decode, catch them. The judge reads the arguments ``forward_decode``
+passes the attention kernel (engine/sglang/kernel_calls.py): each argument it
+newly judges has a mutation here that shifts it by one (the query offsets,
+the query length), and a mutation of a length the call does not pass
+(``cu_seqlens_k``) holds. A tree whose step hangs or ends its process fails
+that batch within the deadline, in one line.
 """
 
 from __future__ import annotations
@@ -16,10 +20,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.core.layouts import SharedRow
+from crossattn_sizing.core.read_gather import BatchRequest
 from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
 from crossattn_sizing.findings.results import PropertyFailure
 from properties import test_read_coverage
-from tests.sglang_tree import FIXTURE, copy_tree
+from properties.read_strategies import ReadCase
+from tests.sglang_tree import FA3, FIXTURE, copy_tree
 
 pytest.importorskip("transformers", reason="the 'hf' extra is not installed")
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -38,11 +46,30 @@ NARROW_ROWS = (SIZING, ("    extra = 4 + (max_speculative_num_draft_tokens() or 
                         "    extra = 4 - 1000 + (max_speculative_num_draft_tokens() or 0)\n"))
 DECODE_LINE = "    batch.maybe_evict_swa()\n"
 
+NORMAL_DECODE = ("                # Normal Decode\n"
+                 "                metadata.cache_seqlens_int32 = seqlens_in_batch.to(torch.int32)\n"
+                 "                metadata.max_seq_len_k = eager_max_k\n"
+                 "                metadata.cu_seqlens_q = torch.arange(\n")
+QUERY_OFFSETS = "                    0, batch_size + 1, dtype=torch.int32, device=device\n"
+# The eager decode's query offsets one row late: each query and output one row on, the last past q.
+QUERY_OFFSETS_SHIFTED = (FA3, (NORMAL_DECODE + QUERY_OFFSETS,
+                               NORMAL_DECODE + QUERY_OFFSETS.replace("0, batch_size + 1", "1, batch_size + 2")))
+# Every decode's query length 0 (the metadata's default, on both paths): the kernel computes no query row.
+NO_QUERY_ROWS = (FA3, ("    max_seq_len_q: int = 1\n", "    max_seq_len_q: int = 0\n"))
+KEY_OFFSETS = "                    torch.cumsum(seqlens_in_batch, dim=0, dtype=torch.int32), (1, 0)\n"
+# The eager decode's cu_seqlens_k one longer from request 0 on: the decode call never passes it.
+KEY_OFFSETS_UNREAD = (FA3, ("                metadata.cu_seqlens_k = torch.nn.functional.pad(\n" + KEY_OFFSETS
+                            + "                )\n                metadata.page_table = self.req_to_token_pool",
+                            "                metadata.cu_seqlens_k = torch.nn.functional.pad(\n"
+                            + KEY_OFFSETS.replace("torch.int32), (1, 0)", "torch.int32) + 1, (1, 0)")
+                            + "                )\n                metadata.page_table = self.req_to_token_pool"))
+
 
 HANG = (ALLOCATION, (DECODE_LINE, "    import time; time.sleep(600)\n" + DECODE_LINE))
 EXIT = (ALLOCATION, (DECODE_LINE, "    import os; os._exit(0)\n" + DECODE_LINE))
 MUTATIONS = {
     "strip": STRIP_SHORT, "replay": REPLAY_ONE_LONGER, "narrow": NARROW_ROWS, "hang": HANG, "exit": EXIT,
+    "query-offsets": QUERY_OFFSETS_SHIFTED, "no-query-rows": NO_QUERY_ROWS, "key-offsets": KEY_OFFSETS_UNREAD,
 }  # fmt: skip
 
 
@@ -63,17 +90,69 @@ def test_the_unmutated_tree_holds_on_the_small_batch(trees: dict[str, str]) -> N
     assert SglangReads(trees["recorded"]).first_problem(64, SMALL) is None
 
 
+def small_case() -> ReadCase:
+    """:data:`SMALL` as the read property's case (a server of context 64 the harness's model admits)."""
+    rule = SglangAdmission(64, 64)
+    requests = tuple(EngineRequest(e, p, d - p) for e, p, d in SMALL)
+    return ReadCase(SharedRow(64), rule, requests, tuple(BatchRequest(e, d) for e, _p, d in SMALL))
+
+
 def test_extend_stripping_one_token_short_fails(trees: dict[str, str]) -> None:
     kind, line = SglangReads(trees["strip"]).first_problem(64, SMALL)
     assert kind == "fails"
     assert "extend: request 0: decoder length (seq_lens) 4 after stripping the encoder" in line
 
 
+def test_a_failing_extend_is_headed_by_its_step_on_both_sides(trees: dict[str, str]) -> None:
+    """The extend's mismatch fails the write side too (never folded into "holds"), and each side's
+    headline names the extend, not a column past a row (none left it)."""
+    reads = SglangReads(trees["strip"])
+    written = reads.write(64, SMALL)
+    assert written["verdict"] == "fails" and "prepare_encoder_info_extend" in written["headline"]
+    assert "decoder length (seq_lens) 4" in written["message"]
+    headline, line = test_read_coverage._problem(reads, small_case())
+    assert "extend" in headline and "outside the request's row" not in headline and "seq_lens) 4" in line
+    with pytest.raises(PropertyFailure, match="write-side coverage: the release's extend") as caught:
+        test_read_coverage.judge_tree_write(reads, small_case())
+    assert "writes past its row" not in str(caught.value)
+
+
+@pytest.mark.parametrize("path", ["eager", "replay"])
+def test_the_unmutated_tree_holds_on_the_small_case_on_each_path(trees: dict[str, str], path: str) -> None:
+    """The known verdict of the recorded tree on the batch every kernel-argument mutation fails."""
+    assert SglangReads(trees["recorded"]).verdicts(64, SMALL)[path] == {"verdict": "holds"}
+
+
+def test_query_offsets_shifted_by_one_fail_on_eager(trees: dict[str, str]) -> None:
+    """cu_seqlens_q, newly judged: the eager decode's offsets one row late fail; replay (whose offsets the
+    capture buffers hold) still holds."""
+    verdicts = SglangReads(trees["query-offsets"]).verdicts(64, SMALL)
+    assert verdicts["replay"] == {"verdict": "holds"}
+    assert verdicts["eager"]["verdict"] == "fails"
+    assert "cu_seqlens_q[0] = 1" in verdicts["eager"]["message"]
+    assert verdicts["eager"]["headline"].startswith("the attention call hands the kernel")
+    headline, _line = test_read_coverage._problem(SglangReads(trees["query-offsets"]), small_case())
+    assert "outside the request's row" not in headline
+
+
+def test_no_query_rows_fail_on_both_paths(trees: dict[str, str]) -> None:
+    """max_seqlen_q, newly judged: a decode whose query length is 0 computes nothing; both paths fail."""
+    verdicts = SglangReads(trees["no-query-rows"]).verdicts(64, SMALL)
+    for path in ("eager", "replay"):
+        assert verdicts[path]["verdict"] == "fails", path
+        assert "max_seqlen_q 0" in verdicts[path]["message"]
+
+
+def test_a_length_the_call_does_not_pass_is_not_judged(trees: dict[str, str]) -> None:
+    """cu_seqlens_k is built by the eager decode but never passed to the kernel: changing it holds."""
+    assert SglangReads(trees["key-offsets"]).first_problem(64, SMALL) is None
+
+
 def test_replay_kernel_one_token_longer_fails_on_replay_only(trees: dict[str, str]) -> None:
     verdicts = SglangReads(trees["replay"]).verdicts(64, SMALL)
     assert verdicts["eager"] == {"verdict": "holds"}  # the eager path does not run the Triton kernel
     assert verdicts["replay"]["verdict"] == "fails"
-    assert "cache_seqlens_int32 7 for request 0, whose true length is 6" in verdicts["replay"]["message"]
+    assert "cache_seqlens 7 for request 0, whose true length is 6" in verdicts["replay"]["message"]
 
 
 def test_rows_narrower_than_admitted_fail_the_write_side(trees: dict[str, str]) -> None:

@@ -37,6 +37,7 @@ from crossattn_sizing.engine.sglang.run import (
     SglangRelease,
     _not_run,
     _StandInBase,
+    extend_failure,
     prepare_batch,
 )
 from crossattn_sizing.engine.sglang.source import (
@@ -173,7 +174,7 @@ def run_attention(rel: SglangRelease, req: dict[str, Any]) -> dict[str, Any]:
         step = "laying the batch into the release's pool (the read side's steps)"
         prepared = prepare_batch(rel, int(req["context_len"]), batch)
     except ExtendMismatch as err:
-        return {"verdict": "fails", "message": str(err)}
+        return extend_failure(err)
     except ReadOutOfRow as err:
         return {"verdict": "not run",
                 "reason": f"the batch does not fit the release's rows (the write side fails: row {err.row} "

@@ -55,6 +55,8 @@ class SglangAttention:
         try:
             return sglang_worker(self.spec, self.deadline).request("attention", **payload)
         except EngineCrash as exc:  # the tree's own code hung or ended its process
-            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
+            from crossattn_sizing.engine.sglang.client import DID_NOT_RETURN
+
+            return {"verdict": "fails", "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}

@@ -27,6 +27,9 @@ from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worke
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
+DID_NOT_RETURN = "the tree's code did not return"
+"""The headline of a step that hung past its deadline or ended its worker."""
+
 LOAD_DEADLINE_S = 120.0
 """Seconds a tree's worker may take to load (parse and define the release's files) before it is killed."""
 
@@ -123,8 +126,8 @@ class SglangReads:
         try:
             reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
-                           "message": f"the tree's code did not return: {exc}"} for path in self.paths}
+            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1, "headline": DID_NOT_RETURN,
+                           "message": f"{DID_NOT_RETURN}: {exc}"} for path in self.paths}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
                     for path in self.paths}
@@ -136,7 +139,7 @@ class SglangReads:
             return sglang_worker(self.spec, self.deadline).request("write", context_len=context_len,
                                                     batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
+            return {"verdict": "fails", "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
@@ -158,11 +161,18 @@ class SglangReads:
         self, context_len: int, batch: Sequence[tuple[int, int, int]]
     ) -> tuple[str, str] | None:
         """``("fails" | "not run", line)`` for the first path that does not hold; None when all hold."""
+        found = self.first_finding(context_len, batch)
+        return None if found is None else found[:2]
+
+    def first_finding(
+        self, context_len: int, batch: Sequence[tuple[int, int, int]]
+    ) -> tuple[str, str, str] | None:
+        """:meth:`first_problem` with the failing step's headline (``""`` for "not run")."""
         for path, verdict in self.verdicts(context_len, batch).items():
             if verdict["verdict"] == "fails":
-                return "fails", f"{path}: {verdict['message']}"
+                return "fails", f"{path}: {verdict['message']}", str(verdict.get("headline", ""))
             if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
-                return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}"
+                return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}", ""
         return None
 
 

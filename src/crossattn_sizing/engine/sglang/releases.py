@@ -130,6 +130,15 @@ COMMON_STAND_INS: tuple[tuple[str, str], ...] = (
      "attention, no unified MLA pool, a KV index translator that does not translate (the passthrough its "
      "own build_index_table returns then)"),
     ("AttentionBackend (base class)", "an empty class: only FlashAttentionBackend's own methods run"),
+    ("flash_attn_with_kvcache (the attention kernel FlashAttentionBackend.forward_decode calls)",
+     "a recorder: every argument the backend passes, kept for the read judge; its output is zeros"),
+    ("token_to_kv_pool on the decode path, paged_kv_view / paged_view",
+     "one zero K and V buffer of [slots, 1 KV head, 4], viewed as pages of one slot"),
+    ("the decode layers (RadixAttention) and AttentionType",
+     "a self-attention and a cross-attention layer of 2 query heads on 1 KV head of size 4, no sliding "
+     "window, no logit cap; AttentionType with DECODER and ENCODER_ONLY"),
+    ("the backend's kernel settings (FlashAttentionBackend.__init__ is not run)",
+     "FA3 (fa_impl_ver 3), num_splits 0, KV cache dtype auto (no FP8 descale), no static max_seqlen_k"),
     ("ForwardMode", "the release's own enum, executed alone from model_executor/forward_batch_info.py"),
     ("the worker and scheduler state the admission steps read (their `self`)",
      "the server drawn: context_len and a KV pool of kv_capacity tokens, one running request, page size 1, "

@@ -12,7 +12,11 @@ What runs as the release wrote it (each from its own file, see
   which writes the step's token at ``encoder_lens + seq_lens``;
 - ``FlashAttentionBackend.init_forward_metadata`` (eager) and
   ``_apply_cuda_graph_metadata`` (CUDA-graph replay), on a stand-in ``self``
-  holding only what a plain decode reads (``layers/attention/flashattention_backend.py``).
+  holding only what a plain decode reads (``layers/attention/flashattention_backend.py``);
+- ``FlashAttentionBackend.forward_decode`` on that metadata, for a self- and a
+  cross-attention layer, its kernel call recorded
+  (:mod:`crossattn_sizing.engine.sglang.kernel_calls`): what the kernel reads
+  is what the judge checks.
 
 What is stood in for, and why, is :data:`STAND_INS_DOC` (docs/engine.md). The
 table the backend gathers from is :class:`GuardedTable`: the first index past
@@ -35,6 +39,7 @@ import torch
 
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
+from crossattn_sizing.engine.sglang import kernel_calls
 from crossattn_sizing.engine.sglang.client import PATHS
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
@@ -50,6 +55,16 @@ from crossattn_sizing.engine.sglang.source import (
 
 STAND_INS_DOC: tuple[tuple[str, str], ...] = COMMON_STAND_INS
 """Every stand-in and what it replaces, for the ready line and docs/engine.md."""
+
+RECORDER = kernel_calls.KernelRecorder()
+"""The attention kernel as the backend module binds it: each run clears it, then judges what it recorded."""
+
+READ_PAST_ROW = "a gathered column is outside the request's row"
+EXTEND_WRONG = ("the release's extend (prepare_encoder_info_extend) does not hand on the request's own lengths "
+                "and slots")
+KERNEL_ARGS_WRONG = "the attention call hands the kernel an index or length that is not the request's"
+WRITE_PAST_ROW = "an admitted request writes past its row (the tree's own rows)"
+"""Each verdict's headline (``headline``): the step that failed, for the property's first line."""
 
 
 class KernelCalled(StandInReached):
@@ -238,6 +253,8 @@ class SglangRelease:
         for name, (source, attr) in fa.imports.items():
             if source.split(".")[0] == "sgl_kernel":
                 stand[name] = getattr(kernel, attr or name)
+        stand.update({kernel_calls.KERNEL: RECORDER, "paged_kv_view": kernel_calls.paged_kv_view,
+                      "paged_view": kernel_calls.paged_view, "AttentionType": kernel_calls.AttentionType})
         if rng.kernel.file != steps["metadata"].file:
             kernel_file = parse_release_file(root, rng.kernel.file)
             kernel_ns = execute(kernel_file, stand, only=functions(kernel_file), extra=PLATFORM)
@@ -478,6 +495,15 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
         _unified_dense=False,
         attention_chunk_size=None,
         forward_metadata=None,
+        token_to_kv_pool=kernel_calls.DecodeKVPool(1 + max(int(ids.max()) for ids in prepared.ids)),
+        kv_cache_dtype=torch.float32,
+        kv_cache_dtype_str="auto",
+        kv_cache_is_mxfp8=False,
+        fa_impl_ver=3,
+        num_splits=0,
+        decode_num_splits=0,
+        _decode_uses_static_max_seqlen_k=False,
+        flash_attn_with_kvcache=RECORDER,
     )
     return backend
 
@@ -504,11 +530,12 @@ def run_write(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, i
         if err.attention != "write":
             raise
         return {"verdict": "fails", "row": err.row, "column": err.column, "width": err.width,
+                "headline": WRITE_PAST_ROW,
                 "message": f"a token of row {err.row} is written at column {err.column}, past the release's "
                            f"row (width {err.width}: context_len {context_len} + {rel.row_extra()} from "
                            "its own sizing)"}
-    except ExtendMismatch:  # the extend's output is judged on the read side; every write landed in its row
-        return {"verdict": "holds", "width": context_len + rel.row_extra()}
+    except ExtendMismatch as err:  # the release's own extend output is not the draw's: its step fails
+        return extend_failure(err)
     except Exception as exc:  # the adapter's own limits: not a verdict on the release
         return _not_run(rel, exc, "laying the batch into the release's pool (the write side)")
     return {"verdict": "holds", "width": prepared.table.width}
@@ -549,7 +576,7 @@ def run_metadata(
     try:
         prepared = prepare_batch(rel, context_len, batch)
     except ExtendMismatch as err:
-        return {"verdict": "fails", "row": err.request, "column": -1, "width": -1, "message": str(err)}
+        return extend_failure(err)
     except ReadOutOfRow as err:
         if err.attention != "write":
             raise
@@ -567,11 +594,14 @@ def run_metadata(
         else:
             step = steps["replay"].name
             _replay(rel, backend, forward, prepared)
-        step = "reading the decode metadata the backend built (FlashAttentionMetadata)"
-        return judge_metadata(backend.forward_metadata, prepared, batch)
+        step = "FlashAttentionBackend.forward_decode"
+        calls = decode_calls(backend, forward, len(batch))
+        step = f"judging the arguments forward_decode passed {kernel_calls.KERNEL}"
+        return judge_calls(calls, prepared, batch)
     except ReadOutOfRow as err:  # the guard's judged observation: a read past the row
         return {
             "verdict": "fails",
+            "headline": READ_PAST_ROW,
             "row": err.row,
             "column": err.column,
             "width": err.width,
@@ -625,57 +655,49 @@ def fa3_path(rel: SglangRelease) -> dict[str, Any]:
     return {"path": "per-request gather" if "gather" in kinds else "slice"}
 
 
-def judge_metadata(meta: Any, prepared: Prepared, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
-    """What the kernel will consume, per the backend's own metadata, against the truth from the draw.
+def extend_failure(err: ExtendMismatch) -> dict[str, Any]:
+    """The verdict when the release's own extend output is not the draw's: that step fails, named."""
+    return {"verdict": "fails", "headline": EXTEND_WRONG, "row": err.request, "column": -1, "width": -1,
+            "message": f"{EXTEND_WRONG}: {err}"}
 
-    Every length the metadata hands the kernel (``cache_seqlens_int32``,
-    ``cu_seqlens_k``, ``encoder_lens_int32``, ``encoder_cu_seqlens_k``) must be
-    the request's true length, and every column it consumes (the first
-    ``cache_seqlens_int32[i]`` of the page table, the first
-    ``encoder_lens_int32[i]`` of the encoder page table) the request's own slot
-    for that position, in order.
+
+def decode_calls(backend: Any, forward: Any, size: int) -> list[tuple[str, dict[str, Any]]]:
+    """The release's ``forward_decode`` on the metadata just built, once for a self-attention and once for a
+    cross-attention layer: each attention's recorded kernel calls, ``[(attention, arguments)]``.
+
+    The queries are one row a request (a plain decode step), no new keys
+    (``k=None``: the step's K/V write is the write side's, judged there).
     """
+    out = []
+    for attention in ("self", "cross"):
+        RECORDER.calls.clear()
+        backend.forward_decode(kernel_calls.queries(size), None, None,
+                               kernel_calls.layer(attention == "cross"), forward, save_kv_cache=False)
+        if not RECORDER.calls:
+            raise AdapterGap("FlashAttentionBackend.forward_decode", f"the {attention}-attention decode "
+                             f"called no {kernel_calls.KERNEL}: the judge has nothing the kernel reads")
+        out += [(attention, call) for call in RECORDER.calls]
+    RECORDER.calls.clear()
+    return out
 
-    def fail(i: int, message: str) -> dict[str, Any]:
-        return {"verdict": "fails", "row": int(prepared.req_pool_indices[i]), "column": -1,
-                "width": prepared.table.width, "message": message}
 
-    def per_request(name: str, i: int) -> int | None:
-        value = getattr(meta, name, None)
-        return None if value is None else int(value[i])
-
-    def span(name: str, i: int) -> int | None:
-        cu = getattr(meta, name, None)
-        return None if cu is None else int(cu[i + 1]) - int(cu[i])
-
-    for i, (e, _p, d) in enumerate(batch):
-        for name, length, true_length in (
-            ("cache_seqlens_int32", per_request("cache_seqlens_int32", i), d),
-            ("cu_seqlens_k", span("cu_seqlens_k", i), d),
-            ("encoder_lens_int32", per_request("encoder_lens_int32", i), e),
-            ("encoder_cu_seqlens_k", span("encoder_cu_seqlens_k", i), e),
-        ):
-            if length is not None and length != true_length:
-                return fail(i, f"the metadata hands the kernel {name} {length} for request {i}, whose true "
-                               f"length is {true_length}")
-        own = prepared.ids[i]
-        seqlen = per_request("cache_seqlens_int32", i)
-        enc = per_request("encoder_lens_int32", i)
-        for attention, table, count, want in (
-            ("self", meta.page_table, d if seqlen is None else seqlen, own[e : e + d]),
-            ("cross", getattr(meta, "encoder_page_table", None), e if enc is None else enc, own[:e]),
-        ):
-            if table is None or count == 0:
-                continue
-            got = table[i, :count].to(torch.int64)
-            if got.numel() < count:
-                return fail(i, f"{attention}-attention page table of request {i} has {got.numel()} columns; "
-                               f"the kernel consumes {count}")
-            bad = (got != want[:count]).nonzero()
-            if bad.numel():
-                j = int(bad[0])
-                return fail(i, f"{attention}-attention page table of request {i}, position {j}: slot "
-                               f"{int(got[j])}, its own is {int(want[j])}")
+def judge_calls(calls: Sequence[tuple[str, dict[str, Any]]], prepared: Prepared,
+                batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    """Every index and length each recorded kernel call reads, against the truth from the draw
+    (:func:`~crossattn_sizing.engine.sglang.kernel_calls.judge_call`): a self-attention call reads each
+    request's ``d`` decoder keys (columns ``[E, E + d)`` of its row), a cross-attention call its ``E``
+    encoder keys (``[0, E)``)."""
+    for attention, call in calls:
+        if attention == "self":
+            lengths = [d for _e, _p, d in batch]
+            own = [prepared.ids[i][e : e + d] for i, (e, _p, d) in enumerate(batch)]
+        else:
+            lengths = [e for e, _p, _d in batch]
+            own = [prepared.ids[i][:e] for i, (e, _p, _d) in enumerate(batch)]
+        problem = kernel_calls.judge_call(call, attention, lengths, own)
+        if problem is not None:
+            return {"verdict": "fails", "headline": KERNEL_ARGS_WRONG, "row": -1, "column": -1,
+                    "width": prepared.table.width, "message": problem}
     return {"verdict": "holds"}
 
 
