@@ -110,7 +110,8 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
         fail_rerun([f"{heading}: {answer.get('headline') or 'the release did not lay the batch out'}",
                     *case.lines(),
                     f"  {answer['message']}"], rerun)
-    for i, (e, _p, _d) in enumerate(case.batch):
+    for i, request in enumerate(case.batch):
+        e = request[0]
         for step, got, queries in (("forward_extend", answer["extend"][i], content["q_extend"][i]),
                                    ("forward_decode", [answer["decode"][i]], content["q_decode"][i])):
             # Within TOLERANCE (its reason is stated with it, above).

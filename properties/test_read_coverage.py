@@ -52,8 +52,8 @@ def _problem(builder: Builder | Any, case: ReadCase) -> tuple[str, str] | None:
         line = first_read_violation(case.layout, case.batch, builder)
         if line is None:
             return None
-        return (NOT_WRITTEN if line.startswith(("self-attention reads", "cross-attention reads")) else PAST_ROW,
-                line)
+        unwritten = line.startswith(("self-attention reads", "cross-attention reads"))
+        return (NOT_WRITTEN if unwritten else PAST_ROW), line
     found = builder.first_finding(case.layout.context_len, _triples(case))
     if found is None:
         return None

@@ -52,17 +52,15 @@ NORMAL_DECODE = ("                # Normal Decode\n"
                  "                metadata.cu_seqlens_q = torch.arange(\n")
 QUERY_OFFSETS = "                    0, batch_size + 1, dtype=torch.int32, device=device\n"
 # The eager decode's query offsets one row late: each query and output one row on, the last past q.
-QUERY_OFFSETS_SHIFTED = (FA3, (NORMAL_DECODE + QUERY_OFFSETS,
-                               NORMAL_DECODE + QUERY_OFFSETS.replace("0, batch_size + 1", "1, batch_size + 2")))
+SHIFTED = QUERY_OFFSETS.replace("0, batch_size + 1", "1, batch_size + 2")
+QUERY_OFFSETS_SHIFTED = (FA3, (NORMAL_DECODE + QUERY_OFFSETS, NORMAL_DECODE + SHIFTED))
 # Every decode's query length 0 (the metadata's default, on both paths): the kernel computes no query row.
 NO_QUERY_ROWS = (FA3, ("    max_seq_len_q: int = 1\n", "    max_seq_len_q: int = 0\n"))
-KEY_OFFSETS = "                    torch.cumsum(seqlens_in_batch, dim=0, dtype=torch.int32), (1, 0)\n"
+KEY_OFFSETS = ("                metadata.cu_seqlens_k = torch.nn.functional.pad(\n"
+               "                    torch.cumsum(seqlens_in_batch, dim=0, dtype=torch.int32), (1, 0)\n"
+               "                )\n                metadata.page_table = self.req_to_token_pool")
 # The eager decode's cu_seqlens_k one longer from request 0 on: the decode call never passes it.
-KEY_OFFSETS_UNREAD = (FA3, ("                metadata.cu_seqlens_k = torch.nn.functional.pad(\n" + KEY_OFFSETS
-                            + "                )\n                metadata.page_table = self.req_to_token_pool",
-                            "                metadata.cu_seqlens_k = torch.nn.functional.pad(\n"
-                            + KEY_OFFSETS.replace("torch.int32), (1, 0)", "torch.int32) + 1, (1, 0)")
-                            + "                )\n                metadata.page_table = self.req_to_token_pool"))
+KEY_OFFSETS_UNREAD = (FA3, (KEY_OFFSETS, KEY_OFFSETS.replace("int32), (1, 0)", "int32) + 1, (1, 0)")))
 
 
 HANG = (ALLOCATION, (DECODE_LINE, "    import time; time.sleep(600)\n" + DECODE_LINE))

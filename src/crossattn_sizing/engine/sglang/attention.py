@@ -30,6 +30,7 @@ import torch
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap
 from crossattn_sizing.engine.sglang.attention_client import unpack
+from crossattn_sizing.engine.sglang.batch import Request, extended
 from crossattn_sizing.engine.sglang.releases import AttentionStep
 from crossattn_sizing.engine.sglang.run import (
     ExtendMismatch,
@@ -158,15 +159,19 @@ def _forwards(rel: SglangRelease, prepared: Prepared, kv: KVPool) -> tuple[Any, 
 def run_attention(rel: SglangRelease, req: dict[str, Any]) -> dict[str, Any]:
     """One batch through the release's cross-attention layer: ``{"verdict": "ran", "extend", "decode"}``.
 
-    ``req``: ``context_len``, ``batch`` (``[[E, prompt, d], ...]``), ``heads``,
+    ``req``: ``context_len``, ``batch`` (``[[E, prompt, d, cached], ...]``), ``heads``,
     ``kv_heads``, ``head_dim``, ``scale``, and per request the packed float32
-    ``q_extend`` (``[prompt, heads, head_dim]``), ``q_decode`` (``[heads,
-    head_dim]``), ``k`` and ``v`` (``[E, kv_heads, head_dim]``). The outputs
-    are per request: the extend's ``[prompt][heads * head_dim]`` and the
+    ``q_extend`` (``[extended prompt tokens, heads, head_dim]``), ``q_decode`` (``[heads,
+    head_dim]``), ``k`` and ``v`` (``[E, kv_heads, head_dim]``). A request whose
+    cached prefix covers its encoder (``cached >= E``) had its encoder K/V written by
+    the earlier request that computed the prefix: the harness writes them at its
+    prefix slots (that request's forward stood in), and the extend computes only
+    the prompt tokens past the prefix. The outputs
+    are per request: the extend's ``[extended prompt tokens][heads * head_dim]`` and the
     decode's ``[heads * head_dim]``. ``fails`` where the release's extend output
     is not the draw's; ``not run`` for anything the harness cannot run.
     """
-    batch: Sequence[tuple[int, int, int]] = [tuple(int(x) for x in r) for r in req["batch"]]  # type: ignore[misc]
+    batch: Sequence[Request] = [tuple(int(x) for x in r) for r in req["batch"]]
     heads, kv_heads, head_dim = int(req["heads"]), int(req["kv_heads"]), int(req["head_dim"])
     step = "loading TorchNativeAttnBackend from sglang/srt/layers/attention/torch_native_backend.py"
     try:
@@ -186,8 +191,16 @@ def run_attention(rel: SglangRelease, req: dict[str, Any]) -> dict[str, Any]:
     layer = _layer(heads, kv_heads, head_dim, float(req["scale"]))
     q_ext = torch.cat([unpack(q, (-1, heads * head_dim)) for q in req["q_extend"]])
     q_dec = torch.cat([unpack(q, (1, heads * head_dim)) for q in req["q_decode"]])
-    k = torch.cat([unpack(x, (-1, kv_heads, head_dim)) for x in req["k"]])
-    v = torch.cat([unpack(x, (-1, kv_heads, head_dim)) for x in req["v"]])
+    keys = [unpack(x, (-1, kv_heads, head_dim)) for x in req["k"]]
+    values = [unpack(x, (-1, kv_heads, head_dim)) for x in req["v"]]
+    fresh = [extended(r)[0] > 0 for r in batch]  # the extend computes its encoder K/V (not cached)
+    for i, request in enumerate(batch):  # a cached encoder: the earlier request's write, stood in
+        if request[0] and not fresh[i]:
+            kv.set_kv_buffer(layer, prepared.ids[i][: request[0]], keys[i], values[i])
+    kv.written = 0  # from here on, what the release writes
+    empty = torch.zeros(0, kv_heads, head_dim)
+    k = torch.cat([empty, *(x for x, f in zip(keys, fresh, strict=True) if f)])
+    v = torch.cat([empty, *(x for x, f in zip(values, fresh, strict=True) if f)])
     try:
         backend = _backend(cls, prepared, kv)
         extend, decode = _forwards(rel, prepared, kv)
@@ -204,7 +217,8 @@ def run_attention(rel: SglangRelease, req: dict[str, Any]) -> dict[str, Any]:
     out_ext = out_ext.reshape(-1, heads * head_dim).float()
     out_dec = out_dec.reshape(-1, heads * head_dim).float()
     per_request, start = [], 0
-    for _e, p, _d in batch:
-        per_request.append(out_ext[start : start + p].tolist())
-        start += p
+    for request in batch:
+        rows = extended(request)[1]
+        per_request.append(out_ext[start : start + rows].tolist())
+        start += rows
     return {"verdict": "ran", "extend": per_request, "decode": out_dec.tolist(), "kv_written": kv.written}

@@ -126,8 +126,9 @@ class SglangReads:
         try:
             reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1, "headline": DID_NOT_RETURN,
-                           "message": f"{DID_NOT_RETURN}: {exc}"} for path in self.paths}
+            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
+                           "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
+                    for path in self.paths}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
                     for path in self.paths}

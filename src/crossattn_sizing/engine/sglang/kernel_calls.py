@@ -164,7 +164,8 @@ def judge_call(call: dict[str, Any], attention: str, lengths: Sequence[int],
         return f"{said} hands the kernel max_seqlen_q {int(max_q)}: each request has {QUERY_TOKENS} query"
     max_k = call.get("max_seqlen_k")
     if max_k is not None and int(max_k) < max(lengths):
-        return f"{said} hands the kernel max_seqlen_k {int(max_k)}; the longest request has {max(lengths)} keys"
+        return (f"{said} hands the kernel max_seqlen_k {int(max_k)}; the longest request has "
+                f"{max(lengths)} keys")
     seqlens = call.get("cache_seqlens")
     if seqlens is None:
         raise UnjudgedArgument(f"{attention}-attention call passes no cache_seqlens (the judge "

@@ -40,6 +40,7 @@ import torch
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang import kernel_calls
+from crossattn_sizing.engine.sglang.batch import Request, cached_prefix, extended
 from crossattn_sizing.engine.sglang.client import PATHS
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
@@ -60,8 +61,8 @@ RECORDER = kernel_calls.KernelRecorder()
 """The attention kernel as the backend module binds it: each run clears it, then judges what it recorded."""
 
 READ_PAST_ROW = "a gathered column is outside the request's row"
-EXTEND_WRONG = ("the release's extend (prepare_encoder_info_extend) does not hand on the request's own lengths "
-                "and slots")
+EXTEND_WRONG = ("the release's extend (prepare_encoder_info_extend) does not hand on the request's own "
+                "lengths and slots")
 KERNEL_ARGS_WRONG = "the attention call hands the kernel an index or length that is not the request's"
 WRITE_PAST_ROW = "an admitted request writes past its row (the tree's own rows)"
 """Each verdict's headline (``headline``): the step that failed, for the property's first line."""
@@ -362,14 +363,18 @@ class ExtendMismatch(RuntimeError):
         self.request = request
 
 
-def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> Prepared:
-    """Lay out ``batch`` = ``[(E, prompt, d)]`` with the release's pool, extend stripping and decode rule.
+def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[Request]) -> Prepared:
+    """Lay out ``batch`` = ``[(E, prompt, d[, cached])]`` with the release's pool, extend stripping and
+    decode rule.
 
-    The extend's slots are written at ``[0, E + prompt)`` of each row (the
+    A cached prefix's slots are handed out first (an earlier request computed
+    them; the radix cache hands this one its ``prefix_indices``); the extend's
+    slots follow. Both are written at ``[0, E + prompt)`` of each row (the
     stand-in for ``alloc_for_extend``), then the release's
     ``prepare_encoder_info_extend`` strips the encoder part: its output (the
-    decoder lengths, the prefix lengths, the split of ``out_cache_loc``) is what
-    the decode runs on, never a length the harness computed. Each decode step
+    decoder lengths, the prefix and extend lengths, the split of
+    ``out_cache_loc``) is what the decode runs on, never a length the harness
+    computed. Each decode step
     before the last writes its slot where the release's decode rule puts it
     (``encoder_lens + seq_lens``, ``seq_lens`` advancing one a step from the
     extend's); the last step runs the release's own decode rule, and
@@ -385,48 +390,52 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
     pool.req_to_token = table
     allocator = _Allocator()
     rows = torch.tensor(list(pool.free_slots)[: len(batch)], dtype=torch.int64)
+    cached = [cached_prefix(r) for r in batch]
+    prefixes = [allocator.alloc(c) for c in cached]  # the earlier requests' slots, now the radix cache's
     reqs = []
-    for (e, p, _d), row in zip(batch, rows.tolist(), strict=True):
+    for (e, p, *_), c, prefix, row in zip(batch, cached, prefixes, rows.tolist(), strict=True):
         mm = types.SimpleNamespace(num_image_tokens=e) if e else None
         reqs.append(
             types.SimpleNamespace(  # the request as both spellings of the releases name its fields
-                multimodal_inputs=mm, prefix_len=0, prefix_indices=[], extend_len=e + p,
-                extend_range=ExtendRange(0, e + p),
-                extend_input_len=e + p, logprob_start_len=0, extend_logprob_start_len=0,
+                multimodal_inputs=mm, prefix_len=c, prefix_indices=prefix, extend_len=e + p - c,
+                extend_range=ExtendRange(c, e + p),
+                extend_input_len=e + p - c, logprob_start_len=0, extend_logprob_start_len=0,
                 req_pool_idx=row, kv=types.SimpleNamespace(kv_allocated_len=0, kv_committed_len=0),
             )
         )
-    out_cache_loc = allocator.alloc(sum(e + p for e, p, _ in batch))
-    full_locs = out_cache_loc.clone()
+    extend_lens = [int(r[0]) + int(r[1]) - c for r, c in zip(batch, cached, strict=True)]
+    out_cache_loc = allocator.alloc(sum(extend_lens))
     ids, pt = [], 0
-    for i, (e, p, d) in enumerate(batch):  # the truth: the slots the draw's tokens were given, in order
+    for i, ((e, p, d, *_), c) in enumerate(zip(batch, cached, strict=True)):  # the truth: each token's slot
         own = torch.full((e + d,), -1, dtype=torch.int64)
-        own[: e + p] = full_locs[pt : pt + e + p]
+        own[:c] = prefixes[i]
+        own[c : e + p] = out_cache_loc[pt : pt + e + p - c]
         table[rows[i].expand(e + p), torch.arange(e + p)] = own[: e + p].to(torch.int32)  # the extend's write
-        pt += e + p
+        pt += e + p - c
         ids.append(own)
     sched = types.SimpleNamespace(
-        device="cpu", reqs=reqs, forward_mode=rel.forward_mode.EXTEND, out_cache_loc=out_cache_loc,
-        extend_lens=[e + p for e, p, _ in batch], prefix_lens=[0] * len(batch),
-        extend_num_tokens=int(out_cache_loc.numel()), extend_input_logprob_token_ids=None,
-        extend_logprob_start_lens=[0] * len(batch),
+        device="cpu", reqs=reqs, forward_mode=rel.forward_mode.EXTEND, out_cache_loc=out_cache_loc.clone(),
+        extend_lens=list(extend_lens),
+        prefix_lens=list(cached), extend_num_tokens=int(out_cache_loc.numel()),
+        extend_input_logprob_token_ids=None, extend_logprob_start_lens=[0] * len(batch),
         model_config=types.SimpleNamespace(is_encoder_decoder=True),
     )
-    input_ids: list[Any] = [array("q", range(e + p)) for e, p, _ in batch]
+    input_ids: list[Any] = [array("q", range(c, int(r[0]) + int(r[1]))) for r, c in zip(batch, cached,
+                                                                                      strict=True)]
     if rel.range.input_ids_are_lists:
         input_ids = [list(ids) for ids in input_ids]
-    rel.prepare_encoder_info_extend(sched, input_ids, [e + p for e, p, _ in batch])
+    rel.prepare_encoder_info_extend(sched, input_ids, [int(r[0]) + int(r[1]) for r in batch])
     _check_extend(sched, batch, ids)
     seq_lens = sched.seq_lens.clone().to(torch.int64)  # the release's decoder lengths after the extend
     encoder_lens = sched.encoder_lens
-    for i, (e, p, d) in enumerate(batch):  # earlier decode steps: one slot each, where the rule puts it
+    for i, (e, p, d, *_) in enumerate(batch):  # earlier decode steps: one slot each, where the rule puts it
         steps = d - 1 - p
         if steps > 0:
             slots = allocator.alloc(steps)
             start = int(encoder_lens[i]) + int(seq_lens[i])
             table[rows[i].expand(steps), torch.arange(start, start + steps)] = slots.to(torch.int32)
             ids[i][e + p : e + d - 1] = slots
-    seq_lens = seq_lens + torch.tensor([d - 1 - p for _, p, d in batch], dtype=torch.int64)
+    seq_lens = seq_lens + torch.tensor([int(r[2]) - 1 - int(r[1]) for r in batch], dtype=torch.int64)
     decode = types.SimpleNamespace(
         seq_lens=seq_lens, seq_lens_cpu=seq_lens.clone(), encoder_lens=encoder_lens,
         req_pool_indices=rows, req_pool_indices_cpu=rows.clone(), req_to_token_pool=pool, reqs=reqs,
@@ -437,26 +446,34 @@ def prepare_batch(rel: SglangRelease, context_len: int, batch: Sequence[tuple[in
     )
     pool.alloc_aux_to_lengths = lambda **_: None
     last = rel.alloc_for_decode(decode, 1)
-    for i, (e, _p, d) in enumerate(batch):
+    for i, (e, _p, d, *_) in enumerate(batch):
         ids[i][e + d - 1] = last[i]
     return Prepared(pool, table, encoder_lens, seq_lens + 1, rows, ids, sched)
 
 
-def _check_extend(sched: Any, batch: Sequence[tuple[int, int, int]], ids: list[torch.Tensor]) -> None:
-    """The release's extend output against the draw: the decoder part of ``out_cache_loc`` is each
-    request's prompt slots, the encoder part its encoder slots, the decoder lengths its prompts."""
+def _check_extend(sched: Any, batch: Sequence[Request], ids: list[torch.Tensor]) -> None:
+    """The release's extend output against the draw: the encoder lengths, the decoder lengths (its
+    prompts), the prefix and extend lengths its attention is handed, and the split of ``out_cache_loc``
+    into each request's extended prompt slots and (where its encoder is not cached) its encoder slots."""
     dec, enc, pd, pe = sched.out_cache_loc, getattr(sched, "encoder_out_cache_loc", None), 0, 0
-    for i, (e, p, _d) in enumerate(batch):
+    for i, request in enumerate(batch):
+        e, p = int(request[0]), int(request[1])
+        enc_new, dec_new = extended(request)
         if int(sched.encoder_lens[i]) != e:
             raise ExtendMismatch(i, f"encoder_lens {int(sched.encoder_lens[i])}, the request has {e}")
         if int(sched.seq_lens[i]) != p:
             raise ExtendMismatch(i, f"decoder length (seq_lens) {int(sched.seq_lens[i])} after stripping the "
                                     f"encoder, the request has {p} prompt tokens")
-        if not torch.equal(dec[pd : pd + p].to(torch.int64), ids[i][e : e + p]):
+        for name, want in (("prefix_lens", p - dec_new), ("extend_lens", dec_new)):
+            got = getattr(sched, name, None)
+            if got is not None and int(got[i]) != want:
+                raise ExtendMismatch(i, f"{name} {int(got[i])} after stripping the encoder, the request's "
+                                        f"decoder part has {want} ({cached_prefix(request)} tokens cached)")
+        if not torch.equal(dec[pd : pd + dec_new].to(torch.int64), ids[i][e + p - dec_new : e + p]):
             raise ExtendMismatch(i, "the decoder part of out_cache_loc is not its own prompt slots")
-        if enc is not None and not torch.equal(enc[pe : pe + e].to(torch.int64), ids[i][:e]):
+        if enc is not None and not torch.equal(enc[pe : pe + enc_new].to(torch.int64), ids[i][:enc_new]):
             raise ExtendMismatch(i, "encoder_out_cache_loc is not its own encoder slots")
-        pd, pe = pd + p, pe + e
+        pd, pe = pd + dec_new, pe + enc_new
 
 
 def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
@@ -521,7 +538,7 @@ def _not_run(rel: SglangRelease, exc: BaseException, step: str) -> dict[str, Any
     return verdict
 
 
-def run_write(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+def run_write(rel: SglangRelease, context_len: int, batch: Sequence[Request]) -> dict[str, Any]:
     """The write side on the release's own rows: lay ``batch`` out (extend, earlier decodes, the release's
     decode rule) in its ``ReqToTokenPool``; ``fails`` at the first write past a row."""
     try:
@@ -559,7 +576,7 @@ def _forward(rel: SglangRelease, prepared: Prepared, size: int) -> Any:
 
 
 def run_metadata(
-    rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]], path: str
+    rel: SglangRelease, context_len: int, batch: Sequence[Request], path: str
 ) -> dict[str, Any]:
     """Build the decode metadata for ``batch`` on ``path`` (``eager`` or ``replay``) and judge what it reads.
 
@@ -612,7 +629,7 @@ def run_metadata(
         return _not_run(rel, exc, step)
 
 
-def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[Request]) -> dict[str, Any]:
     """Both paths on ``batch``: ``{"paths": {path: verdict}, "alone": bool}``.
 
     A release that asserts one request per batch on the eager path (0.5.12
@@ -682,18 +699,18 @@ def decode_calls(backend: Any, forward: Any, size: int) -> list[tuple[str, dict[
 
 
 def judge_calls(calls: Sequence[tuple[str, dict[str, Any]]], prepared: Prepared,
-                batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+                batch: Sequence[Request]) -> dict[str, Any]:
     """Every index and length each recorded kernel call reads, against the truth from the draw
     (:func:`~crossattn_sizing.engine.sglang.kernel_calls.judge_call`): a self-attention call reads each
     request's ``d`` decoder keys (columns ``[E, E + d)`` of its row), a cross-attention call its ``E``
     encoder keys (``[0, E)``)."""
     for attention, call in calls:
         if attention == "self":
-            lengths = [d for _e, _p, d in batch]
-            own = [prepared.ids[i][e : e + d] for i, (e, _p, d) in enumerate(batch)]
+            lengths = [int(r[2]) for r in batch]
+            own = [prepared.ids[i][int(r[0]) : int(r[0]) + int(r[2])] for i, r in enumerate(batch)]
         else:
-            lengths = [e for e, _p, _d in batch]
-            own = [prepared.ids[i][:e] for i, (e, _p, _d) in enumerate(batch)]
+            lengths = [int(r[0]) for r in batch]
+            own = [prepared.ids[i][: int(r[0])] for i, r in enumerate(batch)]
         problem = kernel_calls.judge_call(call, attention, lengths, own)
         if problem is not None:
             return {"verdict": "fails", "headline": KERNEL_ARGS_WRONG, "row": -1, "column": -1,
