@@ -10,6 +10,9 @@ rule (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`, or an
 SGLang tree's own, :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`,
 through :func:`admitted_batches`) and has generated at most what the scheduler
 lets it, so whatever goes wrong is the batch's, not an inadmissible request's.
+A request may come with a cached prefix (an earlier request computed its
+encoder and some prompt tokens; the radix cache hands this one their slots),
+which the release's extend must strip differently.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class ReadCase:
     rule: SglangAdmission | OwnAdmission
     requests: tuple[EngineRequest, ...]
     batch: tuple[BatchRequest, ...]
+    cached: tuple[int, ...] = ()
+    """Each request's cached prefix (input tokens a cached prefix holds; empty: none has one)."""
+
+    def prefix(self, i: int) -> int:
+        """Request ``i``'s cached prefix (0: none)."""
+        return self.cached[i] if self.cached else 0
 
     def lines(self) -> list[str]:
         """The case, for a failure's diagnosis."""
@@ -69,13 +78,14 @@ class ReadCase:
                f"kv_capacity {self.rule.kv_capacity}, max_req_input_len {self.rule.max_req_input_len}"]
         for i, (req, step) in enumerate(zip(self.requests, self.batch, strict=True)):
             out.append(f"  request {i}: encoder {req.encoder_len}, prompt {req.prompt_len}, "
-                       f"max_new {req.max_new}; at this step d = {step.decoder_len}")
+                       f"max_new {req.max_new}; at this step d = {step.decoder_len}"
+                       + (f"; cached prefix {self.prefix(i)}" if self.prefix(i) else ""))
         return out
 
 
 @st.composite
 def _request(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission,
-             with_encoder: bool) -> tuple[EngineRequest, BatchRequest]:
+             with_encoder: bool) -> tuple[EngineRequest, BatchRequest, int]:
     limit = rule.input_draw_limit  # the model: input_len < max_req_input_len; a tree: its own check decides
     if with_encoder:
         sizes = [e for e in model_encoder_sizes() if e < limit]
@@ -88,7 +98,10 @@ def _request(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission,
     request = EngineRequest(encoder, prompt, draw(st.integers(0, rule.context_len), label="max_new"))
     assume(admitted(rule, request) and rule.output_cap(request) >= 1)
     generated = draw(st.integers(1, rule.output_cap(request)), label="generated")
-    return request, BatchRequest(encoder, prompt + generated)
+    cached = 0
+    if draw(st.booleans(), label="prefix cached"):  # the encoder whole, and up to all but one prompt token
+        cached = encoder + draw(st.integers(0, prompt - 1), label="cached prompt tokens")
+    return request, BatchRequest(encoder, prompt + generated), cached
 
 
 @st.composite
@@ -113,4 +126,4 @@ def admitted_batches(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission, layo
     order = draw(st.permutations(range(len(drawn))), label="order")
     requests = tuple(drawn[i][0] for i in order)
     batch = tuple(drawn[i][1] for i in order)
-    return ReadCase(layout, rule, requests, batch)
+    return ReadCase(layout, rule, requests, batch, tuple(drawn[i][2] for i in order))

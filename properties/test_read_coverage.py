@@ -83,9 +83,11 @@ def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Build
     fail_rerun(lines, _builder_option(read_builder))
 
 
-def _triples(case: ReadCase) -> list[tuple[int, int, int]]:
+def _triples(case: ReadCase) -> list[tuple[int, ...]]:
+    """``(E, prompt, d)`` per request, ``(E, prompt, d, cached)`` for one with a cached prefix."""
     return [
-        (r.encoder_len, r.prompt_len, b.decoder_len) for r, b in zip(case.requests, case.batch, strict=True)
+        (r.encoder_len, r.prompt_len, b.decoder_len, *((case.prefix(i),) if case.prefix(i) else ()))
+        for i, (r, b) in enumerate(zip(case.requests, case.batch, strict=True))
     ]
 
 

@@ -262,6 +262,8 @@ CASES: list[Case] = [
       says="not admitted by SGLang"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:3",
       says="d must be prompt + 1"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--kv-capacity", "64", "--requests", "5:3:6:2",
+      says="a cached prefix is 0, or covers the encoder"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "x" * 40, "--kv-capacity", "64", "--requests", "5:3:6",
       says="--context-len"),
     # report ------------------------------------------------------------------

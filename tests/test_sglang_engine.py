@@ -117,6 +117,7 @@ def test_bad_trees_are_one_line(tmp_path: Path, change, says: str, capsys) -> No
         (["--engine", "nope==1"], "--engine nope==1: names no engine the harness runs"),
         (["--engine", SPEC, "--policy", "mrv2"], f"--policy mrv2: does not apply with --engine {SPEC}"),
         (["--engine", SPEC, "--requests", "5:3"], "each request is e:prompt:d"),
+        (["--engine", SPEC, "--requests", "5:3:6:8"], "a cached prefix is 0, or covers the encoder"),
         (["--engine", SPEC, "--requests", "60:3:4"], "not admitted by SGLang"),
         (["--engine", SPEC, "--requests", "5:3:3"], "d must be prompt + 1"),
         (["--engine", SPEC, "--context-len", "x"], "--context-len='x': must be an integer"),

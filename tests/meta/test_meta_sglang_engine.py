@@ -42,6 +42,10 @@ STRIP_SHORT = (SCHEDULE_BATCH, ("            seq_lens[i] -= encoder_len\n",
                                 "            seq_lens[i] -= encoder_len - 1\n"))
 REPLAY_ONE_LONGER = (KERNEL, ("            val = (seq + SEQ_LEN_DELTA).to(tl.int32)\n",
                               "            val = (seq + SEQ_LEN_DELTA + 1).to(tl.int32)\n"))
+# The prefix length handed on one token longer where the encoder is cached (the extend's else branch, which
+# a text-only request also takes): an encoder request reaches it only with a cached prefix.
+PREFIX_STRIP_SHORT = (SCHEDULE_BATCH, ("                prefix_lens[i] -= encoder_len\n",
+                                       "                prefix_lens[i] -= encoder_len - 1\n"))
 NARROW_ROWS = (SIZING, ("    extra = 4 + (max_speculative_num_draft_tokens() or 0)\n",
                         "    extra = 4 - 1000 + (max_speculative_num_draft_tokens() or 0)\n"))
 DECODE_LINE = "    batch.maybe_evict_swa()\n"
@@ -67,7 +71,8 @@ HANG = (ALLOCATION, (DECODE_LINE, "    import time; time.sleep(600)\n" + DECODE_
 EXIT = (ALLOCATION, (DECODE_LINE, "    import os; os._exit(0)\n" + DECODE_LINE))
 MUTATIONS = {
     "strip": STRIP_SHORT, "replay": REPLAY_ONE_LONGER, "narrow": NARROW_ROWS, "hang": HANG, "exit": EXIT,
-    "query-offsets": QUERY_OFFSETS_SHIFTED, "no-query-rows": NO_QUERY_ROWS, "key-offsets": KEY_OFFSETS_UNREAD,
+    "prefix-strip": PREFIX_STRIP_SHORT, "query-offsets": QUERY_OFFSETS_SHIFTED,
+    "no-query-rows": NO_QUERY_ROWS, "key-offsets": KEY_OFFSETS_UNREAD,
 }  # fmt: skip
 
 
@@ -99,6 +104,20 @@ def test_extend_stripping_one_token_short_fails(trees: dict[str, str]) -> None:
     kind, line = SglangReads(trees["strip"]).first_problem(64, SMALL)
     assert kind == "fails"
     assert "extend: request 0: decoder length (seq_lens) 4 after stripping the encoder" in line
+
+
+def test_a_cached_prefix_stripped_wrong_fails_only_with_a_prefix(trees: dict[str, str]) -> None:
+    """The extend's cached-prefix branch, which the read draws now reach: an encoder request with no prefix
+    holds, the same request with its encoder and 2 prompt tokens cached fails on both sides, headed by the
+    extend (prefix_lens is newly judged)."""
+    reads = SglangReads(trees["prefix-strip"])
+    assert reads.first_problem(64, [(5, 3, 6)]) is None
+    cached = [(5, 3, 6, 7)]
+    kind, line = reads.first_problem(64, cached)
+    assert kind == "fails" and "prefix_lens 3 after stripping the encoder" in line
+    assert "the request has 2 of its prompt tokens cached" in line
+    written = reads.write(64, cached)
+    assert written["verdict"] == "fails" and written["headline"].startswith("the release's extend")
 
 
 def test_a_failing_extend_is_headed_by_its_step_on_both_sides(trees: dict[str, str]) -> None:

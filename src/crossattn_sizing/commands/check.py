@@ -36,7 +36,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
-    p.add_argument("--requests", help="with --engine sglang: e:prompt:d per request, comma-separated")
+    p.add_argument("--requests", help="with --engine sglang: e:prompt:d per request (e:prompt:d:cached "
+                   "with a cached prefix), comma-separated")
     p.set_defaults(func=run)
 
 

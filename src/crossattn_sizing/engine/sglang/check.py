@@ -2,12 +2,15 @@
 through an SGLang tree's own metadata builder, judged on the read side.
 
 A batch is ``e:prompt:d`` per request (encoder tokens, prompt tokens, decoder
-tokens at this decode step). Each request must be admitted alone by the tree's
-own rule for the server (``--context-len``, ``--kv-capacity``; its scheduler's
-limits, input check and output cap, :mod:`crossattn_sizing.engine.sglang.admission`)
-and have generated no more than that scheduler lets it (else it is bad input,
-exit 2: the engine would never build metadata for it). Where the tree's rule
-cannot be run, the harness's model of it decides, and the output says so. The
+tokens at this decode step), or ``e:prompt:d:cached`` for a request whose
+first ``cached`` input tokens a cached prefix holds (0, or the encoder and
+up to all but one prompt token: SGLang caches the encoder part whole). Each
+request must be admitted alone by the tree's own rule for the server
+(``--context-len``, ``--kv-capacity``; its scheduler's limits, input check
+and output cap, :mod:`crossattn_sizing.engine.sglang.admission`) and have
+generated no more than that scheduler lets it (else it is bad input, exit 2:
+the engine would never build metadata for it). Where the tree's rule cannot
+be run, the harness's model of it decides, and the output says so. The
 release's ``FlashAttentionBackend`` builds the decode metadata on the eager
 path and on CUDA-graph replay, over a guarded ``req_to_token``; exit 0 when
 both hold, 1 when one reads past a row (row, column and width printed), 3 when
@@ -25,12 +28,14 @@ from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.client import EngineCrash
+from crossattn_sizing.engine.sglang.batch import cached_prefix, prefix_ok
 from crossattn_sizing.engine.sglang.source import check_line
 
 if TYPE_CHECKING:
     from crossattn_sizing.engine.sglang.client import OwnAdmission
 
-Triple = tuple[int, int, int]
+Triple = tuple[int, ...]
+"""``(e, prompt, d)`` or ``(e, prompt, d, cached)``."""
 
 
 def int_option(option: str, text: str, minimum: int) -> int:
@@ -47,23 +52,28 @@ def int_option(option: str, text: str, minimum: int) -> int:
 
 
 def request_triples(text: str) -> list[Triple]:
-    """``e:prompt:d,...`` as integers (the form only; :func:`parse_requests` asks the rule)."""
+    """``e:prompt:d[:cached],...`` as integers (the form only; :func:`parse_requests` asks the rule)."""
     out = []
     for part in text.split(","):
         fields = part.split(":")
-        if len(fields) != 3:
+        if len(fields) not in (3, 4):
             raise ConfigError(
-                "--requests", part, "each request is e:prompt:d (encoder, prompt, decoder tokens)"
+                "--requests", part, "each request is e:prompt:d (encoder, prompt, decoder tokens), or "
+                "e:prompt:d:cached with a cached prefix"
             )
-        e, p, d = (int_option("--requests", f, 0) for f in fields)
-        out.append((e, p, d))
+        request = tuple(int_option("--requests", f, 0) for f in fields)
+        if not prefix_ok(request):
+            raise ConfigError("--requests", part, "a cached prefix is 0, or covers the encoder and leaves at "
+                              "least one prompt token (e <= cached < e + prompt)")
+        out.append(request)
     return out
 
 
 def parse_requests(text: str, rule: SglangAdmission | OwnAdmission) -> list[Triple]:
-    """``e:prompt:d,...``, each admitted alone and within what the scheduler lets it generate."""
+    """``e:prompt:d[:cached],...``, each admitted alone and within what the scheduler lets it generate."""
     out = []
-    for (e, p, d), part in zip(request_triples(text), text.split(","), strict=True):
+    for triple, part in zip(request_triples(text), text.split(","), strict=True):
+        e, p, d = triple[:3]
         request = EngineRequest(e, p, max(0, d - p))
         refused = rule.refusal(request)
         if refused is not None:
@@ -75,7 +85,7 @@ def parse_requests(text: str, rule: SglangAdmission | OwnAdmission) -> list[Trip
                 f"d must be prompt + 1 .. prompt + "
                 f"{rule.output_cap(request)} (max_req_len - input - 1 tokens generated)",
             )
-        out.append((e, p, d))
+        out.append(triple)
     return out
 
 
@@ -126,10 +136,10 @@ def run_check(
         f"(the release's sizing); max_req_len {rule.max_req_len}, max_req_input_len {rule.max_req_input_len} "
         f"({limits_from})"
     )
-    for i, (e, p, d) in enumerate(batch):
-        print(
-            f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns 0..{e + d - 1})"
-        )
+    for i, (e, p, d, *_) in enumerate(batch):
+        cached = f", cached prefix {cached_prefix(batch[i])}" if cached_prefix(batch[i]) else ""
+        print(f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns "
+              f"0..{e + d - 1}){cached}")
     outcomes: list[Outcome] = [Outcome.NOT_RUN] if isinstance(own, dict) else []
     written = reads.write(context_len, batch)
     if written["verdict"] == "fails":

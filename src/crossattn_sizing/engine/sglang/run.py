@@ -464,11 +464,12 @@ def _check_extend(sched: Any, batch: Sequence[Request], ids: list[torch.Tensor])
         if int(sched.seq_lens[i]) != p:
             raise ExtendMismatch(i, f"decoder length (seq_lens) {int(sched.seq_lens[i])} after stripping the "
                                     f"encoder, the request has {p} prompt tokens")
-        for name, want in (("prefix_lens", p - dec_new), ("extend_lens", dec_new)):
+        for name, want, what in (("prefix_lens", p - dec_new, "of its prompt tokens cached"),
+                                 ("extend_lens", dec_new, "prompt tokens to extend")):
             got = getattr(sched, name, None)
             if got is not None and int(got[i]) != want:
-                raise ExtendMismatch(i, f"{name} {int(got[i])} after stripping the encoder, the request's "
-                                        f"decoder part has {want} ({cached_prefix(request)} tokens cached)")
+                raise ExtendMismatch(i, f"{name} {int(got[i])} after stripping the encoder, the request has "
+                                        f"{want} {what} (cached prefix {cached_prefix(request)}, E {e})")
         if not torch.equal(dec[pd : pd + dec_new].to(torch.int64), ids[i][e + p - dec_new : e + p]):
             raise ExtendMismatch(i, "the decoder part of out_cache_loc is not its own prompt slots")
         if enc is not None and not torch.equal(enc[pe : pe + enc_new].to(torch.int64), ids[i][:enc_new]):

@@ -80,9 +80,10 @@ def sglang_tree_root(spec: str) -> Path:
     return tree_root(spec, "sglang", "srt")
 
 
-def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[tuple[int, int, int]]) -> str:
-    """The command replaying one batch: ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``."""
-    requests = ",".join(f"{e}:{p}:{d}" for e, p, d in batch)
+def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[Sequence[int]]) -> str:
+    """The command replaying one batch: ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``
+    (``E:p:d:cached`` for a request with a cached prefix)."""
+    requests = ",".join(":".join(str(x) for x in r) for r in batch)
     return shlex.join(
         [
             "crossattn-sizing",
