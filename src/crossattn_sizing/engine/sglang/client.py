@@ -116,7 +116,7 @@ class SglangReads:
         """How reports name the read-side judge: its tree's spec."""
         return self.spec
 
-    def verdicts(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, dict[str, Any]]:
+    def verdicts(self, context_len: int, batch: Sequence[Sequence[int]]) -> dict[str, dict[str, Any]]:
         """``path -> verdict`` (``holds``, ``fails`` with row/column/width, ``not run`` with the reason).
 
         A tree whose step hangs past the deadline or ends its process fails the batch (the step is the
@@ -134,7 +134,7 @@ class SglangReads:
                     for path in self.paths}
         return {path: verdict for path, verdict in reads["paths"].items() if path in self.paths}
 
-    def write(self, context_len: int, batch: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    def write(self, context_len: int, batch: Sequence[Sequence[int]]) -> dict[str, Any]:
         """The write side of ``batch`` on the tree's own rows (``holds`` / ``fails`` / ``not run``)."""
         try:
             return sglang_worker(self.spec, self.deadline).request("write", context_len=context_len,
@@ -159,14 +159,14 @@ class SglangReads:
         return rule
 
     def first_problem(
-        self, context_len: int, batch: Sequence[tuple[int, int, int]]
+        self, context_len: int, batch: Sequence[Sequence[int]]
     ) -> tuple[str, str] | None:
         """``("fails" | "not run", line)`` for the first path that does not hold; None when all hold."""
         found = self.first_finding(context_len, batch)
         return None if found is None else found[:2]
 
     def first_finding(
-        self, context_len: int, batch: Sequence[tuple[int, int, int]]
+        self, context_len: int, batch: Sequence[Sequence[int]]
     ) -> tuple[str, str, str] | None:
         """:meth:`first_problem` with the failing step's headline (``""`` for "not run")."""
         for path, verdict in self.verdicts(context_len, batch).items():
