@@ -70,6 +70,8 @@ ATTENTION_STAND_INS: tuple[tuple[str, str], ...] = (
      "and scaling of a transformers Whisper or Mllama config; no sliding window"),
     ("ForwardBatch", "the release's own extend output (seq_lens, extend_lens, prefix_lens, encoder_lens, "
      "encoder_out_cache_loc) and its decode lengths, as the read side lays them out"),
+    ("the earlier request a cached prefix came from", "its slots handed out before the extend's; where the "
+     "prefix covers the encoder, its encoder K/V written at them by the harness"),
 )
 """What stands in for the attention step, in every range that runs it (docs/engine.md)."""
 
