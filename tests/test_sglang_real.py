@@ -4,7 +4,9 @@
 - ``verify --engine sglang==0.5.23`` reports the read side failing with a shrunk
   mixed batch and the write side holding;
 - the unpacked wheel with the gather bounded per request holds the read side;
-- every audited release runs its own admission steps (limits, input check, output cap).
+- every audited release runs its own admission steps (limits, input check, output cap);
+- every audited release builds a request as the admission's stand-in holds it (its own ``Req.__init__``
+  and models' ``pad_input_ids``: tests/sglang_request.py).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ if os.environ.get("CROSSATTN_ENGINE_TESTS") != "1":
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.engine.sglang.client import OwnAdmission, SglangReads
 from crossattn_sizing.engine.sglang.install import resolve_sglang
-from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES
+from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES, range_for
+from tests.sglang_request import PAD, differences
 from tests.sglang_tree import EAGER_BOUNDED, EAGER_LINE, FA3, FIXTURE, REPLAY_BOUNDED, REPLAY_LINE
 
 pytestmark = pytest.mark.engine
@@ -99,3 +102,17 @@ def test_every_release_runs_its_own_admission(version: str) -> None:
     assert rule.refusal(EngineRequest(1500, 541)) is None
     long_output = EngineRequest(1500, 400, 10**6)
     assert rule.output_cap(long_output) == model.output_cap(long_output)
+
+
+@pytest.mark.parametrize("version", AUDIT_RELEASES)
+@pytest.mark.parametrize("model", sorted(PAD))
+def test_every_release_builds_the_stand_in_s_request(version: str, model: str) -> None:
+    """The admission's stand-in request (stand_in_fields.REQUEST_FIELDS) against the release's own
+    construction: the encoder placeholders and the prompt in ``origin_input_ids``, the prompt alone in
+    ``origin_input_ids_unpadded``, in the release's list or ``array('q')``."""
+    root = resolve_sglang(f"sglang=={version}")[0]
+    if not (root / PAD[model][0]).is_file():  # the release does not serve this model: nothing to compare
+        pytest.skip(f"sglang=={version} has no {PAD[model][0]}")
+    rng, _ = range_for(root)
+    for encoder_len, prompt_len in [(0, 5), (3, 5), (1500, 20)]:
+        assert differences(root, rng, encoder_len, prompt_len, model) == [], (encoder_len, prompt_len)

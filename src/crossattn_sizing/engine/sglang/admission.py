@@ -10,8 +10,11 @@ check (``validate_input_length``) and its output cap
 (``Scheduler.init_req_max_new_tokens``, with the KV allocator's
 ``max_new_tokens_for_memory`` where the release has one). Each runs from the
 release's own file, under its real name and lines, on a stand-in ``self``
-holding the server the property drew (the stand-ins are declared in
-:data:`~crossattn_sizing.engine.sglang.releases.COMMON_STAND_INS`).
+holding the server the property drew, and a stand-in request holding its ids
+as a server does (the encoder placeholders and the prompt in
+``origin_input_ids``, the prompt alone in ``origin_input_ids_unpadded``):
+every field of each is declared, with the value a server gives it, in
+:data:`~crossattn_sizing.engine.sglang.stand_in_fields.STAND_IN_FIELDS`.
 
 Loaded the first time the write side asks (:func:`load`): a piece a tree lacks
 or renamed makes the write side "not run", naming it, while the read side
@@ -21,17 +24,17 @@ still runs.
 from __future__ import annotations
 
 import ast
+import copy
 import logging
-import types
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.engine.sglang import stand_in_fields
 from crossattn_sizing.engine.sglang.releases import SglangRange, Step
 from crossattn_sizing.engine.sglang.run import PLATFORM, _method, _settings
 from crossattn_sizing.engine.sglang.source import (
-    Missing,
     SourceModule,
     bind,
     execute,
@@ -59,32 +62,46 @@ def _namespace(module: SourceModule, stand: dict[str, Any]) -> dict[str, Any]:
     return ns
 
 
-def _init_statements(module: SourceModule, step: Step) -> Callable[[Any], None] | None:
-    """The statements of ``step`` (a ``cls.__init__``) that assign ``self.max_req_len`` or
-    ``self.max_req_input_len``, compiled alone as one function of ``self`` at their own lines; None
-    where the release sets neither there (it computes the limits in ``get_worker_info``)."""
+def assignments_alone(
+    module: SourceModule, step: Step, attributes: Sequence[str], parameters: bool = False
+) -> Callable[..., None] | None:
+    """The statements of ``step`` (a ``cls.method``, in practice an ``__init__``) that assign one of
+    ``self.<attributes>``, compiled alone as one function at their own lines; None where the release
+    assigns none of them there.
+
+    The function takes ``self`` alone, or (``parameters``) the method's own parameters with their
+    defaults, their annotations dropped: the statements read what the caller hands them, and nothing
+    else of the method runs (its other statements would reach stand-ins).
+    """
     cls, _, method = step.name.partition(".")
     init = next((n for n in find_class(module, cls).body
                  if isinstance(n, ast.FunctionDef) and n.name == method), None)  # fmt: skip
     if init is None:
         return None
 
-    def sets_limit(node: ast.stmt) -> bool:
+    def assigns(node: ast.stmt) -> bool:
         targets = node.targets if isinstance(node, ast.Assign) else []
         return any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
-                   and t.attr in LIMIT_ATTRIBUTES for t in targets)  # fmt: skip
+                   and t.attr in attributes for t in targets)  # fmt: skip
 
-    body = [n for n in init.body if sets_limit(n)]
+    body = [n for n in init.body if assigns(n)]
     if not body:
         return None
-    args = ast.arguments(posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[], kw_defaults=[], defaults=[])
-    fn = ast.FunctionDef(name="_limits", args=args, body=body, decorator_list=[], returns=None,
+    if parameters:
+        args = copy.deepcopy(init.args)  # the parsed file stays as it was
+        for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg):
+            if arg is not None:
+                arg.annotation = None
+    else:
+        args = ast.arguments(posonlyargs=[], args=[ast.arg("self")], kwonlyargs=[], kw_defaults=[],
+                             defaults=[])  # fmt: skip
+    fn = ast.FunctionDef(name="_alone", args=args, body=body, decorator_list=[], returns=None,
                          lineno=body[0].lineno, col_offset=0, end_lineno=body[-1].end_lineno,
                          end_col_offset=0)  # fmt: skip
     code = ast.fix_missing_locations(ast.Module(body=[fn], type_ignores=[]))
     ns: dict[str, Any] = {}
     exec(compile(code, str(module.path), "exec"), ns)  # the release's own statements, alone
-    return ns["_limits"]
+    return ns["_alone"]
 
 
 def _class_method(root: Path, step: Step, stand: dict[str, Any]) -> Callable[..., Any]:
@@ -105,10 +122,12 @@ class ReleaseAdmission:
     input_check: Callable[..., Any]
     output_cap: Callable[[Any, Any], Any]
     pool_budget: Callable[..., Any] | None
+    ids_are_lists: bool
+    """Whether the release's requests hold their ids as lists (0.5.12 and older) or ``array('q')``."""
 
     def limits(self, context_len: int, kv_capacity: int) -> tuple[int, int]:
         """``(max_req_len, max_req_input_len)`` the release's worker reports for this server."""
-        worker = _worker_self(context_len, kv_capacity)
+        worker = stand_in_fields.worker_self(context_len, kv_capacity)
         if self.limits_init is not None:
             self.limits_init(worker)
         info = self.worker_info(worker)
@@ -123,56 +142,19 @@ class ReleaseAdmission:
         max_req_len, max_req_input_len = limits
         e, p, max_new = request
         aborted: list[str] = []
-        req = types.SimpleNamespace(
-            rid="drawn", origin_input_ids=[0] * (e + p), origin_input_ids_unpadded=[0] * (e + p),
-            sampling_params=types.SimpleNamespace(max_new_tokens=max_new, min_new_tokens=0),
-            set_finish_with_abort=aborted.append,
-        )
-        self.output_cap(_scheduler_self(max_req_len, kv_capacity, self.pool_budget), req)  # runs first
+        req = stand_in_fields.request(e, p, max_new, self.ids_are_lists, aborted.append)
+        scheduler = stand_in_fields.scheduler_self(max_req_len, kv_capacity, self.pool_budget)
+        self.output_cap(scheduler, req)  # runs first
         refused = self.input_check(req, max_req_input_len, False)  # no --allow-auto-truncate
         if refused is None and aborted:
             refused = str(aborted[0])
         return {"refused": refused, "cap": int(req.sampling_params.max_new_tokens)}
 
 
-def _worker_self(context_len: int, kv_capacity: int) -> Any:
-    """``TpModelWorker``'s ``self`` as the limit steps read it: the drawn server, one GPU, no DCP/dLLM."""
-    pool = types.SimpleNamespace(size=1, max_context_len=context_len,  # not a value the limits read
-                                 schedulable_token_capacity=lambda capacity: capacity)
-    runner = types.SimpleNamespace(
-        max_token_pool_size=kv_capacity, max_total_num_tokens=kv_capacity,
-        effective_max_total_num_tokens=kv_capacity, logical_max_total_num_tokens=kv_capacity,
-        effective_logical_max_total_num_tokens=kv_capacity, max_running_requests=1, dcp_size=1,
-        forward_stream=None, req_to_token_pool=pool, token_to_kv_pool=types.SimpleNamespace(size=kv_capacity),
-        token_to_kv_pool_allocator=None,
-    )
-    server_args = types.SimpleNamespace(max_prefill_tokens=16384, max_queued_requests=None, dcp_size=1)
-    return types.SimpleNamespace(
-        model_config=types.SimpleNamespace(context_len=context_len), model_runner=runner,
-        server_args=server_args, ps=types.SimpleNamespace(attn_dcp_size=1), dllm_algorithm=None,
-        max_total_num_tokens=kv_capacity, max_prefill_tokens=16384, max_running_requests=1,
-        max_queued_requests=None, random_seed=0, device="cpu",
-    )
-
-
-def _scheduler_self(max_req_len: int, kv_capacity: int, pool_budget: Callable[..., Any] | None) -> Any:
-    """``Scheduler``'s ``self`` as ``init_req_max_new_tokens`` reads it."""
-    allocator = types.SimpleNamespace(page_size=1)
-    allocator.max_new_tokens_for_memory = (  # the release's own budget, bound to a page-size-1 allocator
-        Missing("BaseTokenToKVPoolAllocator.max_new_tokens_for_memory (the tree has none)")
-        if pool_budget is None else types.MethodType(pool_budget, allocator))  # fmt: skip
-    return types.SimpleNamespace(
-        max_new_tokens_limit=None, max_req_len=max_req_len, max_total_num_tokens=kv_capacity, page_size=1,
-        kv_shard_widening=1, sliding_window_size=None, chunked_prefill_size=None,
-        server_args=types.SimpleNamespace(dcp_size=1), token_to_kv_pool_allocator=allocator,
-    )
-
-
-def _admission_stand_ins() -> dict[str, Any]:
+def admission_stand_ins() -> dict[str, Any]:
     """The run's stand-ins, with the settings getters the limit steps read (no DCP, default schedule)."""
     stand = _settings()
-    stand["get_schedule"] = lambda: types.SimpleNamespace(
-        page_size=1, max_prefill_tokens=16384, max_queued_requests=None)
+    stand["get_schedule"] = stand_in_fields.schedule_settings
     stand["page_interleave_shard_size"] = lambda *_: 1
     return stand
 
@@ -181,7 +163,7 @@ def load(root: Path, rng: SglangRange) -> ReleaseAdmission:
     """The release's admission steps from the files ``rng.admission`` names (an :class:`AdapterGap` naming
     a piece the tree lacks: the write side is then "not run")."""
     steps = rng.admission
-    stand = _admission_stand_ins()
+    stand = admission_stand_ins()
     tp = parse_release_file(root, steps["limits"].file)
     check = parse_release_file(root, steps["input_check"].file)
     input_check = take(execute(check, stand, only=(steps["input_check"].name,), extra={"logger": _LOG}),
@@ -195,11 +177,12 @@ def load(root: Path, rng: SglangRange) -> ReleaseAdmission:
             pool_budget = _method(module, cls, method, {**_namespace(module, stand), **PLATFORM})
     init = steps.get("limits_init")
     return ReleaseAdmission(
-        limits_init=None if init is None else _init_statements(tp, init),
+        limits_init=None if init is None else assignments_alone(tp, init, LIMIT_ATTRIBUTES),
         worker_info=_class_method(root, steps["limits"], stand),
         input_check=input_check,
         output_cap=_class_method(root, steps["output_cap"], stand),
         pool_budget=pool_budget,
+        ids_are_lists=rng.input_ids_are_lists,
     )
 
 
@@ -233,4 +216,4 @@ def run_admission(
             "requests": answers}
 
 
-__all__ = ["ReleaseAdmission", "load", "run_admission"]
+__all__ = ["ReleaseAdmission", "admission_stand_ins", "assignments_alone", "load", "run_admission"]

@@ -145,12 +145,15 @@ COMMON_STAND_INS: tuple[tuple[str, str], ...] = (
     ("the worker and scheduler state the admission steps read (their `self`)",
      "the server drawn: context_len and a KV pool of kv_capacity tokens, one running request, page size 1, "
      "no DCP, no dLLM, no SGLANG_MAX_NEW_TOKENS_LIMIT, no sliding window; a KV allocator with only the "
-     "release's own BaseTokenToKVPoolAllocator.max_new_tokens_for_memory (where the tree has it)"),
+     "release's own BaseTokenToKVPoolAllocator.max_new_tokens_for_memory (where the tree has it); every "
+     "field declared with a server's value in engine/sglang/stand_in_fields.py"),
     ("which of get_worker_info's values are the limits", "the 5th and 6th (max_req_len, max_req_input_len), "
      "as every release's scheduler.py unpacks them"),
     ("a request as the admission steps see it (Req)", "origin_input_ids of encoder + prompt tokens (the "
      "encoder part counted in the input, as pad_input_ids expands it for Mllama and Whisper), "
-     "sampling_params with the drawn max_new_tokens"),
+     "origin_input_ids_unpadded of the prompt's tokens alone (as Req.__init__ keeps them before the "
+     "padding), sampling_params with the drawn max_new_tokens; every field declared with a server's value "
+     "in engine/sglang/stand_in_fields.py"),
     ("the read side's admission", "the harness's model of tp_worker.py (max_req_len = min(context_len - 1, "
      "kv_capacity - 1), max_req_input_len = max_req_len - 5): the read side's batches are drawn admitted by "
      "it; the write side's by the release's own rule (ADMISSION)"),

@@ -299,6 +299,8 @@ def bind(name: str, source: str, attr: str | None, stand_ins: Mapping[str, Any])
     top = source.split(".")[0]
     if top in REAL_MODULES:
         mod = importlib.import_module(source)
+        if attr is None and name == top != source:  # `import a.b` binds a (with a.b loaded), as Python does
+            return importlib.import_module(top)
         return mod if attr is None else getattr(mod, attr)
     return Missing(f"{source}.{attr}" if attr else source)
 
