@@ -211,6 +211,17 @@ def test_a_stand_in_reached_while_the_class_is_built_is_not_run_naming_it(
     assert f"_util.py:{line}: " in said and used in said
 
 
+def test_a_default_value_that_ends_the_worker_is_not_run(tmp_path: Path) -> None:
+    """The tree's code ending its worker before it is ready (here while the class is built) is the
+    tree's doing: "not run", as a crash during a call is, never bad input."""
+    tree = changed_copy(
+        FIXED, tmp_path / "exits", DEFAULT_LINE,
+        "        fallback_max_seq_len: Optional[int] = __import__('os')._exit(4)\n",
+    )  # fmt: skip
+    said = one_line_not_run(cli("reproduce", "whisper", "--engine", spec(tree)))
+    assert said.startswith("NOT RUN ") and "exit status 4" in said
+
+
 def test_a_file_the_harness_cannot_parse_is_not_run(tmp_path: Path) -> None:
     """An expression chained past the parser's recursion limit, outside the sizing (issue 45: a long
     sum; here an attribute chain): the harness cannot read the file, which says nothing of the tree."""

@@ -48,6 +48,19 @@ class TrtllmWorker(EngineWorker):
             self.release.paths[0],
         ]
 
+    def _spawn(self) -> dict[str, Any]:
+        """One start of the worker; one that dies or hangs before its ready line is "not run".
+
+        The tree was read in the judge first (a tree the harness cannot use is refused then), and the
+        worker runs the tree's code before it is ready (building the class runs its decorators and
+        default values): a worker lost then is the tree's code stopping it, never bad input.
+        """
+        try:
+            return super()._spawn()
+        except ReleaseUnavailable as exc:
+            said = str(exc).rstrip(": ")  # no stderr tail: no dangling colon
+            raise CrossPoolNotRun(f"{said} (the tree's code runs there while its class is built)") from None
+
     def start(self) -> dict[str, Any]:
         """Start the worker; a tree it cannot load is one line (nothing is installed for it)."""
         label = self.release.label

@@ -152,7 +152,7 @@ def read_layout_source(root: Path) -> LayoutSource:
     except (RecursionError, MemoryError) as exc:  # the harness's parser or compiler gave up, not the tree
         raise CrossPoolNotRun(
             f"{UTIL}: the harness's parser gave up on the file ({type(exc).__name__}: an expression "
-            "nested or chained past Python's limit), so its sizing was not run"
+            "nested or chained past Python's limit); the sizing was never asked"
         ) from None
 
 
