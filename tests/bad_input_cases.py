@@ -182,6 +182,10 @@ CASES: list[Case] = [
     C("verify", "--engine", TRT_TREE, "--jobs", "7", says="--jobs 7: does not apply with --engine tensorrt_llm@"),
     C("verify", "--engine", TRT_TREE, "--json", "{d}/v.json", says="does not apply with --engine tensorrt_llm@"),
     C("verify", "--engine", TRT_TREE, "--in-process", says="--in-process True: does not apply with --engine tensorrt_llm@"),
+    # issue 45: an option the engine refuses is refused from its variable too (the variables naming the code under test aside)
+    C("verify", "--engine", TRT_TREE, "--max-examples", "3", says="CROSSATTN_DEVICE='cpu': does not apply with --engine tensorrt_llm@", env={"CROSSATTN_DEVICE": "cpu"}),
+    C("check", "--engine", TRT_TREE, "--config", WHISPER_POOL, "--encoder-len", "1500", says="CROSSATTN_IN_PROCESS='yes': does not apply with --engine tensorrt_llm@", env={"CROSSATTN_IN_PROCESS": "yes"}),
+    C("verify", "--engine", SGLANG_TREE, "--max-examples", "2", says="CROSSATTN_IN_PROCESS='true': does not apply with --engine sglang@", env={"CROSSATTN_IN_PROCESS": "true"}),
     C("verify", "--policy", "nowhere:x", says="module 'nowhere' does not import"),
     C("verify", "--policy", "mrv2:x", says="module 'mrv2' does not import"),
     C("verify", "--policy", f"{UNUSABLE}:raises", says="raised ValueError"),

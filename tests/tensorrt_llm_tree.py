@@ -29,6 +29,17 @@ def changed_copy(source: Path, target: Path, old: str, new: str) -> Path:
     return target
 
 
+def with_line(source: Path, target: Path, number: int, line: str) -> Path:
+    """A copy of ``source`` whose blank line ``number`` of ``_util.py`` holds ``line`` (line count kept)."""
+    shutil.copytree(source, target)
+    path = target / UTIL
+    lines = path.read_text().split("\n")
+    assert lines[number - 1] == "", f"line {number} of {path} is not blank"
+    lines[number - 1] = line
+    path.write_text("\n".join(lines))
+    return target
+
+
 def limit_ignored(target: Path) -> Path:
     """The fixed tree with the encoder limit ignored again (the pool keeps max_input_len or max_seq_len)."""
     return changed_copy(FIXED, target, LIMIT_LINE, "            max_seq_len = max_seq_len\n")

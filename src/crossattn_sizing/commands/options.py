@@ -260,7 +260,8 @@ def named_by_variable(args: argparse.Namespace | None, message: str) -> str:
     for dest, source in getattr(args, "settled", {}).items():
         value = getattr(args, dest, None)
         value = value[0] if isinstance(value, list) and len(value) == 1 else value
-        if source in settings.READERS and isinstance(value, str) and repr(value) in message:
+        named = source in settings.READERS and str(source) not in message  # not said twice
+        if named and isinstance(value, str) and repr(value) in message:
             return f"{message} (the value of {source})"
     return message
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from crossattn_sizing.base.errors import ConfigError
+from crossattn_sizing.base.errors import ConfigError, bounded, described
 from crossattn_sizing.core.layouts import CrossPool, RowUse, write_overflows
 
 LIMIT_KEYS = (
@@ -167,8 +167,14 @@ class CrossPoolCase:
         return None
 
     def layout(self, pool_len: int) -> CrossPool:
-        """The engine's pools with a cross pool ``pool_len`` long."""
-        return CrossPool(self.max_seq_len, pool_len, self.tokens_per_block)
+        """The engine's pools with a cross pool ``pool_len`` long.
+
+        ``pool_len`` is the engine's own answer, judged as given: a negative
+        length (a sizing that subtracts past zero) is a pool that holds no
+        token, as a pool of length 0 is, so every request's encoder tokens
+        overflow it: "fails", never an error of the judge.
+        """
+        return CrossPool(self.max_seq_len, max(pool_len, 0), self.tokens_per_block)
 
     def overflows(self, pool_len: int) -> list[RowUse]:
         """What this request's encoder tokens need beyond a cross pool ``pool_len`` long (empty: fits)."""
@@ -187,8 +193,10 @@ class CrossPoolCase:
             f"tokens_per_block {self.tokens_per_block}",
         ]
         if pool_len is not None:
+            held = self.layout(pool_len).cross_max_len
+            negative = " (a negative length: the pool holds no token)" if pool_len < 0 else ""
             lines.append(
-                f"cross pool:     {pool_len} tokens ({self.layout(pool_len).blocks(pool_len)} blocks)"
+                f"cross pool:     {pool_len} tokens ({self.layout(pool_len).blocks(held)} blocks){negative}"
             )
         return lines
 
@@ -248,3 +256,10 @@ def whisper_large_v3_case() -> CrossPoolCase:
 class CrossPoolNotRun(Exception):
     """The engine's sizing could not be asked about a case (a stand-in used, a changed signature, a crash):
     no verdict either way; the property skips the example with this reason, ``check`` exits 3."""
+
+
+def harness_stopped(piece: str, exc: BaseException) -> str:
+    """The one line saying the harness's own ``piece`` stopped on ``exc``: the reason of a "not run",
+    never a verdict on the engine's code, never a traceback (every command of the cross-pool path)."""
+    said = described(exc).strip().splitlines()
+    return bounded(f"the harness's {piece} stopped ({said[0] if said else type(exc).__name__})")

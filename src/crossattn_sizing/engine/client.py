@@ -178,6 +178,8 @@ class EngineWorker:
         line = self._read_line(self.proc, self.start_deadline)
         if not line.endswith("\n"):
             if self.deadline is not None:  # a hung import: killed with what it started
+                with contextlib.suppress(subprocess.TimeoutExpired):  # one that died: its own status
+                    self.proc.wait(timeout=SUPERVISOR_GRACE_S)
                 kill_worker(self.proc)
             self.proc.wait()
             raise ReleaseUnavailable(

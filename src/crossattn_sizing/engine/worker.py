@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.engine.protocol import answer, failure
+from crossattn_sizing.engine.protocol import answer, failure, supervised
 from crossattn_sizing.engine.vllm.release import Engine
 from crossattn_sizing.engine.vllm.shims import set_cpu_environment
 
@@ -213,15 +213,6 @@ def forked(call: Any, deadline: float, op: object, dumps: Any = json.dumps) -> d
         return {"ok": False, "kind": "Died", "error": f"Died: {describe_exit(code)} while running {op}"}
 
 
-def _close_channels(proto: Any) -> None:
-    """The supervisor's copies of the protocol's pipes (the worker's): the judge must see their end
-    when the worker dies."""
-    proto.close()
-    for fd in (0, 1):
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
 def serve_subject(load: str, device: str, proto: Any, fork: float | None = None) -> int:
     """The loop for a user's own code: load it, answer its requests, then leave at once.
 
@@ -233,37 +224,28 @@ def serve_subject(load: str, device: str, proto: Any, fork: float | None = None)
     """
     from crossattn_sizing.base import interrupts
     from crossattn_sizing.base.callables import user_path_first
-    from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise, watch_parent
 
     kind, _, spec = load.partition("=")
     user_path_first()
-    supervise(lambda: _close_channels(proto))
     # Every process the user's code starts stays a descendant of this one or of its supervisor, one that
-    # calls setsid() or outlives its parent included, so each is ended by its id when the worker ends.
-    become_subreaper()
-    me = os.getpid()
+    # calls setsid() or outlives its parent included, so each is ended by its id when the worker ends;
+    # a judge killed outright is watched for, even while a call hangs.
+    leave = supervised(proto)
     # The worker leads its own session, so no terminal Ctrl-C reaches it: with SIGINT recorded here, a
     # KeyboardInterrupt the user's code raises is said to be theirs (usercode), not taken as a press.
     stack = contextlib.ExitStack()
     stack.enter_context(interrupts.handling(restore=False))
-    # The worker leads its own process group (so a kill takes what it started): a judge killed outright
-    # no longer ends it through the group, so it watches for that itself, even while a call hangs.
-    watch_parent()
     loop, dumps = bind_loop(proto, fork), json.dumps  # before the user's import: see bind_loop
     try:
         ops, ready = _load(kind, spec, device)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(dumps({"ready": False, **failure(exc)}) + "\n")
-        proto.flush()
-        end_tree(me)
-        os._exit(1)
+        leave(1)
     proto.write(dumps({"ready": True, **ready}) + "\n")
     try:
         loop(ops)
-        proto.flush()
     finally:
-        end_tree(me)
-        os._exit(0)
+        leave(0)
 
 
 if __name__ == "__main__":

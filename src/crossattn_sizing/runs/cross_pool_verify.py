@@ -14,12 +14,16 @@ property "not run" with the reason.
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import unittest
+from typing import TYPE_CHECKING, Any
 
-from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome, exit_status
-from crossattn_sizing.core.cross_pool import CrossPoolCase
+from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, harness_stopped
 from crossattn_sizing.engine.interface import EngineSuite
+
+if TYPE_CHECKING:
+    from crossattn_sizing.findings.results import PropertyFailure
 
 PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
 
@@ -27,19 +31,19 @@ PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
 def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
     """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer
     (``suite.sizer``); the exit status (0 holds, 1 fails, 3 not run). The options it does not take (the
-    report files, -k, --jobs, ...) were refused by the engine's family before this runs."""
+    report files, -k, --jobs, ...) were refused by the engine's family before this runs; bad input is
+    still one line and exit 2, and everything else that stops the run is "not run" with one line."""
     from hypothesis import seed as hypothesis_seed
     from hypothesis import settings
 
-    from crossattn_sizing.findings.results import PropertyFailure, first_failure
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
     assert suite.sizer is not None  # verify routes here only a suite with a sizer
-    sizer = _Counting(suite.sizer(args.call_timeout))
     prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
     register_profiles()
-    profile = settings.get_profile(selected_profile(args.profile))
+    name = selected_profile(args.profile)
+    profile = settings.get_profile(name)
     budget = args.max_examples if args.max_examples is not None else profile.max_examples
     if budget < 1:
         raise OptionError("--max-examples", budget, "must be >= 1")
@@ -47,23 +51,23 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
     prop = settings(profile, max_examples=budget, database=None)(prop)
     if args.seed is not None:
         prop = hypothesis_seed(args.seed)(prop)
-    print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
+    sizer: _Counting | None = None
     failure: PropertyFailure | None = None
-    reason = ""
     try:
+        sizer = _Counting(suite.sizer(args.call_timeout))
+        print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
         prop(sizer=sizer)
         outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
         reason = "" if sizer.judged else "no example was judged"
-    except BaseException as raised:
-        exc = first_failure(raised)
-        if isinstance(exc, PropertyFailure):
-            outcome, failure = Outcome.FAILS, exc
-        elif type(exc).__name__ == "Skipped":  # pytest.skip(): the engine's code could not be asked
-            outcome, reason = Outcome.NOT_RUN, str(exc)
-        else:
-            raise
+    except (HarnessError, KeyboardInterrupt, SystemExit):  # bad input: the CLI's one line, exit 2
+        raise
+    except BaseException as raised:  # a failure, or why nothing was judged (pytest.skip is a BaseException)
+        outcome, failure, reason = _verdict(raised, name)
+    if sizer is None:  # the tree's sizer could not be made: the header names the tree alone
+        print(f"verify --engine {spec}")
+    judged = sizer.judged if sizer is not None else 0
     print(f"{'property':<{len(PROPERTY)}}  verdict   examples")
-    print(f"{PROPERTY}  {outcome.value:<8}  {sizer.judged}")
+    print(f"{PROPERTY}  {outcome.value:<8}  {judged}")
     if failure is not None:
         for line in failure.diagnosis.splitlines():
             print(f"    {line}")
@@ -71,6 +75,25 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
     elif reason:
         print(f"    {reason}")
     return exit_status([outcome])
+
+
+def _verdict(raised: BaseException, profile: str) -> tuple[Outcome, PropertyFailure | None, str]:
+    """What the property's run ending in ``raised`` says: its failure, or why it is "not run" (the tree's
+    code could not be asked, Hypothesis drew or accepted nothing, the harness's own code stopped)."""
+    from crossattn_sizing.findings.results import PropertyFailure, could_not_judge, first_failure
+
+    exc = first_failure(raised)
+    if isinstance(exc, PropertyFailure):
+        return Outcome.FAILS, exc, ""
+    if type(exc).__name__ == "Skipped":  # pytest.skip(): the engine's code could not be asked
+        return Outcome.NOT_RUN, None, str(exc)
+    if isinstance(exc, CrossPoolNotRun):  # the sizer could not be made: a file the harness cannot read
+        return Outcome.NOT_RUN, None, f"not run: {exc}"
+    if isinstance(exc, unittest.SkipTest):  # Hypothesis was told to run no example
+        why = f"the profile {profile} generates none (verify --engine keeps no example database)"
+        return Outcome.NOT_RUN, None, f"no example was drawn: {why}, and this property pins none"
+    stopped = harness_stopped("cross-pool property", exc)
+    return Outcome.NOT_RUN, None, could_not_judge(raised) or f"not run: {stopped}"
 
 
 class _Counting:

@@ -18,35 +18,44 @@ Exit status as every command's: 0 holds, 1 fails, 2 bad input, 3 not run.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
-from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, whisper_large_v3_case
+from crossattn_sizing.core.cross_pool import (
+    CrossPoolCase,
+    CrossPoolNotRun,
+    harness_stopped,
+    whisper_large_v3_case,
+)
 from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool, tensorrt_llm_worker
 
 
 def cross_pool_sizer(spec: str, deadline: float | None = None) -> TrtllmCrossPool:
-    """The tree's sizer for ``spec``, its worker started now (bad input is one line before any work)."""
+    """The tree's sizer for ``spec``, its worker started now (bad input is one line before any work;
+    a file the harness cannot read is :class:`CrossPoolNotRun`)."""
     tensorrt_llm_worker(spec, deadline)
     return TrtllmCrossPool(spec.strip())
 
 
-def judge_case(sizer: Any, case: CrossPoolCase) -> int:
-    """Print one case under ``sizer`` and its verdict; the exit status (0 holds, 1 fails, 3 not run)."""
-    print(f"engine:         {sizer.name}: {sizer.function}")
+def judge_case(spec: str, case: CrossPoolCase, deadline: float | None = None) -> int:
+    """Print one case under the tree ``spec``'s sizing and its verdict; the exit status (0 holds, 1 fails,
+    3 not run: the tree's code could not be asked, or the harness's own code stopped)."""
     try:
+        sizer = cross_pool_sizer(spec, deadline)
+        print(f"engine:         {sizer.name}: {sizer.function}")
         pool = sizer.pool_len(case)
+        found = case.overflows(pool)
+        lines = case.describe(pool)
     except CrossPoolNotRun as exc:
-        for line in case.describe():
-            print(line)
-        print(f"NOT RUN {exc}")
-        return exit_status([Outcome.NOT_RUN])
-    for line in case.describe(pool):
+        return _not_run(case, str(exc))
+    except HarnessError:  # bad input: the CLI's one line, exit 2
+        raise
+    except Exception as exc:  # the harness's own code: one line, not a verdict
+        return _not_run(case, harness_stopped("cross-pool judge", exc))
+    for line in lines:
         print(line)
-    found = case.overflows(pool)
     for use in found:
         print(f"FAIL  the request's encoder tokens need {use.needed} {use.unit} of the cross pool, which "
               f"holds "
@@ -56,6 +65,13 @@ def judge_case(sizer: Any, case: CrossPoolCase) -> int:
         return exit_status([Outcome.FAILS])
     print(f"OK    {case.encoder_len} encoder tokens fit the cross pool of {pool} tokens")
     return exit_status([Outcome.HOLDS])
+
+
+def _not_run(case: CrossPoolCase, reason: str) -> int:
+    for line in case.describe():
+        print(line)
+    print(f"NOT RUN {reason}")
+    return exit_status([Outcome.NOT_RUN])
 
 
 def run_check(spec: str, args: argparse.Namespace) -> int:
@@ -72,7 +88,7 @@ def run_check(spec: str, args: argparse.Namespace) -> int:
     except ValueError:
         raise ConfigError("--encoder-len", text, f"one integer with --engine {spec} (one request)") from None
     case = CrossPoolCase.from_dict(read_json_option("--config", args.config), encoder_len)
-    return judge_case(cross_pool_sizer(spec, getattr(args, "call_timeout", None)), case)
+    return judge_case(spec, case, getattr(args, "call_timeout", None))
 
 
 def run_reproduce(spec: str, args: argparse.Namespace) -> int:
@@ -88,4 +104,4 @@ def run_reproduce(spec: str, args: argparse.Namespace) -> int:
         "reproduce whisper: Whisper-large-v3 (30 s of audio -> 1500 encoder frames) under TensorRT-LLM's "
         "defaults (max_input_len 1024, tokens_per_block 32); upstream issue #19514"
     )
-    return judge_case(cross_pool_sizer(spec), case)
+    return judge_case(spec, case)

@@ -48,10 +48,25 @@ class TrtllmWorker(EngineWorker):
             self.release.paths[0],
         ]
 
+    def _spawn(self) -> dict[str, Any]:
+        """One start of the worker; one that dies or hangs before its ready line is "not run".
+
+        The tree was read in the judge first (a tree the harness cannot use is refused then), and the
+        worker runs the tree's code before it is ready (building the class runs its decorators and
+        default values): a worker lost then is the tree's code stopping it, never bad input.
+        """
+        try:
+            return super()._spawn()
+        except ReleaseUnavailable as exc:
+            said = str(exc).rstrip(": ")  # no stderr tail: no dangling colon
+            raise CrossPoolNotRun(f"{said} (the tree's code runs there while its class is built)") from None
+
     def start(self) -> dict[str, Any]:
         """Start the worker; a tree it cannot load is one line (nothing is installed for it)."""
         label = self.release.label
-        return self.start_once(lambda ready: ReleaseUnavailable(f"{label}: {ready.get('error')}"))
+        return self.start_once(
+            lambda ready: ReleaseUnavailable(f"{label}: {ready.get('said') or ready.get('error')}")
+        )
 
 
 _WORKERS: dict[str, TrtllmWorker] = {}
@@ -61,11 +76,16 @@ def tensorrt_llm_worker(spec: str, deadline: float | None = None) -> TrtllmWorke
     """The shared, started worker of the tree ``spec`` names; bad input is one :class:`ReleaseUnavailable`.
 
     ``deadline``: seconds each call may take (``--call-timeout``, on a started worker too), else
-    ``CROSSATTN_CALL_TIMEOUT`` (:func:`~crossattn_sizing.engine.client.kept_worker`).
+    ``CROSSATTN_CALL_TIMEOUT`` (:func:`~crossattn_sizing.engine.client.kept_worker`). A file the
+    harness's parser gives up on is :class:`CrossPoolNotRun` naming the tree: nothing was asked.
     """
+
     def make(spec: str, deadline: float) -> TrtllmWorker:
         root = tensorrt_llm_tree_root(spec)
-        read_layout_source(root)  # parsed, not run: a tree without the sizing is refused before any work
+        try:  # parsed, not run: a tree without the sizing is refused before any work
+            read_layout_source(root)
+        except CrossPoolNotRun as exc:
+            raise CrossPoolNotRun(f"{spec}: {exc}") from None
         worker = TrtllmWorker(
             TrtllmTree(None, [str(root)], spec=spec), "cpu", records=False, deadline=deadline
         )

@@ -25,6 +25,7 @@ from types import CodeType
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
+from crossattn_sizing.core.cross_pool import CrossPoolNotRun
 from crossattn_sizing.engine.specs import tree_root
 
 TREE_PREFIX = "tensorrt_llm@"
@@ -62,7 +63,16 @@ def tensorrt_llm_tree_root(spec: str) -> Path:
 
 
 class StandInUsed(RuntimeError):
-    """The engine's sizing used a name its module imports; the harness stands in for none: not run."""
+    """The engine's sizing used a name its module imports; the harness stands in for none: not run.
+
+    Its text names the stand-in and follows what used it (``KvCacheCreator._get_cross_kv_cache_layout
+    used torch.tensor, ...``): the class's name is the harness's, not the user's.
+    """
+
+    def __init__(self, used: str) -> None:
+        self.used = used
+        super().__init__(f"used {used}, which the harness does not provide (every name {UTIL} imports "
+                         "is a stand-in)")  # fmt: skip
 
 
 class StandIn:
@@ -76,15 +86,13 @@ class StandIn:
         object.__setattr__(self, "_qualname", qualname)
 
     def _refuse(self, *_: Any, **__: Any) -> Any:
-        raise StandInUsed(f"the sizing used {object.__getattribute__(self, '_qualname')}, "
-                          "which the harness does not provide")  # fmt: skip
+        raise StandInUsed(object.__getattribute__(self, "_qualname"))
 
     __call__ = __getitem__ = __iter__ = __bool__ = __eq__ = __lt__ = __int__ = __index__ = _refuse
     __hash__ = None  # type: ignore[assignment]
 
     def __getattr__(self, name: str) -> Any:
-        raise StandInUsed(f"the sizing used {object.__getattribute__(self, '_qualname')}.{name}, "
-                          "which the harness does not provide")  # fmt: skip
+        raise StandInUsed(f"{object.__getattribute__(self, '_qualname')}.{name}")
 
     def __repr__(self) -> str:
         return f"<stand-in {object.__getattribute__(self, '_qualname')}>"
@@ -124,19 +132,38 @@ def _imports(tree: ast.Module) -> dict[str, str]:
 def read_layout_source(root: Path) -> LayoutSource:
     """Parse ``root``'s ``_util.py``, compile a class holding the two methods; refuse a tree without them.
 
-    A missing file, a syntax error, or a file without ``KvCacheCreator`` or
-    either method is one :class:`ReleaseUnavailable` line. A function whose
-    parameters changed compiles, and ``signature_problem`` says how: the
-    harness does not know what to pass it (a "not run", not bad input).
+    A missing or unreadable file, a syntax error, or a file without
+    ``KvCacheCreator`` or either method is one :class:`ReleaseUnavailable`
+    line. A function whose parameters changed compiles, and
+    ``signature_problem`` says how: the harness does not know what to pass it
+    (a "not run", not bad input). A file the harness's parser gives up on (an
+    expression chained past Python's recursion limit: ``ast`` builds it as
+    deeply as it is long) says nothing about the tree: :class:`CrossPoolNotRun`.
     """
     path = root / UTIL
     if not path.is_file():
         raise ReleaseUnavailable(f"{root}: the tree has no {UTIL} (the harness runs {QUALNAME} from it)")
     try:
-        tree = ast.parse(path.read_text(), filename=str(path))
-    except (SyntaxError, ValueError, UnicodeDecodeError) as exc:
-        line = getattr(exc, "lineno", "?")
-        raise ReleaseUnavailable(f"{path}:{line}: the file does not parse: {exc}") from None
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReleaseUnavailable(f"{path}: the file cannot be read: {exc}") from None
+    try:
+        return _compiled(path, text)
+    except (RecursionError, MemoryError) as exc:  # the harness's parser or compiler gave up, not the tree
+        raise CrossPoolNotRun(
+            f"{UTIL}: the harness's parser gave up on the file ({type(exc).__name__}: an expression "
+            "nested or chained past Python's limit); the sizing was never asked"
+        ) from None
+
+
+def _compiled(path: Path, text: str) -> LayoutSource:
+    """:func:`read_layout_source`'s work on the file's text (its own errors, one line each)."""
+    try:
+        tree = ast.parse(text, filename=str(path))
+    except (SyntaxError, ValueError) as exc:
+        line = getattr(exc, "lineno", None)
+        where = f"{path}:{line}" if line else str(path)  # a null byte has no line: none is made up
+        raise ReleaseUnavailable(f"{where}: the file does not parse: {exc}") from None
     cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == CLASS), None)
     if cls is None:
         raise ReleaseUnavailable(f"{path}: the tree has no class {CLASS} (the harness runs {QUALNAME})")

@@ -13,7 +13,15 @@ only what it reads: ``_model_engine.model.model_config.pretrained_config``
 [num_layers, num_kv_heads, head_dim, max_seq_len]}``, or ``{"verdict": "not
 run", "reason": ...}`` when the tree's code raised (a stand-in used, an
 attribute the stand-in ``self`` lacks, the engine's own refusal) or returned
-something else: the harness learned nothing about the pool then.
+something else: the harness learned nothing about the pool then. The same
+answer, to every request, when building the class already stopped (a
+decorator or a default value that uses a stand-in: the tree's code runs
+then too) or the harness's parser gave up on the file; the ready line says so.
+
+The worker sits under a supervisor and is a child subreaper
+(:func:`~crossattn_sizing.engine.protocol.supervised`), as the workers running
+a user's code do: whatever the tree's code starts, in a session of its own
+too, is ended by its id when the worker ends or is killed.
 """
 
 from __future__ import annotations
@@ -23,31 +31,71 @@ import json
 import sys
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, NoReturn
 
-from crossattn_sizing.engine.protocol import engine_line, failure, protocol_stdout, serve
+from crossattn_sizing.engine.protocol import engine_line, failure, protocol_stdout, serve, supervised
+
+
+def stopped_at(exc: BaseException, path: Path) -> str:
+    """``_util.py:LINE`` where the tree's code stopped (the file alone when no frame of it is in the
+    trace: no line is made up)."""
+    from crossattn_sizing.engine.tensorrt_llm.source import UTIL
+
+    line = engine_line(exc, str(path))
+    return f"{UTIL}:{line}" if isinstance(line, int) else UTIL
+
+
+def what_stopped(exc: BaseException) -> str:
+    """What the tree's code did that stopped it, for a "not run" line: the stand-in it used, by name, or
+    what it raised (its own errors keep their kind: ``ValueError: ...``)."""
+    from crossattn_sizing.engine.tensorrt_llm.source import StandInUsed
+
+    if isinstance(exc, StandInUsed):
+        return str(exc)
+    return f"raised {type(exc).__name__}: {exc}"
 
 
 class Tree:
-    """One tree's sizing, compiled and bound to stand-ins, ready to be asked."""
+    """One tree's sizing, compiled and bound to stand-ins, ready to be asked.
+
+    ``problem``: why no request can be answered (a changed signature, the class not built, a file the
+    harness's parser gave up on), or None. A tree the harness cannot use at all (no ``_util.py``, no
+    sizing) raises :class:`~crossattn_sizing.base.errors.ReleaseUnavailable`: bad input.
+    """
 
     def __init__(self, root: Path) -> None:
+        from crossattn_sizing.core.cross_pool import CrossPoolNotRun
         from crossattn_sizing.engine.tensorrt_llm.source import CLASS, StandIn, read_layout_source
 
-        self.source = read_layout_source(root)
+        self.file = str(root)
+        self.cls: Any = None
+        try:
+            self.source = read_layout_source(root)
+        except CrossPoolNotRun as exc:
+            self.problem: str | None = str(exc)
+            return
+        self.file = str(self.source.path)
+        self.problem = self.source.signature_problem
         namespace: dict[str, Any] = {"__name__": "crossattn_tensorrt_llm_util"}
         namespace.update({name: StandIn(what) for name, what in self.source.imports.items()})
-        exec(self.source.code, namespace)  # defines the class: its two methods, nothing of the module runs
+        try:  # defines the class: its decorators and default values run, nothing else of the module
+            exec(self.source.code, namespace)
+        except BaseException as exc:  # the tree's code stopped while its class was built
+            self.problem = self.problem or (
+                f"{stopped_at(exc, self.source.path)}: building class {CLASS} (its decorators and default "
+                f"values) {what_stopped(exc)}"
+            )
+            return
         self.cls = namespace[CLASS]
 
     def layout(
         self, hf_config: dict[str, Any], max_seq_len: int, max_input_len: int | None
     ) -> dict[str, Any]:
         """The tree's answer for one config: the layout tuple, or why it was not run."""
-        from crossattn_sizing.engine.tensorrt_llm.source import QUALNAME, UTIL
+        from crossattn_sizing.engine.tensorrt_llm.source import QUALNAME
 
-        if self.source.signature_problem is not None:
-            return {"verdict": "not run", "reason": self.source.signature_problem}
+        if self.problem is not None:
+            return {"verdict": "not run", "reason": self.problem}
         creator = object.__new__(self.cls)
         pretrained = SimpleNamespace(**hf_config)
         creator._model_engine = SimpleNamespace(model=SimpleNamespace(model_config=SimpleNamespace(
@@ -57,8 +105,8 @@ class Tree:
         try:
             out = creator._get_cross_kv_cache_layout()
         except Exception as exc:  # the tree's code stopped: no pool to judge
-            where = f"{UTIL}:{engine_line(exc, str(self.source.path))}"
-            return {"verdict": "not run", "reason": f"{where}: {QUALNAME} raised {type(exc).__name__}: {exc}"}
+            where = stopped_at(exc, self.source.path)
+            return {"verdict": "not run", "reason": f"{where}: {QUALNAME} {what_stopped(exc)}"}
         if not (isinstance(out, tuple) and len(out) == 4 and all(type(v) is int for v in out)):
             return {"verdict": "not run",
                     "reason": f"{QUALNAME} returned {out!r:.80}, not (num_layers, num_kv_heads, head_dim, "
@@ -66,19 +114,20 @@ class Tree:
         return {"verdict": "ran", "layout": list(out)}
 
 
-def main(argv: list[str] | None = None) -> int:
-    """The loop: one JSON request a line on stdin, one answer a line on the real stdout (prints: stderr)."""
+def main(argv: list[str] | None = None) -> NoReturn:
+    """The loop: one JSON request a line on stdin, one answer a line on the real stdout (prints: stderr),
+    under a supervisor (:func:`~crossattn_sizing.engine.protocol.supervised`); never returns."""
     parser = argparse.ArgumentParser(prog="crossattn_sizing.engine.tensorrt_llm.worker")
     parser.add_argument("--root", required=True, help="folder holding tensorrt_llm/")
     args = parser.parse_args(argv)
     proto = protocol_stdout()
+    leave = supervised(proto)  # before any of the tree's code runs (building its class runs some)
     try:
         tree = Tree(Path(args.root))
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
-        return 1
-    ready = {"ready": True, "path": args.root, "file": str(tree.source.path),
-             "signature_problem": tree.source.signature_problem}  # fmt: skip
+        leave(1)
+    ready = {"ready": True, "path": args.root, "file": tree.file, "problem": tree.problem}
     proto.write(json.dumps(ready) + "\n")
 
     def dispatch(req: dict[str, Any]) -> Any:
@@ -86,7 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             return tree.layout(dict(req["hf_config"]), int(req["max_seq_len"]), req.get("max_input_len"))
         raise ValueError(f"unknown op {req['op']!r}")
 
-    return serve(proto, dispatch)
+    try:
+        serve(proto, dispatch)
+    finally:
+        leave(0)
 
 
 if __name__ == "__main__":
