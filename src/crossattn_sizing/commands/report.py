@@ -9,7 +9,8 @@ verdicts it can run, each from the engine's own code:
 - the release table (a release spec, ``--releases``, ``--release-table``):
   the first and last release with the defect;
 - ``--fix PATCH``: the patch on a copy of the tree, the whole property set run on it;
-- ``--bisect GOOD..BAD`` (``NAME@PATH`` in a git checkout): the first bad commit.
+- ``--bisect GOOD..BAD`` (``NAME@PATH`` in a git checkout): the first bad commit, once GOOD is
+  seen to hold and BAD to fail.
 
 Every option is checked before anything runs: a patch that is not a file, a
 range not in the repository, a path that is not a git checkout is one line, exit 2.
@@ -22,19 +23,19 @@ import contextlib
 import shlex
 from pathlib import Path
 
-from crossattn_sizing.base.errors import OptionError
+from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
 from crossattn_sizing.engine.report_engines import facts_for
 from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
-from crossattn_sizing.runs.bisect import BisectResult, bisect, checkout_of, commit_range
+from crossattn_sizing.runs.bisect import BisectResult, CommitRange, bisect, checkout_of, commit_range
 from crossattn_sizing.runs.check_runs import run_check
 from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run_engine, tree_of
 from crossattn_sizing.runs.issue_report import FixCheck, IssueReport
 from crossattn_sizing.runs.outputs import output_dir, write_json, write_text
-from crossattn_sizing.runs.patched_tree import patched_copy
+from crossattn_sizing.runs.patched_tree import patched_copy, unloadable
 
 EPILOG = (
     "exit status: 0 nothing to report (every property ran and held; no file is written); 1 reports written "
@@ -114,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             raise OptionError("--bisect", args.bisect, "needs --engine NAME@PATH, a tree in a git checkout")
         tree = Path(spec.split("@", 1)[1]).expanduser().resolve()
         top = checkout_of(tree)
-        span = (top, tree, *commit_range(top, args.bisect))
+        span = (top, tree, commit_range(top, args.bisect))
     with contextlib.ExitStack() as stack:
         # The patch is applied (to a copy) before any property runs: one that does not apply is bad input.
         copy = (
@@ -219,7 +220,9 @@ def _report(
 def _check_fix(
     patch: Path, copy: Path, verdicts: EngineVerdicts, facts: ReportFacts, args: argparse.Namespace
 ) -> FixCheck:
-    """The failures' cases and every property on ``copy``, the tree with ``patch`` applied."""
+    """The failures' cases and every property on ``copy``, the tree with ``patch`` applied; a copy that
+    does not load is the fix not run (said in the user's terms), and the report is still written."""
+    spec = verdicts.spec
     before = {p.name: p.outcome for p in verdicts.properties}
     patched = f"{facts.engine}@{copy}"
     print(f"--fix: {patch} applies; running the properties on the patched copy")
@@ -231,29 +234,32 @@ def _check_fix(
             if argv is not None
             else Outcome.NOT_RUN
         )
-    after = run_engine(patched, profile="ci", seed=args.seed, select=args.select)
+    try:
+        after = run_engine(patched, profile="ci", seed=args.seed, select=args.select)
+    except HarnessError as exc:  # the patch applies but the copy does not load: the fix is not run
+        why = unloadable(copy, patch, spec, exc)
+        print(f"--fix: the patched copy does not load ({why}): the fix is not checked")
+        return FixCheck(str(patch), replays, before, {}, not_checked=why)
     return FixCheck(str(patch), replays, before, {p.name: p.outcome for p in after.properties})
 
 
 def _bisect(
-    result: PropertyResult, facts: ReportFacts, spec: str, span: tuple[Path, Path, str, str, int]
+    result: PropertyResult, facts: ReportFacts, spec: str, span: tuple[Path, Path, CommitRange]
 ) -> tuple[BisectResult | None, str]:
-    """Bisect the failure's check line over the range; a note instead when it has none."""
+    """Bisect the failure's check line over the range; a note instead when it has none. When the
+    range's ends are not what it claims (GOOD fails, BAD holds, either cannot run), one line says so
+    and no commit is named."""
     argv = _argv(result)
     if argv is None:
         return None, "Not bisected: the failure has no check line (its replay reruns the test)."
-    top, tree, good, bad, count = span
+    top, tree, commits = span
 
     def step(commit: str, run: object) -> None:
         print(f"bisect: {commit[:12]} {getattr(run, 'verdict', '')}")
 
     found = bisect(
-        top,
-        tree,
-        good,
-        bad,
-        count,
-        lambda t: with_spec(argv, facts.spec_option, f"{facts.engine}@{t}"),
-        on_step=step,
+        top, tree, commits, lambda t: with_spec(argv, facts.spec_option, f"{facts.engine}@{t}"), on_step=step
     )
+    if found.first_bad is None:
+        print(f"bisect: no first bad commit named for {result.name}: {found.why_none}")
     return found, ""

@@ -93,11 +93,30 @@ def supervised(proto: TextIO) -> Callable[[int], NoReturn]:
     return leave
 
 
+def encoded(reply: dict[str, Any], op: object, dumps: Callable[[Any], str] = json.dumps) -> str:
+    """``reply`` as one protocol line; an answer the encoder refuses (a value that is not JSON: a tensor,
+    a numpy integer, a cycle) is instead a failure saying so in one line, for the request ``op``.
+
+    Why: an encoder error left to rise ends the worker, and the parent reads the end of its stderr, a
+    trace from inside ``json``, as the reason. ``dumps`` is bound when this module is imported, before
+    any user or engine code runs.
+    """
+    try:
+        return dumps(reply) + "\n"
+    except (TypeError, ValueError, RecursionError) as exc:  # what json raises for a value it cannot write
+        said = f"the answer to {op} holds a value the protocol cannot send ({exc})"
+        return (
+            dumps({"ok": False, "error": f"Unencodable: {said}", "kind": "Unencodable", "said": said}) + "\n"
+        )
+
+
 def serve(proto: TextIO, dispatch: Callable[[dict[str, Any]], Any]) -> int:
     """Answer one JSON request a line from stdin until it ends, each by :func:`answer`; exit status 0."""
     for line in sys.stdin:
         if line.strip():
-            proto.write(json.dumps(answer(lambda line=line: dispatch(json.loads(line)))) + "\n")  # type: ignore[misc]
+            request = json.loads(line)
+            reply = answer(lambda request=request: dispatch(request))  # type: ignore[misc]
+            proto.write(encoded(reply, request.get("op")))
     return 0
 
 

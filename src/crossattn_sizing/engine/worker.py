@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crossattn_sizing.engine.protocol import answer, failure, supervised
+from crossattn_sizing.engine.protocol import answer, encoded, failure, supervised
 from crossattn_sizing.engine.vllm.release import Engine
 from crossattn_sizing.engine.vllm.shims import set_cpu_environment
 
@@ -74,7 +74,7 @@ def bind_loop(proto: Any, deadline: float | None) -> Any:
     """
     from crossattn_sizing.engine.subject import bind_failure
 
-    loads, dumps, write, lines = json.loads, json.dumps, proto.write, sys.stdin
+    loads, encode, write, lines = json.loads, encoded, proto.write, sys.stdin
     fork, fail = forked, bind_failure()
 
     def reply(ops: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +94,10 @@ def bind_loop(proto: Any, deadline: float | None) -> Any:
             if deadline is None:
                 answer = reply(ops, request)
             else:
-                answer = fork(lambda request=request: reply(ops, request), deadline, request.get("op"), dumps)
-            write(dumps(answer) + "\n")
+                answer = fork(
+                    lambda request=request: reply(ops, request), deadline, request.get("op"), encode
+                )
+            write(encode(answer, request.get("op")))
 
     return loop
 
@@ -157,10 +159,10 @@ def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:
         else:
             reply = forked(lambda request=request: answer(lambda: _dispatch(engine, request)), deadline,
                            request.get("op"))  # fmt: skip
-        proto.write(json.dumps(reply) + "\n")
+        proto.write(encoded(reply, request.get("op")))
 
 
-def forked(call: Any, deadline: float, op: object, dumps: Any = json.dumps) -> dict[str, Any]:
+def forked(call: Any, deadline: float, op: object, encode: Any = encoded) -> dict[str, Any]:
     """``call()`` (a protocol answer) in a forked child, or why it gave none: died, or past ``deadline``.
 
     Why fork: a user's code that crashed once will likely crash on the
@@ -178,7 +180,7 @@ def forked(call: Any, deadline: float, op: object, dumps: Any = json.dumps) -> d
     if pid == 0:  # the child: answer, then leave without running anything of the parent's
         os.close(read)
         try:
-            data = dumps(call()).encode()
+            data = encode(call(), op).encode()
             with os.fdopen(write, "wb") as out:
                 out.write(data)
         finally:

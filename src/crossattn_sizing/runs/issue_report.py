@@ -34,6 +34,7 @@ class FixCheck:
     replays: dict[str, Outcome]  # property -> its failure's check line on the patched copy
     before: dict[str, Outcome]
     after: dict[str, Outcome]
+    not_checked: str = ""  # why the patched copy could not run (every verdict after is then not run)
 
     @property
     def changed(self) -> list[str]:
@@ -44,6 +45,7 @@ class FixCheck:
         """The section as JSON."""
         return {
             "patch": self.patch,
+            "not_checked": self.not_checked,
             "replays": {n: o.value for n, o in self.replays.items()},
             "properties": [
                 {
@@ -175,20 +177,7 @@ class IssueReport:
         table = self.releases
         if table is None:
             return [self.releases_note]
-        first, last, fixed = table.first_bad, table.last_bad, table.first_good_after
-        head = (
-            (
-                f"First release with the defect: **{first}**; last: **{last}**"
-                + (f"; first release without it after that: {fixed}." if fixed else ".")
-            )
-            if first
-            else "No release in the table fails."
-        )
-        names = [r.release for r in table.rows]
-        before = table.rows[: names.index(first)] if first else []
-        unjudged = [r.release for r in before if r.verdict == Outcome.NOT_RUN]
-        if unjudged:
-            head += f" Earlier releases not judged (they did not run here): {', '.join(unjudged)}."
+        head = table.headline()
         rows = ["| release | verdict | how |", "| --- | --- | --- |"]
         rows += [f"| {r.release} | {r.verdict.value} | {r.how} |" for r in table.rows]
         return [head, "", f"Each row comes from that release's own code: {table.source}.", "", *rows]
@@ -203,20 +192,21 @@ class IssueReport:
     def _fix(self) -> list[str]:
         fix = self.fix
         assert fix is not None
-        now = fix.replays.get(self.result.name, Outcome.NOT_RUN).value
-        mine = fix.after.get(self.result.name, Outcome.NOT_RUN).value
-        lines = [
-            f"`{fix.patch}` applied to a copy of `{self.spec}`: this failure's case (its check line) {now}, "
-            f"`{self.result.name}` {mine}; other verdicts "
-            + (
-                "unchanged."
-                if fix.changed in ([], [self.result.name])
-                else "changed: " + ", ".join(f"`{n}`" for n in fix.changed if n != self.result.name) + "."
-            ),
-            "",
-            "| property | without the patch | with it |",
-            "| --- | --- | --- |",
-        ]
+        if fix.not_checked:
+            head = (
+                f"`{fix.patch}` applies to a copy of `{self.spec}`, but the fix was not checked: the patched "
+                f"copy does not load ({fix.not_checked}); every verdict with it is not run."
+            )
+        else:
+            now = fix.replays.get(self.result.name, Outcome.NOT_RUN).value
+            mine = fix.after.get(self.result.name, Outcome.NOT_RUN).value
+            others = [f"`{n}`" for n in fix.changed if n != self.result.name]
+            head = (
+                f"`{fix.patch}` applied to a copy of `{self.spec}`: this failure's case (its check line) "
+                f"{now}, `{self.result.name}` {mine}; other verdicts "
+                + ("changed: " + ", ".join(others) + "." if others else "unchanged.")
+            )
+        lines = [head, "", "| property | without the patch | with it |", "| --- | --- | --- |"]
         lines += [
             f"| `{n}` | {b.value} | {fix.after.get(n, Outcome.NOT_RUN).value} |"
             for n, b in fix.before.items()
@@ -227,10 +217,13 @@ class IssueReport:
         b = self.bisect
         if b is None:
             return [self.bisect_note]
+        n = b.span.commits
+        span = f"the {n} commit{'s' if n != 1 else ''} of `{b.span.good_name}..{b.span.bad_name}`"
         if b.first_bad is None:
-            head = f"Not found in `{b.good[:12]}..{b.bad[:12]}` ({b.commits} commits): {b.why_none}."
+            head = f"No first bad commit named among {span}: {b.why_none}."
         else:
-            head = f"**{b.first_bad[:12]}** {b.subject} (git bisect over {b.commits} commits, {b.runs} runs)."
+            head = f"**{b.first_bad[:12]}** {b.subject} (git bisect over {span}, {b.runs} runs)."
+        # The first two rows are the range's ends, run before git bisect: GOOD must hold, BAD fail.
         rows = ["| commit | bisect | check |", "| --- | --- | --- |"]
         rows += [f"| {c[:12]} | {w} | {line.replace('|', '/')} |" for c, w, line in b.steps]
         return [head, "", *rows]

@@ -74,6 +74,31 @@ class ReleaseTable:
             seen = seen or r.release == last
         return None
 
+    def headline(self) -> str:
+        """What the table says, in one sentence or two: the first and last release with the defect, or
+        that none fails among those that ran, or that none ran at all (never "none fails" then)."""
+        first, last, fixed = self.first_bad, self.last_bad, self.first_good_after
+        unrun = [r.release for r in self.rows if r.verdict == Outcome.NOT_RUN]
+        if len(unrun) == len(self.rows):
+            return "No release was judged: " + (
+                f"none of the table's releases ran here ({', '.join(unrun)})."
+                if unrun
+                else "the table is empty."
+            )
+        if first is None:
+            head = "No release in the table fails" + (" among those that ran." if unrun else ".")
+            earlier = unrun
+        else:
+            head = f"First release with the defect: **{first}**; last: **{last}**" + (
+                f"; first release without it after that: {fixed}." if fixed else "."
+            )
+            names = [r.release for r in self.rows]
+            earlier = [name for name in unrun if names.index(name) < names.index(first)]
+        if earlier:
+            head += f" {'Earlier releases' if first else 'Releases'} not judged (they did not run here): "
+            head += f"{', '.join(earlier)}."
+        return head
+
     def to_json(self) -> dict[str, Any]:
         """The table as the report's JSON holds it."""
         return {
