@@ -87,13 +87,15 @@ def single_value_options() -> list[tuple[str, str, argparse.Action]]:
     for command, p in sub.choices.items():
         for action in p._actions:
             repeatable = isinstance(action, (argparse._AppendAction, argparse._CountAction))
-            if not action.option_strings or repeatable or isinstance(action, (argparse._HelpAction, RefusedSpelling)):
+            own = isinstance(action, (argparse._HelpAction, RefusedSpelling))  # --help; an old spelling
+            if not action.option_strings or repeatable or own:
                 continue
             out.append((command, action.option_strings[0], action))
     return out
 
 
 SINGLE = single_value_options()
+SINGLE_IDS = [f"{c} {f}" for c, f, _ in SINGLE]
 
 
 def test_the_walk_finds_single_value_options_of_every_command() -> None:
@@ -102,7 +104,7 @@ def test_the_walk_finds_single_value_options_of_every_command() -> None:
     assert ("verify", "--engine") in {(c, f) for c, f, _ in SINGLE}
 
 
-@pytest.mark.parametrize(("command", "flag"), [(c, f) for c, f, _ in SINGLE], ids=[f"{c} {f}" for c, f, _ in SINGLE])
+@pytest.mark.parametrize(("command", "flag"), [(c, f) for c, f, _ in SINGLE], ids=SINGLE_IDS)
 def test_an_option_that_takes_one_value_is_refused_when_given_twice(
     command: str, flag: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -117,8 +119,8 @@ def test_an_option_that_takes_one_value_is_refused_when_given_twice(
         given = [flag, str(first), f"{flag}={second}"]
         says = f"{flag} given twice ({first}, then {second}): it takes one value; give it once"
         if action.type is not None:  # shown as argparse converted it (--minutes 1 is 1.0)
-            converted = action.type(str(first)), action.type(str(second))
-            says = f"{flag} given twice ({converted[0]}, then {converted[1]}): it takes one value; give it once"
+            first, second = action.type(str(first)), action.type(str(second))
+            says = f"{flag} given twice ({first}, then {second}): it takes one value; give it once"
     assert main([command, *given]) == 2
     err = capsys.readouterr().err
     assert err == f"crossattn-sizing: error: {says}\n"

@@ -66,13 +66,15 @@ def refuse_repeat(action: argparse.Action, namespace: argparse.Namespace, values
         return
     given: dict[str, tuple[str, str | None]] = namespace.__dict__.setdefault(GIVEN, {})
     flag = option_string or action.option_strings[-1]
-    value = None if action.nargs == 0 else shown_plain(" ".join(map(str, values)) if isinstance(values, list) else values)
+    text = " ".join(map(str, values)) if isinstance(values, list) else values
+    value = None if action.nargs == 0 else shown_plain(text)
     if action.dest not in given:
         given[action.dest] = (flag, value)
         return
     first_flag, first_value = given[action.dest]
     if value is not None and first_value is not None:
-        raise HarnessError(f"{flag} given twice ({first_value}, then {value}): it takes one value; give it once")
+        rule = "it takes one value; give it once"
+        raise HarnessError(f"{flag} given twice ({first_value}, then {value}): {rule}")
     if flag != first_flag:  # a switch and its --no- form
         raise HarnessError(f"{flag} given after {first_flag}: give one of them, once")
     raise HarnessError(f"{flag} given twice: give it once")

@@ -8,8 +8,9 @@ deadline: a slow example is never a failing one. Selected with
 ``--hypothesis-profile``, else the ``CROSSATTN_PROFILE`` environment variable,
 else the command's default (``docs/settings.md``).
 
-The database is a local directory (``CROSSATTN_DB``, default
-``.hypothesis/examples``); a read-only shared copy named by
+The database is a local directory (``CROSSATTN_DB``, default ``examples/`` in
+Hypothesis's storage folder, :func:`crossattn_sizing.base.settings.hypothesis_home`:
+the harness's cache, never the working folder); a read-only shared copy named by
 ``CROSSATTN_SHARED_DB`` is layered under it, so developers replay what the
 nightly fleet found without writing into the shared copy. A fuzzing fleet
 shares one live database instead: ``CROSSATTN_REDIS_URL`` names a Redis server
@@ -32,7 +33,25 @@ from hypothesis.database import (
 
 from crossattn_sizing.base import settings as env
 
-DEFAULT_DB = Path(".hypothesis") / "examples"
+DEFAULT_DB_SHOWN = "examples/ in Hypothesis's storage (~/.cache/crossattn-sizing/hypothesis)"
+"""The default database folder as ``--help`` says it (the folder itself is read when a run starts)."""
+
+
+def default_database_dir() -> Path:
+    """The example database where ``CROSSATTN_DB`` does not name one: beside Hypothesis's other files."""
+    return env.hypothesis_home() / "examples"
+
+
+def place_hypothesis_storage() -> None:
+    """Point Hypothesis's own files (its constants cache, Unicode tables, its default database) at
+    :func:`~crossattn_sizing.base.settings.hypothesis_home`, before any test draws.
+
+    Hypothesis writes them under ``.hypothesis`` in the working folder unless told otherwise: a
+    ``verify`` run in a contributor's engine checkout left ``.hypothesis/constants`` there, untracked.
+    """
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(env.hypothesis_home())
 
 
 def example_database(directory: Path | None = None, url: str | None = None) -> ExampleDatabase:
@@ -43,7 +62,7 @@ def example_database(directory: Path | None = None, url: str | None = None) -> E
     """
     from crossattn_sizing.fleet.database import redis_database, redis_url
 
-    local = directory or env.database_dir(DEFAULT_DB)
+    local = directory or env.database_dir(default_database_dir())
     layers: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(str(local))]
     url = url or redis_url()
     if url:
@@ -65,7 +84,8 @@ def database_folder(profile: str) -> Path | None:
 
 
 def register_profiles() -> None:
-    """Register the six profiles with Hypothesis (idempotent), none with a deadline.
+    """Register the six profiles with Hypothesis (idempotent), none with a deadline, and place its storage
+    (:func:`place_hypothesis_storage`): every harness run registers them before anything is drawn.
 
     A slow example is not a failing one: Hypothesis's default deadline (200 ms per example) turns a
     loaded machine, a first kernel compilation or a transformers model's first forward into "fails"
@@ -75,6 +95,7 @@ def register_profiles() -> None:
     """
     # Strategies here filter little, but DCP-valid interleaves and divisors can
     # make some draws slow on a loaded 2-core box: too_slow is not a defect.
+    place_hypothesis_storage()
     quiet = [HealthCheck.too_slow]
     common: dict[str, Any] = {"deadline": None, "suppress_health_check": quiet}
     blob = {**common, "print_blob": True}  # the failure's @reproduce_failure line
