@@ -83,6 +83,10 @@ def database_folder(profile: str) -> Path | None:
     return database.path if isinstance(database, DirectoryBasedExampleDatabase) else None
 
 
+SEARCHING = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+"""The phases of a profile that searches: all of Hypothesis's but ``explain`` (:func:`register_profiles`)."""
+
+
 def register_profiles() -> None:
     """Register the six profiles with Hypothesis (idempotent), none with a deadline, and place its storage
     (:func:`place_hypothesis_storage`): every harness run registers them before anything is drawn.
@@ -92,12 +96,18 @@ def register_profiles() -> None:
     (DeadlineExceeded, exit 1). How long a call into user code may take is bounded where it runs, by
     its worker's ``--call-timeout``; speed is measured by the benchmarks. Profiles derived from these
     (``--max-examples``, fuzz rounds, the engine budget, a scoped database) inherit ``deadline=None``.
+
+    None runs Hypothesis's explain phase (:data:`SEARCHING`): after a failure is shrunk, it reruns the
+    failing example many times over with parts varied, to comment which parts did not matter. With an
+    implementation or an engine tree under test each rerun is a round trip to its worker (an attention
+    example: caches written, attended, compared), so a failing example took minutes to report; the
+    harness's report is its own diagnosis and reproduce line, which never read those comments.
     """
     # Strategies here filter little, but DCP-valid interleaves and divisors can
     # make some draws slow on a loaded 2-core box: too_slow is not a defect.
     place_hypothesis_storage()
     quiet = [HealthCheck.too_slow]
-    common: dict[str, Any] = {"deadline": None, "suppress_health_check": quiet}
+    common: dict[str, Any] = {"deadline": None, "suppress_health_check": quiet, "phases": SEARCHING}
     blob = {**common, "print_blob": True}  # the failure's @reproduce_failure line
     settings.register_profile("dev", max_examples=100, database=example_database(), **common)
     settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **blob)
@@ -105,12 +115,11 @@ def register_profiles() -> None:
     settings.register_profile("gpu", max_examples=200, database=example_database(), **blob)
     # Only the pinned examples (hand-pinned shapes and regression files), no generation:
     # the quick check that what the fuzzer found still fails (or is fixed).
-    settings.register_profile("replay", phases=[Phase.explicit], database=None, **blob)
+    settings.register_profile("replay", **{**blob, "phases": [Phase.explicit]}, database=None)
     # Pinned examples and what the example database holds (a fleet's Redis included), no
     # generation: a failure here was found earlier, by this machine or by any fleet worker.
-    settings.register_profile(
-        "reuse", phases=[Phase.explicit, Phase.reuse], database=example_database(), **blob
-    )
+    settings.register_profile("reuse", **{**blob, "phases": [Phase.explicit, Phase.reuse]},
+                              database=example_database())  # fmt: skip
 
 
 def with_max_examples(name: str, max_examples: int | None) -> str:
