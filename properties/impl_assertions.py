@@ -180,6 +180,26 @@ class RequestReport:
         return head
 
 
+SHOWN_ELEMENTS = 4
+"""Differing elements a failure lists (index, got, expected): enough to see the pattern, bounded whatever
+the tensor's size. A tensor is shown by its shape, its dtype and these, never by its values whole."""
+
+
+def differing_elements(got: torch.Tensor, expected: torch.Tensor, bad: torch.Tensor,
+                       limit: int = SHOWN_ELEMENTS) -> str:  # fmt: skip
+    """One line of bounded length: the output's shape and dtype, how many of its elements differ
+    (``bad``), and the first ``limit`` of them with both values."""
+    where = [tuple(int(i) for i in index) for index in bad.nonzero()[:limit]]
+    shown = "; ".join(
+        f"[{', '.join(map(str, index))}] got {float(got[index]):.6g}, expected {float(expected[index]):.6g}"
+        for index in where
+    )
+    count = int(bad.sum())
+    dtype = str(got.dtype).removeprefix("torch.")
+    return (f"output shape {list(got.shape)}, dtype {dtype}: {count} of {bad.numel()} elements differ; "
+            f"the first {len(where)}: {shown}")  # fmt: skip
+
+
 def assert_outputs_match(
     got: torch.Tensor,
     expected: torch.Tensor,
@@ -202,6 +222,10 @@ def assert_outputs_match(
     overflows shows as one.
     """
     judge_against(expected.flatten().tolist(), "the reference (dense attention in float64)")
+    if tuple(got.shape) != tuple(expected.shape):
+        dtype_name = str(got.dtype).removeprefix("torch.")
+        fail_rerun([*header, f"  output shape {list(got.shape)}, dtype {dtype_name}: the reference's is "
+                             f"{list(expected.shape)}"], options)  # fmt: skip
     tol = tolerance(dtype)
     got64 = got.detach().to("cpu", torch.float64)
     exp64 = expected.to(torch.float64)
@@ -221,6 +245,7 @@ def assert_outputs_match(
     ]
     if mass is not None:
         lines.append("    " + MASS_REASON.format(margin=MASS_MARGIN, keys=num_keys, score=score_abs))
+    lines.append(f"  {differing_elements(got.detach().cpu(), exp64, bad)}")
     bad_q = bad.flatten(1).any(dim=1)
     for req in requests:
         mine = [q for q, owner in enumerate(query_owner) if owner == req.index]

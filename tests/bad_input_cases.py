@@ -595,6 +595,14 @@ CASES: list[Case] = [
     # reproduce --engine overrides the variables (an option), but still refuses a typed --policy
     C("reproduce", "whisper", "--engine", "vllm==0.25.0", "--policy", "mrv2-prefix", says="--policy mrv2-prefix: does not apply with --engine vllm==0.25.0", env={"CROSSATTN_SIZING_POLICY": "v1"}),
     C("verify", "--in-process=1", says="argument --in-process/--no-in-process: ignored explicit argument '1'"),
+    # --- issue 45: an option that takes one value is given once (argparse kept the last, silently) ---
+    C("verify", "--engine", "vllm==0.24.0", "--engine", SGLANG_TREE, says="--engine given twice (vllm==0.24.0, then sglang@"),
+    C("check", "--engine", SGLANG_TREE, *SGLANG_BATCH, "--engine", "vllm==0.25.0", says="--engine given twice (sglang@"),
+    C("report", "--engine", "vllm==0.24.0", "--engine", "vllm==0.25.0", says="--engine given twice (vllm==0.24.0, then vllm==0.25.0)"),
+    C("reproduce", "whisper", "--policy", "mrv2", "--policy=v1", says="--policy given twice (mrv2, then v1): it takes one value"),
+    C("verify", "--seed", "1", "--seed", "2", says="--seed given twice (1, then 2)"),
+    C("prove", "--policy", "mrv2", *SMALL_DOMAIN, "--no-progress", says="--no-progress given twice: give it once"),
+    C("verify", "--in-process", "--no-in-process", says="--no-in-process given after --in-process: give one of them, once"),
 ]
 """Every row; the report and the test read the same list."""
 

@@ -80,22 +80,14 @@ def gone(spec: str, within: float = 10.0) -> bool:
     return not workers_of(spec)
 
 
+VERIFY_DEFAULTS = {"--max-examples": "5", "--seed": "1", "--jobs": "1"}
+"""verify's options for these runs where a test does not give its own (an option is given once)."""
+
+
 def verify(*args: str, env: dict[str, str] | None = None, json_path: Path) -> tuple[int, str, dict]:
+    defaults = [part for flag, value in VERIFY_DEFAULTS.items() if flag not in args for part in (flag, value)]
     done = run(
-        cli(
-            "verify",
-            "--policy",
-            "mrv2",
-            "--max-examples",
-            "5",
-            "--seed",
-            "1",
-            "--jobs",
-            "1",
-            "--json",
-            str(json_path),
-            *args,
-        ),
+        cli("verify", "--policy", "mrv2", *defaults, "--json", str(json_path), *args),
         env=env,
     )
     data = json.loads(json_path.read_text()) if json_path.exists() else {}

@@ -77,3 +77,64 @@ def test_a_bad_value_gets_the_same_line_from_every_command(
         assert main([command, *REQUIRED.get(command, []), flag, value]) == 2, command
         err = capsys.readouterr().err
         assert err == f"crossattn-sizing: error: {says}\n", command
+
+
+def single_value_options() -> list[tuple[str, str, argparse.Action]]:
+    """(command, flag, action) for every option of every command that is not documented as repeatable."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    out = []
+    for command, p in sub.choices.items():
+        for action in p._actions:
+            repeatable = isinstance(action, (argparse._AppendAction, argparse._CountAction))
+            own = isinstance(action, (argparse._HelpAction, RefusedSpelling))  # --help; an old spelling
+            if not action.option_strings or repeatable or own:
+                continue
+            out.append((command, action.option_strings[0], action))
+    return out
+
+
+SINGLE = single_value_options()
+SINGLE_IDS = [f"{c} {f}" for c, f, _ in SINGLE]
+
+
+def test_the_walk_finds_single_value_options_of_every_command() -> None:
+    commands = {command for command, _, _ in SINGLE}
+    assert {"verify", "check", "report", "reproduce", "map", "prove", "fuzz", "audit"} <= commands
+    assert ("verify", "--engine") in {(c, f) for c, f, _ in SINGLE}
+
+
+@pytest.mark.parametrize(("command", "flag"), [(c, f) for c, f, _ in SINGLE], ids=SINGLE_IDS)
+def test_an_option_that_takes_one_value_is_refused_when_given_twice(
+    command: str, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse keeps the last of two silently (``--engine A --engine B`` judged only B): refused, one line,
+    exit 2, naming both values, before the command does anything (so any value that parses will do)."""
+    action = next(a for c, f, a in SINGLE if (c, f) == (command, flag))
+    if action.nargs == 0:  # a switch: --flag twice
+        given = [flag, flag]
+        says = f"{flag} given twice: give it once"
+    else:
+        first, second = (action.choices[0], action.choices[-1]) if action.choices else ("1", "2")
+        given = [flag, str(first), f"{flag}={second}"]
+        says = f"{flag} given twice ({first}, then {second}): it takes one value; give it once"
+        if action.type is not None:  # shown as argparse converted it (--minutes 1 is 1.0)
+            first, second = action.type(str(first)), action.type(str(second))
+            says = f"{flag} given twice ({first}, then {second}): it takes one value; give it once"
+    assert main([command, *given]) == 2
+    err = capsys.readouterr().err
+    assert err == f"crossattn-sizing: error: {says}\n"
+
+
+def test_a_switch_and_its_negation_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["verify", "--in-process", "--no-in-process"]) == 2
+    assert capsys.readouterr().err == (
+        "crossattn-sizing: error: --no-in-process given after --in-process: give one of them, once\n"
+    )
+
+
+def test_repeatable_options_still_repeat() -> None:
+    parser = build_parser()
+    args = parser.parse_args(["verify", "--policy", "mrv2", "--policy", "v1", "-k", "a", "-k", "b"])
+    assert (args.policy, args.select) == (["mrv2", "v1"], ["a", "b"])
+    assert not any(name.startswith("_options") for name in vars(args))  # the parse's note is not an option

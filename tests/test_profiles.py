@@ -136,3 +136,58 @@ def test_every_profile_passes_the_transformers_properties_for_mrv2_with_every_co
     assert len(found) >= 3, said  # bart, mbart and whisper at least (the transformers families)
     for prop in found:
         assert prop["outcome"] == "holds" and prop["examples"] >= 1, prop
+
+
+def test_verify_writes_nothing_into_the_working_folder(tmp_path: Path) -> None:
+    """Hypothesis keeps its files (its constants cache, its default database) under ``.hypothesis`` in
+    the working folder unless told otherwise: ``verify`` in an engine checkout left untracked
+    ``.hypothesis/constants`` there. They go to the harness's cache (``hypothesis/``), here an empty
+    HOME's; under the ``dev`` profile the example database goes there too."""
+    cwd, home = tmp_path / "checkout", tmp_path / "home"
+    cwd.mkdir()
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CROSSATTN_", "HYPOTHESIS_"))}
+    env.pop("XDG_CACHE_HOME", None)
+    env["HOME"] = str(home)
+    argv = [sys.executable, "-m", "crossattn_sizing", "verify", "--policy", "mrv2", "--hypothesis-profile",
+            "dev", "--max-examples", "2", "-k", "test_coverage", "--jobs", "1", "--json", str(tmp_path / "v")]
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # fmt: skip
+    try:
+        said = proc.communicate(timeout=900)[0].decode(errors="replace")
+    finally:
+        kill_group(proc)  # type: ignore[arg-type]
+    assert proc.returncode == 0, said[-3000:]
+    assert sorted(p.name for p in cwd.iterdir()) == [], said[-3000:]
+    storage = home / ".cache" / "crossattn-sizing" / "hypothesis"
+    assert any((storage / "constants").iterdir()), "Hypothesis wrote its constants nowhere this test looked"
+    report = json.loads((tmp_path / "v").read_text())
+    assert report["database"] == str(storage / "examples")
+
+
+def test_hypothesis_storage_follows_its_own_variable_and_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``HYPOTHESIS_STORAGE_DIRECTORY`` where the user set it (Hypothesis's own variable), else the
+    harness's cache; the default example database lies inside it, never in the working folder."""
+    from hypothesis.configuration import storage_directory
+
+    from crossattn_sizing.base import settings
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(settings.HYPOTHESIS_STORAGE, raising=False)
+    monkeypatch.delenv(settings.DB, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    ours = tmp_path / "cache" / "crossattn-sizing" / "hypothesis"
+    try:
+        profiles.register_profiles()
+        assert storage_directory("constants").path == ours / "constants"
+        assert profiles.default_database_dir() == ours / "examples"
+        monkeypatch.setenv(settings.HYPOTHESIS_STORAGE, str(tmp_path / "mine"))
+        profiles.place_hypothesis_storage()
+        assert storage_directory("constants").path == tmp_path / "mine" / "constants"
+        assert profiles.default_database_dir() == tmp_path / "mine" / "examples"
+    finally:
+        monkeypatch.undo()
+        profiles.register_profiles()  # the session's own storage and databases again
+    assert not (tmp_path / ".hypothesis").exists()

@@ -30,7 +30,7 @@ def test_every_crossattn_variable_is_read_in_the_settings_module_only() -> None:
         if path.name != "settings.py":
             assert not names, f"{path.relative_to(SRC)} names {sorted(names)}: read it through settings"
         found |= names
-    assert found == set(settings.READERS) - {"XDG_CACHE_HOME"}
+    assert found == set(settings.READERS) - {"XDG_CACHE_HOME", settings.HYPOTHESIS_STORAGE}
 
 
 # Values refused by the same rule are listed under it once.
@@ -39,7 +39,8 @@ BAD_VARIABLES = [
     *((settings.DCP_TIMEOUT, v, "must be a number of seconds")
       for v in ("abc", "nan", "-1", "1e999", "9" * 5000)),
     *((name, "/dev/null", "is not a folder") for name in (
-        settings.DB, settings.SHARED_DB, settings.REGRESSIONS_DIR, settings.PROPERTIES, "XDG_CACHE_HOME"
+        settings.DB, settings.SHARED_DB, settings.REGRESSIONS_DIR, settings.PROPERTIES, "XDG_CACHE_HOME",
+        settings.HYPOTHESIS_STORAGE,
     )),
     (settings.ENGINE_CACHE, "/dev/null/engine", "/dev/null is a file, not a folder"),
     (settings.DEVICE, "tpu", "use one of cpu, cuda"),

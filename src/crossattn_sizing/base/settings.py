@@ -49,6 +49,7 @@ ENGINE_EXAMPLES = "CROSSATTN_ENGINE_EXAMPLES"  # examples per property with --im
 FLEET_PARENT = "CROSSATTN_FLEET_PARENT"  # set by fuzz --jobs: the pid a worker dies with
 CALL_TIMEOUT = "CROSSATTN_CALL_TIMEOUT"  # --call-timeout: seconds one call into isolated user code may take
 IN_PROCESS = "CROSSATTN_IN_PROCESS"  # --in-process: run module:attr code inside the judge (unsafe)
+HYPOTHESIS_STORAGE = "HYPOTHESIS_STORAGE_DIRECTORY"  # Hypothesis's own: the folder it keeps its files in
 
 PROFILES = ("dev", "ci", "nightly", "gpu", "replay", "reuse")
 DEVICES = ("cpu", "cuda")
@@ -253,6 +254,14 @@ def wheel_cache() -> Path:
     return cache_home() / "crossattn-sizing" / "wheels"
 
 
+def hypothesis_home() -> Path:
+    """The folder Hypothesis keeps its own files in (its constants cache, Unicode tables, the default
+    example database): ``HYPOTHESIS_STORAGE_DIRECTORY``, Hypothesis's own variable, where the user set
+    it; else ``hypothesis/`` in the harness's cache. Never Hypothesis's default, ``.hypothesis`` in the
+    working folder: ``verify`` run in an engine checkout would leave untracked files there."""
+    return _optional_folder(HYPOTHESIS_STORAGE) or cache_home() / "crossattn-sizing" / "hypothesis"
+
+
 def engine_cache(wheel_cache_dir: Path | None = None) -> Path:
     """Where releases are unpacked to run: ``CROSSATTN_ENGINE_CACHE``; else ``engine/`` inside a wheel
     cache the user named (so ``--cache-dir`` keeps everything in one place); else beside the default
@@ -312,6 +321,7 @@ READERS: dict[str, Callable[[], object]] = {
     CALL_TIMEOUT: call_timeout,
     IN_PROCESS: in_process,
     "XDG_CACHE_HOME": cache_home,
+    HYPOTHESIS_STORAGE: lambda: _optional_folder(HYPOTHESIS_STORAGE),
 }
 """Every variable and the reader that checks it."""
 

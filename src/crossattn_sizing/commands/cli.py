@@ -16,7 +16,7 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from crossattn_sizing import commands
 from crossattn_sizing.base import interrupts, settings, standard_output
@@ -29,7 +29,22 @@ PROG = "crossattn-sizing"
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (``prog: error: ...``), exit 2, like every other
-    bad input; ``--help`` still shows the full usage."""
+    bad input; ``--help`` still shows the full usage. An option that takes one value (and a switch) is
+    refused when given twice, where argparse keeps the last silently (:data:`options.ONCE_ACTIONS`);
+    one documented as repeatable appends."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, action in options.ONCE_ACTIONS.items():
+            self.register("action", name, action)
+
+    def parse_known_args(  # type: ignore[override]  # the signature differs across Python versions
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        """argparse's parse, less the note of which options were given (a parse's own bookkeeping)."""
+        parsed, extras = super().parse_known_args(args, namespace)
+        parsed.__dict__.pop(options.GIVEN, None)
+        return parsed, extras
 
     def error(self, message: str) -> NoReturn:
         """Bad usage as one bounded line and exit status 2, never the usage block."""

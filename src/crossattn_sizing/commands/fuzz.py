@@ -81,7 +81,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--examples-per-round", type=int_arg, default=500,
         help="examples per property per round (default 500)",
     )
-    DB_OPTION.add(p, shown_default=str(profiles.DEFAULT_DB))
+    DB_OPTION.add(p, shown_default=profiles.DEFAULT_DB_SHOWN)
     REGRESSIONS.add(p, shown_default="properties/regressions")
     options.SELECT.add(p, default=[], shown_default="every property", repeatable=True)
     options.JSON.add(p)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import torch
@@ -45,7 +45,7 @@ from crossattn_sizing.core.policies import not_a_sequence
 from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
-from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record
+from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record, record_parts
 from crossattn_sizing.impl.runner import WrongAnswer, check_facts
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.prove.batches import Answer, PackedWidths, packed_arrays
@@ -331,6 +331,16 @@ class IsolatedPolicy:
         forget_child(self.worker.close)
 
 
+def _tensor_facts(inputs: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """``(name, " (shape [..], dtype ..)")`` for each tensor of the inputs, named as :func:`fingerprints`
+    names them: a message shows a tensor by its facts, never by its values."""
+    for name, value in inputs.items():
+        for part, item in record_parts(name, value):
+            if isinstance(item, torch.Tensor):
+                dtype = str(item.dtype).removeprefix("torch.")
+                yield part, f" (shape {list(item.shape)}, dtype {dtype})"
+
+
 class IsolatedImpl:
     """A ``module:attr`` implementation whose four kernels run in its worker, on copies of the inputs.
 
@@ -364,8 +374,14 @@ class IsolatedImpl:
         theirs = result.get("inputs", {})
         changed = [name for name, digest in mine.items() if theirs.get(name) != digest]
         if changed:
+            # The contract broken, as by an answer in no usable form: the test's later examples are not
+            # run (shrinking would rerun the kernel for nothing but a smaller copy of the same breach).
+            self.worker.broke()
+            shapes = dict(_tensor_facts(inputs))
+            named = ", ".join(f"{name}{shapes.get(name, '')}" for name in changed[:4])
+            more = f" and {len(changed) - 4} more" if len(changed) > 4 else ""
             raise InputChanged(
-                f"implementation {self.spec}: {op} changed its input {', '.join(changed)} "
+                f"implementation {self.spec}: {op} changed its input {named}{more} "
                 "(inputs are read-only; the verdict uses the harness's own copy)"
             )
         return result

@@ -268,6 +268,7 @@ def configure_run(config: pytest.Config) -> None:
     # Over pytest's hook (set up before this one) and left there: pytest's own clean-up collects
     # garbage after this plugin's, where a recorded press can still land, then puts its old hook back.
     interrupts.wrap_unraisable_hook()
+    quiet_frames(config)
     try:
         env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
         _option_defaults(config)
@@ -304,6 +305,20 @@ def configure_run(config: pytest.Config) -> None:
             run.engine_budget = load_engine_budget()
     except HarnessError as exc:
         raise usage_error(config, str(exc)) from None
+
+
+def quiet_frames(config: pytest.Config) -> None:
+    """A failure's traceback shows each frame's source line, never its arguments' values, unless the user
+    chose a style (``--tb``) or asked for locals (``--showlocals``).
+
+    pytest's default (``auto``: long for the test's own frame and the one that raised) prints every
+    argument of those frames through ``saferepr``, which formats a tensor's values in full before it
+    cuts the text: an implementation that raised in its kernel call, or changed an input, had its
+    caches formatted for minutes before the failure was reported. The diagnosis is the exception's
+    own text (shapes, dtypes, the differing elements: :mod:`properties.impl_assertions`).
+    """
+    if config.getoption("tbstyle", "auto") == "auto":
+        config.option.tbstyle = "short"
 
 
 def _option_defaults(config: pytest.Config) -> None:

@@ -117,7 +117,8 @@ class VerifyReport:
     notes: list[str] = field(default_factory=list)  # how the run was done (e.g. shared across policies)
     output_error: str | None = None  # standard output could not be written: the process exits 2
     database: str | None = None
-    """The folder the profile saves examples in (``CROSSATTN_DB``, else ``.hypothesis/examples``), or None."""
+    """The folder the profile saves examples in (``CROSSATTN_DB``, else ``examples/`` in Hypothesis's
+    storage folder), or None."""
 
     @property
     def exit_status(self) -> int:
