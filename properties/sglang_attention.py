@@ -106,9 +106,9 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
     rerun = ["--read-builder", backend.name]
     if answer["verdict"] == "not run":  # the adapter's gap: never a pass, never a failure of the release
         pytest.skip(f"{NOT_RUN_MARK}{backend.name}: {answer['reason']}")
-    if answer["verdict"] == "fails":
-        fail_rerun([f"{heading}: the release's steps did not lay the batch out", *case.lines(),
-                    f"  {answer['message']}"], rerun)
+    if answer["verdict"] == "fails":  # a hang or a crash names itself (the step, the deadline)
+        headline = answer.get("headline", "the release's steps did not lay the batch out")
+        fail_rerun([f"{heading}: {headline}", *case.lines(), f"  {answer['message']}"], rerun)
     for i, (e, _p, _d) in enumerate(case.batch):
         for step, got, queries in (("forward_extend", answer["extend"][i], content["q_extend"][i]),
                                    ("forward_decode", [answer["decode"][i]], content["q_decode"][i])):

@@ -5,17 +5,19 @@ answers each request this way, and so does the release's ``widths_many`` for
 each config of a batch (:mod:`crossattn_sizing.engine.vllm.release`); both read it
 from here, so neither imports the other. The loop's plumbing every engine's
 worker shares is here too: the answer channel (:func:`protocol_stdout`), the
-request loop (:func:`serve`) and where in the engine's file its code stopped
-(:func:`engine_line`).
+request loop (:func:`serve`), the supervisor a worker running the code under
+test sits under (:func:`supervised`) and where in the engine's file its code
+stopped (:func:`engine_line`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from crossattn_sizing.base.errors import described
 
@@ -55,6 +57,42 @@ def protocol_stdout() -> TextIO:
     return proto
 
 
+def close_channels(proto: TextIO) -> None:
+    """The supervisor's copies of the protocol's pipes (the worker's): the judge must see their end
+    when the worker dies."""
+    proto.close()
+    for fd in (0, 1):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def supervised(proto: TextIO) -> Callable[[int], NoReturn]:
+    """Put this worker under a supervisor and make it a child subreaper; ``leave(code)`` ends it.
+
+    Why: the code under test may start processes in sessions of their own (``setsid``) or
+    leave orphans, which no process-group kill reaches. Under the supervisor
+    (:func:`~crossattn_sizing.base.processes.supervise`), with this process a subreaper too,
+    every descendant stays in reach: ``leave`` flushes the protocol, ends each one by its id
+    and exits at once (a thread the code left must not keep the judge waiting), and a
+    judge killed outright is watched for (:func:`~crossattn_sizing.base.processes.watch_parent`).
+    Call it before the code under test runs; ``leave`` is bound here, before that code can rebind anything.
+    """
+    from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise, watch_parent
+
+    supervise(lambda: close_channels(proto))
+    become_subreaper()
+    watch_parent()
+    me, flush, exit_now = os.getpid(), proto.flush, os._exit
+
+    def leave(code: int) -> NoReturn:
+        with contextlib.suppress(OSError, ValueError):
+            flush()
+        end_tree(me)
+        exit_now(code)
+
+    return leave
+
+
 def serve(proto: TextIO, dispatch: Callable[[dict[str, Any]], Any]) -> int:
     """Answer one JSON request a line from stdin until it ends, each by :func:`answer`; exit status 0."""
     for line in sys.stdin:
@@ -72,3 +110,18 @@ def engine_line(exc: BaseException, path: str) -> int | str:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
+
+
+def stack_on_request() -> None:
+    """Have ``SIGUSR1`` write every thread's stack to stderr (faulthandler), from the signal handler itself.
+
+    Why: when a call into the release's code outlives its deadline, the judge
+    asks the worker where it is before ending it
+    (:meth:`crossattn_sizing.engine.client.EngineWorker.hung_where`), so the
+    verdict names the step that hung. faulthandler writes from the handler, so a
+    loop, a sleep or a wait on a lock answers as well.
+    """
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)

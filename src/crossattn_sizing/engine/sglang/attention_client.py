@@ -53,8 +53,9 @@ class SglangAttention:
         from crossattn_sizing.engine.sglang.client import sglang_worker
 
         try:
-            return sglang_worker(self.spec, self.deadline).request("attention", **payload)
-        except EngineCrash as exc:  # the tree's own code hung or ended its process
-            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}"}
+            return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
+        except EngineCrash as exc:  # the tree's own code hung (the step and the deadline named) or ended its process
+            return {"verdict": "fails", "message": f"the tree's code did not return: {exc}",
+                    "headline": getattr(exc, "headline", "the release's code ended its worker")}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
