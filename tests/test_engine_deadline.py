@@ -99,8 +99,9 @@ def alive(pid: int) -> bool:
 @pytest.mark.parametrize(
     ("change", "option", "variable", "step"),
     [
-        (WAITS_IN_HELPER, ["--call-timeout", "2"], "600", "cdiv (vllm/utils/math_utils.py:"),  # typed over the variable
-        (SPINS_IN_LOOP, [], "2", "initialize_kv_cache (vllm/v1/worker/gpu/model_runner.py:"),  # the variable alone
+        # typed over the variable; the variable alone
+        (WAITS_IN_HELPER, ["--call-timeout", "2"], "600", "cdiv (vllm/utils/math_utils.py:"),
+        (SPINS_IN_LOOP, [], "2", "initialize_kv_cache (vllm/v1/worker/gpu/model_runner.py:"),
     ],
     ids=["helper-waits-typed", "loop-spins-variable"],
 )
@@ -108,8 +109,8 @@ def test_check_on_a_vllm_tree_whose_sizing_hangs_fails_within_the_deadline(
     tmp_path: Path, change: tuple[str, str, str], option: list[str], variable: str, step: str
 ) -> None:
     tree = vllm_tree(tmp_path / "tree", change)
-    done = run(cli("check", "--engine", f"vllm@{tree}", *option, "--config", NEMOTRON, "--encoder-len", "3329"),
-               env={"CROSSATTN_CALL_TIMEOUT": variable})  # fmt: skip
+    line = cli("check", "--engine", f"vllm@{tree}", *option, "--config", NEMOTRON, "--encoder-len", "3329")
+    done = run(line, env={"CROSSATTN_CALL_TIMEOUT": variable})
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     fail = [line for line in done.stdout.splitlines() if line.startswith("FAIL  ")]
     assert len(fail) == 1 and "timed out after 2 s" in fail[0], done.stdout
@@ -122,7 +123,8 @@ def test_prove_on_a_vllm_tree_that_hangs_on_one_block_size_fails_naming_that_con
     """Only block size 4 hangs: prove's batch, then the config asked alone, time out; prove fails that config
     (a judged observation: exit 1), never a bad input, and ends every worker it started."""
     tree = vllm_tree(tmp_path / "tree", HANGS_ON_BS4)
-    domain = ("--block-size", "2-4:2", "--max-model-len", "8-64:28", "--encoder-budget", "8-64:28", "--no-progress")
+    domain = ("--block-size", "2-4:2", "--max-model-len", "8-64:28", "--encoder-budget", "8-64:28",
+              "--no-progress")  # fmt: skip
     done = run(cli("prove", "--policy", f"vllm@{tree}", *domain), env={"CROSSATTN_CALL_TIMEOUT": "2"})
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "FAILS: timed out after 2 s" in done.stdout and "the release's code did not answer" in done.stdout
@@ -139,7 +141,8 @@ def test_a_detached_process_the_hung_sizing_started_is_ended_with_its_worker(tmp
     sleeper = tmp_path / "sleeper.pid"
     done = run(cli("check", "--engine", f"vllm@{tree}", "--call-timeout", "2", "--config", NEMOTRON,
                    "--encoder-len", "3329"), env={"DEADLINE_SLEEPER": str(sleeper)})  # fmt: skip
-    assert done.returncode == 1 and "FAIL  timed out after 2 s" in done.stdout, done.stdout + done.stderr[-3000:]
+    said = done.stdout + done.stderr[-3000:]
+    assert done.returncode == 1 and "FAIL  timed out after 2 s" in done.stdout, said
     assert sleeper.exists(), "the tree's sizing never ran"
     assert not alive(int(sleeper.read_text())), "the detached sleeper outlived the run"
     assert processes_naming(str(tree)) == []
@@ -149,7 +152,7 @@ TORCH_NATIVE = "sglang/srt/layers/attention/torch_native_backend.py"
 DECODE_LINE = "        q = q.reshape(-1, layer.tp_q_head_num * layer.qk_head_dim)\n"
 
 
-def test_verify_on_an_sglang_tree_whose_decode_blocks_on_a_lock_waits_the_deadline_once(tmp_path: Path) -> None:
+def test_an_sglang_decode_step_blocked_on_a_lock_fails_and_waits_the_deadline_once(tmp_path: Path) -> None:
     """forward_decode takes a lock it already holds. The property fails with a headline naming the step and
     the deadline; after the first timeout the test's later examples are not run and its final replay
     fails at once, so the step is entered once (each entry appends to a file), not once per shrink step."""

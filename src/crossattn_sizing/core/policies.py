@@ -11,6 +11,7 @@ Hypothesis (tests/test_layers.py keeps it so).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -269,9 +270,7 @@ def probe_policy(policy: Policy) -> Policy:
     deadline: :class:`~crossattn_sizing.base.errors.JudgedFailure`) is not bad input: the policy
     loads, and the work that asks it about its own configs judges that failure there.
     """
-    try:
+    with contextlib.suppress(JudgedFailure):
         checked_widths(policy, PROBE_CONFIG)
-    except JudgedFailure:
-        pass
     return policy
 

@@ -467,7 +467,8 @@ class EngineWorker:
                 tail = self.stderr_tail()
                 self.proc = None  # the next request starts a fresh worker
                 if timed_out:
-                    raise CallTimeout(self.timeout_message(op, self.stopped_in), self.timeout_headline(self.stopped_in))
+                    where = self.stopped_in
+                    raise CallTimeout(self.timeout_message(op, where), self.timeout_headline(where))
                 raise EngineCrash(
                     f"{self.label} worker died ({how}) while running {op}" + (f": {tail}" if tail else "")
                 )

@@ -17,7 +17,13 @@ from typing import Any, cast
 import numpy as np
 
 from crossattn_sizing.base import usercode
-from crossattn_sizing.base.errors import HarnessError, JudgedFailure, NotExpressible, PolicyCallError, described
+from crossattn_sizing.base.errors import (
+    HarnessError,
+    JudgedFailure,
+    NotExpressible,
+    PolicyCallError,
+    described,
+)
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name

@@ -54,7 +54,7 @@ class SglangAttention:
 
         try:
             return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
-        except EngineCrash as exc:  # the tree's own code hung (the step and the deadline named) or ended its process
+        except EngineCrash as exc:  # the tree's own code hung (its step and the deadline named) or left
             return {"verdict": "fails", "message": f"the tree's code did not return: {exc}",
                     "headline": getattr(exc, "headline", "the release's code ended its worker")}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
