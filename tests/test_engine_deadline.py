@@ -134,6 +134,21 @@ def test_prove_on_a_vllm_tree_that_hangs_on_one_block_size_fails_naming_that_con
     assert processes_naming(str(tree)) == []
 
 
+def test_verify_on_a_vllm_tree_whose_sizing_spins_fails_the_property_in_the_deadline(tmp_path: Path) -> None:
+    """verify (the property suite, with the tree as policy and implementation) with the variable alone: the
+    property fails on the example whose sizing did not answer, naming the config, and no worker is left."""
+    tree = vllm_tree(tmp_path / "tree", SPINS_IN_LOOP)
+    done = run(cli("verify", "--engine", f"vllm@{tree}", "-k", "test_coverage", "--max-examples", "5"),
+               env={"CROSSATTN_CALL_TIMEOUT": "2"})  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr[-3000:]
+    assert "test_capacity::test_coverage fails:" in done.stdout, done.stdout
+    assert ("timed out after 2 s: " f"vllm@{tree}: the release's code did not answer (widths), stopped in "
+            "initialize_kv_cache (vllm/v1/worker/gpu/model_runner.py:") in done.stdout  # fmt: skip
+    assert "(asked for the widths of M=" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+    assert processes_naming(str(tree)) == []
+
+
 def test_a_detached_process_the_hung_sizing_started_is_ended_with_its_worker(tmp_path: Path) -> None:
     """The tree's sizing leaves an orphan in a session of its own, then blocks: the timeout ends the worker
     and that orphan (the worker's supervisor is a subreaper), not only the worker's process group."""

@@ -78,9 +78,10 @@ IMPORT_DEADLINE = 120.0
 """Seconds a worker with a deadline may take to import the code under test (torch alone takes seconds on a
 loaded machine), when its call deadline is shorter."""
 
-STACK_WAIT_S = 5.0
-"""Seconds a timed-out release worker is given to write where its code was (faulthandler's dump, written
-at once from the signal handler) before it is killed; past it the verdict says no more than the op."""
+STACK_WAIT_S = 30.0
+"""Seconds a timed-out release worker is given to start writing where its code was (faulthandler's dump,
+written from the signal handler as soon as the process runs; a loaded machine may take seconds) before it
+is killed; past it the verdict says no more than the op. Generous: a dump that is written ends the wait."""
 
 
 def _signal_name(returncode: int | None) -> str:
@@ -505,13 +506,16 @@ class EngineWorker:
             for pid in [proc.pid, *descendants(proc.pid)]:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGUSR1)
-            ends = time.monotonic() + STACK_WAIT_S
-            while time.monotonic() < ends:
+            ends, written, quiet = time.monotonic() + STACK_WAIT_S, "", 0
+            while time.monotonic() < ends and quiet < 10:  # 10 polls with nothing new: the dump is whole
                 time.sleep(0.05)
                 self._stderr.seek(start)
-                where = innermost_frame(self._stderr.read(), self.release.paths[:1])
+                dump = self._stderr.read()
+                where = innermost_frame(dump, self.release.paths[:1])
                 if where:
                     return where
+                quiet = quiet + 1 if dump and dump == written else 0
+                written = dump
         return ""
 
     def ask(self, op: str, **payload: Any) -> dict[str, Any]:
