@@ -503,18 +503,20 @@ class EngineWorker:
         with contextlib.suppress(OSError, ValueError):
             self._stderr.seek(0, os.SEEK_END)
             start = self._stderr.tell()
-            for pid in [proc.pid, *descendants(proc.pid)]:
+            # The worker under the supervisor (``proc``, which runs none of the release's code and is not
+            # asked), and what it started: a fork of it dumps its stack too.
+            for pid in descendants(proc.pid):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGUSR1)
             ends, written, quiet = time.monotonic() + STACK_WAIT_S, "", 0
-            while time.monotonic() < ends and quiet < 10:  # 10 polls with nothing new: the dump is whole
+            while time.monotonic() < ends and quiet < 20:  # a dump, then a second with nothing new: whole
                 time.sleep(0.05)
                 self._stderr.seek(start)
                 dump = self._stderr.read()
                 where = innermost_frame(dump, self.release.paths[:1])
                 if where:
                     return where
-                quiet = quiet + 1 if dump and dump == written else 0
+                quiet = quiet + 1 if "most recent call first" in dump and dump == written else 0
                 written = dump
         return ""
 
@@ -533,15 +535,16 @@ class EngineWorker:
         example = current_example()
         if self.broken_in.get(test, example) != example and not final_replay():
             skip_after_break(self.label)
-        key = (test, request_digest(op, payload))
-        if key in self.timed_out:
-            seen = self.timed_out[key]
+        # The request's digest is taken only once a timeout is on record in this test (a kernel's payload
+        # is megabytes): the replay of the request that timed out fails at once, with that timeout.
+        seen = self.timed_out.get((test, request_digest(op, payload))) if test in self.broken_in else None
+        if seen is not None:
             raise CallTimeout(str(seen), seen.headline)
         try:
             return self.request(op, **payload)
         except EngineCrash as exc:
             if isinstance(exc, CallTimeout):
-                self.timed_out[key] = exc
+                self.timed_out[test, request_digest(op, payload)] = exc
             self.crashed()
             self.broke()
             raise
