@@ -106,7 +106,7 @@ def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
     rerun = ["--read-builder", backend.name]
     if answer["verdict"] == "not run":  # the adapter's gap: never a pass, never a failure of the release
         pytest.skip(f"{NOT_RUN_MARK}{backend.name}: {answer['reason']}")
-    if answer["verdict"] == "fails":
+    if answer["verdict"] == "fails":  # a hang or a crash names itself (the step, the deadline)
         fail_rerun([f"{heading}: {answer.get('headline') or 'the release did not lay the batch out'}",
                     *case.lines(),
                     f"  {answer['message']}"], rerun)

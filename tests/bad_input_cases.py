@@ -140,11 +140,17 @@ def make_input_fixtures(d: Path) -> None:
 
 
 def make_hostile_fixtures(d: Path) -> None:
-    """A property suite that holds no test: a folder laid out like ``properties/``, nothing in it."""
+    """A property suite that holds no test: a folder laid out like ``properties/``, nothing in it. A vLLM
+    tree (the recorded 0.25.0) whose sizing's ``cdiv`` sleeps forever, a second at a time."""
     suite = d / "empty-suite" / "properties"
     suite.mkdir(parents=True, exist_ok=True)
     (suite / "test_capacity.py").write_text('"""No property here."""\n')
     (suite.parent / "pyproject.toml").write_text("")
+    from tests.engine_tree import build_tree
+
+    math_utils = build_tree(d / "hanging-sizing", "0.25.0") / "vllm" / "utils" / "math_utils.py"
+    sleeps = "def cdiv(a, b):\n    import time\n    while True:\n        time.sleep(1)\n"
+    math_utils.write_text(math_utils.read_text().replace("def cdiv(a, b):\n", sleeps, 1))
 
 
 BAD_REGRESSIONS = {"CROSSATTN_REGRESSIONS_DIR": "{d}/bad-regressions"}
@@ -603,6 +609,12 @@ CASES: list[Case] = [
     C("verify", "--seed", "1", "--seed", "2", says="--seed given twice (1, then 2)"),
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, "--no-progress", says="--no-progress given twice: give it once"),
     C("verify", "--in-process", "--no-in-process", says="--no-in-process given after --in-process: give one of them, once"),
+    # --- issue 45: a vllm@PATH tree whose sizing never answers fails within the call deadline (exit 1), typed or
+    # from the variable, its worker and all it started ended (tests/test_engine_deadline.py asserts the line) ---
+    C("check", "--engine", "vllm@{d}/hanging-sizing", "--call-timeout", "2", "--config", NEMOTRON, "--encoder-len", "3329",
+      status=1, says="policy:"),
+    C("prove", "--policy", "vllm@{d}/hanging-sizing", *SMALL_DOMAIN, status=1, says="domain: 4,000 configs",
+      env={"CROSSATTN_CALL_TIMEOUT": "2"}),
 ]
 """Every row; the report and the test read the same list."""
 

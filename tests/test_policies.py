@@ -113,7 +113,10 @@ def test_engine_specs_go_to_the_engine_adapter(spec: str, monkeypatch: pytest.Mo
     from crossattn_sizing.engine.vllm import adapters as vllm
     from crossattn_sizing.specs.resolve import load_policy
 
-    asked: list[str] = []
-    monkeypatch.setattr(vllm, "load_engine_policy", lambda s: asked.append(s) or "engine policy")
+    asked: list[tuple[str, float]] = []
+    monkeypatch.setattr(
+        vllm, "load_engine_policy", lambda s, deadline: asked.append((s, deadline)) or "engine policy"
+    )
+    monkeypatch.setenv("CROSSATTN_CALL_TIMEOUT", "7")
     assert load_policy(spec) == "engine policy"
-    assert asked == [spec]
+    assert asked == [(spec, 7.0)]  # the call deadline reaches the release's worker, from the variable too

@@ -73,7 +73,7 @@ def executed_v2(
     :data:`~crossattn_sizing.engine.vllm.sizing_exec.EXECUTED_RUNNERS`).
     """
     try:
-        from crossattn_sizing.engine.client import worker_for
+        from crossattn_sizing.engine.client import EngineCrash, worker_for
         from crossattn_sizing.engine.vllm.adapters import VllmPolicy, normalise
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
@@ -85,5 +85,7 @@ def executed_v2(
         policy = VllmPolicy(spec, worker=worker, runner=runner)
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
-    except ReleaseUnavailable as exc:  # e.g. the wheel is only in --cache-dir: read it instead
+    # e.g. the wheel is only in --cache-dir, or its sizing ended its worker or outlived the call deadline
+    # (CROSSATTN_CALL_TIMEOUT): read it instead, saying why
+    except (ReleaseUnavailable, EngineCrash) as exc:
         return None, str(exc)

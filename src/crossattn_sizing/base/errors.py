@@ -112,6 +112,18 @@ class NotExpressible(HarnessError):
     """
 
 
+class JudgedFailure(AssertionError):
+    """The code under test ran and was seen to fail: its process died, or it did not answer within the
+    call deadline. A verdict ("fails") on that code, never bad input and never "not run".
+
+    An ``AssertionError`` so a property reports it as its failing case; the
+    harness's user-code boundary (:func:`crossattn_sizing.core.policies.checked_widths`)
+    lets it through as it is, and ``check`` and ``prove`` judge the config
+    fails. The engine's workers raise it (``engine.client.EngineCrash``); a
+    ``module:attr`` policy's worker turns it into a :class:`PolicyCallError` first.
+    """
+
+
 class ReleaseUnavailable(HarnessError, RuntimeError):
     """An engine release's code could not be obtained, imported or run, for a reason the user must fix:
     an unknown version, a failed download, a wheel not in the cache when offline, an unusable path

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, refuse_spelling
+from crossattn_sizing.base.errors import ConfigError, HarnessError, JudgedFailure, refuse_spelling
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
@@ -102,7 +102,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"policy:         {args.policy}")
     print(f"config:         {config.describe()}")
     print(f"encoder tokens: {lens}")
-    print(f"widths given:   {checked_widths(policy, config)} entries per group")
+    try:
+        print(f"widths given:   {checked_widths(policy, config)} entries per group")
+    except JudgedFailure as exc:  # an engine's sizing ended its worker or did not answer in time: a verdict
+        print(f"FAIL  {exc}")
+        return exit_status([Outcome.FAILS])
     found = violations(policy, config, lens)
     for v in found:
         print(f"FAIL  {v.explain()}")

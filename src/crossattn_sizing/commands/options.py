@@ -279,8 +279,9 @@ def seconds(option: str, text: str) -> float:
 
 CALL_TIMEOUT = Option(
     "--call-timeout",
-    "seconds one call into a module:attr policy or implementation may take in its worker process; past "
-    "it the worker is killed and that case fails",
+    "seconds one call into a module:attr policy or implementation, or into an engine's own code "
+    "(vllm==X, vllm@PATH, --engine), may take in its worker process; past it the worker is killed with "
+    "everything it started and that case fails",
     metavar="S", parse=seconds, variable=settings.CALL_TIMEOUT,
 )  # fmt: skip
 IN_PROCESS = Option(

@@ -25,7 +25,7 @@ from typing import Any, NamedTuple
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from crossattn_sizing.base.errors import OptionError, PolicyCallError, refuse_spelling, shown
+from crossattn_sizing.base.errors import JudgedFailure, OptionError, PolicyCallError, refuse_spelling, shown
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_INTERRUPTED, Outcome, exit_status
 from crossattn_sizing.commands import options
@@ -254,9 +254,10 @@ def run(args: argparse.Namespace) -> int:
             write_json(json_path, payload)
         raise
     except PolicyRaised as exc:
-        if not isinstance(exc.error, BatchDisagrees):
+        if not isinstance(exc.error, (BatchDisagrees, JudgedFailure)):
             raise _stopped(args, policy, exc, json_path, domain_info) from None
-        # Two answers for one config: the policy fails, whichever of them a sweep would have judged.
+        # Two answers for one config: the policy fails, whichever of them a sweep would have judged. An
+        # engine's sizing that ended its worker or did not answer within the deadline fails that config.
         print(f"FAILS: {exc.error}\n  replay the single call: "
               f"{check_line(args.policy, exc.config, [exc.config.encoder_budget])}")
         if json_path:

@@ -11,6 +11,7 @@ Hypothesis (tests/test_layers.py keeps it so).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Literal, cast
 
 from crossattn_sizing.base import usercode
 from crossattn_sizing.base.callables import load_callable
-from crossattn_sizing.base.errors import HarnessError, PolicyCallError
+from crossattn_sizing.base.errors import HarnessError, JudgedFailure, PolicyCallError
 from crossattn_sizing.base.intmath import align_up, cdiv
 from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 
@@ -182,6 +183,10 @@ class _Named:
         return f"sizing policy {usercode.shown(name, 'name')}"
 
 
+PASSED_ON = (HarnessError, JudgedFailure)
+"""What a policy's call passes on as it is: the harness's own errors, and an engine's code seen to fail."""
+
+
 def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """Call a policy at the user-code boundary and check its answer has the promised shape.
 
@@ -194,9 +199,10 @@ def checked_widths(policy: Policy, config: RunnerConfig) -> tuple[int, ...]:
     """
     given = private_copy(config)
     # The harness's own errors say what they mean. A config an engine policy cannot be asked about
-    # is a NotExpressible, one of them: inside a Hypothesis example the engine's discards it too.
+    # is a NotExpressible, one of them: inside a Hypothesis example the engine's discards it too. An
+    # engine's code seen to fail (its worker died, or did not answer within the deadline) is a verdict.
     try:
-        result = usercode.call(policy, given, what=_Named(policy), passthrough=(HarnessError,))
+        result = usercode.call(policy, given, what=_Named(policy), passthrough=PASSED_ON)
     except PolicyCallError as exc:
         if config.describe() in str(exc):  # said already (by the policy's worker, which checked it first)
             raise
@@ -258,7 +264,13 @@ PROBE_CONFIG = RunnerConfig(
 
 def probe_policy(policy: Policy) -> Policy:
     """Call a loaded policy once on :data:`PROBE_CONFIG`, so one that cannot be called fails
-    before any work starts (exit 2), not as a property failure after minutes of shrinking."""
-    checked_widths(policy, PROBE_CONFIG)
+    before any work starts (exit 2), not as a property failure after minutes of shrinking.
+
+    An engine's code seen to fail on the probe (its worker died, or did not answer within the
+    deadline: :class:`~crossattn_sizing.base.errors.JudgedFailure`) is not bad input: the policy
+    loads, and the work that asks it about its own configs judges that failure there.
+    """
+    with contextlib.suppress(JudgedFailure):
+        checked_widths(policy, PROBE_CONFIG)
     return policy
 

@@ -14,21 +14,26 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hypothesis.errors import UnsatisfiedAssumption
+
 from crossattn_sizing.base import settings
-from crossattn_sizing.base.errors import NotExpressible
-from crossattn_sizing.base.processes import end_supervised, register_child
+from crossattn_sizing.base.errors import JudgedFailure, NotExpressible
+from crossattn_sizing.base.processes import descendants, end_supervised, register_child
 from crossattn_sizing.base.threads import one_thread_unless_set, usable_cores
 from crossattn_sizing.engine.install import (
     MAX_DEPENDENCY_ROUNDS,
@@ -49,15 +54,34 @@ class Inexpressible(ReleaseUnavailable, NotExpressible):
     """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
 
 
-class EngineCrash(AssertionError):
+class EngineCrash(JudgedFailure):
     """The engine's process died while running a request (the example's failure, not the run's).
 
-    An ``AssertionError`` so a property reports it as the case that failed.
+    An ``AssertionError`` (:class:`~crossattn_sizing.base.errors.JudgedFailure`) so a property reports it
+    as the case that failed.
     """
 
 
 class CallTimeout(EngineCrash):
-    """A request outlived the worker's deadline: the worker was killed; the next request starts a new one."""
+    """A request outlived the worker's deadline: the worker was killed; the next request starts a new one.
+
+    ``headline``: the deadline and, for a release, the step its code was in (what a failure's first line
+    says); the message adds the release and the request.
+    """
+
+    def __init__(self, message: str, headline: str = "") -> None:
+        super().__init__(message)
+        self.headline = headline or message
+
+
+IMPORT_DEADLINE = 120.0
+"""Seconds a worker with a deadline may take to import the code under test (torch alone takes seconds on a
+loaded machine), when its call deadline is shorter."""
+
+STACK_WAIT_S = 30.0
+"""Seconds a timed-out release worker is given to start writing where its code was (faulthandler's dump,
+written from the signal handler as soon as the process runs; a loaded machine may take seconds) before it
+is killed; past it the verdict says no more than the op. Generous: a dump that is written ends the wait."""
 
 
 def _signal_name(returncode: int | None) -> str:
@@ -110,14 +134,112 @@ def _echo_lines(source: Any, kept: collections.deque[str]) -> None:
                 out.flush()
 
 
+# What a worker remembers of the running test ---------------------------------------------------------
+
+
+class NotRunAfterBreak(NotExpressible, UnsatisfiedAssumption):
+    """An example not run because the code under test already crashed or timed out in this test.
+
+    An ``UnsatisfiedAssumption``, so Hypothesis counts the example rejected and stops shrinking at once;
+    a :class:`~crossattn_sizing.base.errors.NotExpressible`, so every layer between (the user-code
+    boundary, an engine's own refusals) passes it on as the harness's own error, never as a verdict.
+    """
+
+
+def current_test() -> str | None:
+    """The pytest test whose Hypothesis example is running (its node id), or None outside one."""
+    from hypothesis.control import currently_in_test_context
+
+    if not currently_in_test_context():
+        return None
+    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or None
+
+
+def current_example() -> int:
+    """Which Hypothesis example is running (the identity of its data), inside a test."""
+    from hypothesis.control import current_build_context
+
+    return id(current_build_context().data)
+
+
+def final_replay() -> bool:
+    """Whether the running example is Hypothesis's last replay of the failure it reports (it must run)."""
+    from hypothesis.control import current_build_context
+
+    return bool(getattr(current_build_context(), "is_final", False))
+
+
+def skip_after_break(label: str) -> None:
+    """Reject the running example: the code under test already crashed, timed out or answered unusably in
+    this test.
+
+    Why: Hypothesis shrinks a failure by running many more examples, and each
+    would call a worker that dies or hangs (a whole deadline each) again: minutes,
+    and a fresh worker per step. A crash or a hang says little about which
+    example is smallest, so after it the test's further examples are not run
+    (Hypothesis counts them invalid, so shrinking stops at once) and the failure
+    reported is the example that did break, replayed at the end.
+    """
+    from hypothesis import event
+
+    event(f"not run: {label} already crashed or answered unusably in this test")
+    raise NotRunAfterBreak(f"{label} already crashed or answered unusably in this test")
+
+
+def request_digest(op: str, payload: dict[str, Any]) -> str:
+    """One request's identity (its op and every field), for remembering the request that timed out."""
+    text = json.dumps({"op": op, **payload}, sort_keys=True, default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+_LIVE: weakref.WeakSet[EngineWorker] = weakref.WeakSet()
+"""Every worker object of this process, for :func:`forget_breaks`."""
+
+
+def forget_breaks() -> None:
+    """A new test starts (the plugin calls this at each test's setup): no worker has broken in it yet.
+
+    Why per test run, not per test name: ``verify``'s shared run turns each
+    example over several policies and reruns a property for a policy alone;
+    each such run must see the code under test fail for itself.
+    """
+    for worker in list(_LIVE):
+        worker.broken_in.clear()
+        worker.timed_out.clear()
+
+
+_FRAME = re.compile(r'^\s*File "(?P<file>.+)", line (?P<line>\d+) in (?P<function>.+)$')
+
+
+def innermost_frame(dump: str, roots: list[str]) -> str:
+    """``function (path:line)`` of the innermost frame in ``dump`` (faulthandler's stacks, most recent
+    call first) whose file lies under one of ``roots`` (the path relative to it); "" when none does."""
+    bases = []
+    for root in roots:
+        with contextlib.suppress(OSError, RuntimeError):
+            bases.append(Path(root).resolve())
+    for line in dump.splitlines():
+        found = _FRAME.match(line)
+        if found is None:
+            continue
+        with contextlib.suppress(OSError, RuntimeError):
+            file = Path(found["file"]).resolve()
+            for base in bases:
+                if file.is_relative_to(base):
+                    return f"{found['function']} ({file.relative_to(base)}:{found['line']})"
+    return ""
+
+
 class EngineWorker:
     """One running worker process for one release on one device.
 
     ``deadline`` (seconds, None: none) bounds each request: past it the
-    worker's process group is killed and the request raises
-    :class:`CallTimeout`. A release's kernels run without one (interpreted on
-    a CPU, a large case takes minutes); a user's code gets one
-    (:mod:`crossattn_sizing.engine.isolated`).
+    worker is killed with everything it started (it runs under a supervisor,
+    :func:`~crossattn_sizing.engine.protocol.supervised`) and the request
+    raises :class:`CallTimeout`. Every worker the commands start has one
+    (:func:`worker_for`, :func:`kept_worker`, :mod:`crossattn_sizing.engine.isolated`):
+    ``--call-timeout`` or ``CROSSATTN_CALL_TIMEOUT``, default 60 s (a release's
+    kernels interpreted on a CPU may need more on a large case: raise it).
 
     ``echo_stderr``: whether what the worker writes to stderr is passed on to
     this process's stderr as it comes (a user's own prints, which they expect
@@ -140,6 +262,13 @@ class EngineWorker:
         self._echo: threading.Thread | None = None
         self._echoed: collections.deque[str] = collections.deque(maxlen=64)
         self._lock = threading.Lock()
+        self.stopped_in = ""  # where the release's code was when the last deadline passed (hung_where)
+        # test -> the example in which the code under test crashed or timed out (broke()): that example's
+        # every turn (verify's shared run asks it once per policy) still runs, later examples do not
+        self.broken_in: dict[str, int] = {}
+        # test and request -> the timeout it met: its final replay fails at once, not a deadline later
+        self.timed_out: dict[tuple[str, str], CallTimeout] = {}
+        _LIVE.add(self)
 
     @property
     def label(self) -> str:
@@ -155,7 +284,8 @@ class EngineWorker:
 
     def sibling(self) -> EngineWorker:
         """Another process of the same release and device, for batches run in parallel; closed at exit."""
-        twin = EngineWorker(self.release, self.device, records=False)
+        twin = EngineWorker(self.release, self.device, records=False, deadline=self.deadline)
+        twin.start_deadline = self.start_deadline
         _SIBLINGS.append(twin)
         return twin
 
@@ -202,7 +332,8 @@ class EngineWorker:
             return ""
         if deadline is None:
             return proc.stdout.readline()
-        timer = threading.Timer(deadline, kill_worker, (proc,))
+        self.stopped_in = ""
+        timer = threading.Timer(deadline, self._expire, (proc,))
         timer.daemon = True
         timer.start()
         try:
@@ -212,6 +343,12 @@ class EngineWorker:
             raise
         finally:
             timer.cancel()
+
+    def _expire(self, proc: subprocess.Popen[str]) -> None:
+        """The deadline passed: note where the release's code was (:meth:`hung_where`), then kill the worker
+        with everything it started."""
+        self.stopped_in = self.hung_where(proc)
+        kill_worker(proc)
 
     def start(self) -> dict[str, Any]:
         """Start the worker, installing modules the import chain misses (one per round)."""
@@ -333,7 +470,8 @@ class EngineWorker:
                 tail = self.stderr_tail()
                 self.proc = None  # the next request starts a fresh worker
                 if timed_out:
-                    raise CallTimeout(f"timed out after {self.deadline:g} s: {self.label}: {op}")
+                    where = self.stopped_in
+                    raise CallTimeout(self.timeout_message(op, where), self.timeout_headline(where))
                 raise EngineCrash(
                     f"{self.label} worker died ({how}) while running {op}" + (f": {tail}" if tail else "")
                 )
@@ -341,6 +479,88 @@ class EngineWorker:
         if not reply.get("ok"):
             raise self.refusal(op, reply)
         return reply["result"]
+
+    def timeout_message(self, op: str, where: str = "") -> str:
+        """What a request that outlived the deadline reads as: the deadline, the release, the request, and
+        where in the release's own files its code was when it was stopped (``where``; "" unknown)."""
+        said = f"timed out after {self.deadline:g} s: {self.label}: the release's code did not answer ({op})"
+        return f"{said}, stopped in {where}" if where else said
+
+    def timeout_headline(self, where: str = "") -> str:
+        """A timeout's first line: the release's code did not answer within the deadline, and the step."""
+        said = f"the release's code did not answer within {self.deadline:g} s"
+        return f"{said}, stopped in {where}" if where else said
+
+    def hung_where(self, proc: subprocess.Popen[str]) -> str:
+        """Where the release's code was as its deadline passed: ``function (path:line)``, "" when unknown.
+
+        The worker registered faulthandler for ``SIGUSR1``
+        (:func:`~crossattn_sizing.engine.protocol.stack_on_request`), which
+        writes every thread's stack to its stderr from the signal handler itself,
+        so a loop or a wait on a lock says where it is; the innermost frame in
+        the release's own files names the step that hung.
+        """
+        if self.echo_stderr or self._stderr is None or not self.release.paths:
+            return ""
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0, os.SEEK_END)
+            start = self._stderr.tell()
+            # The worker under the supervisor (``proc``, which runs none of the release's code and is not
+            # asked), and what it started: a fork of it dumps its stack too.
+            for pid in descendants(proc.pid):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGUSR1)
+            ends, written, quiet = time.monotonic() + STACK_WAIT_S, "", 0
+            while time.monotonic() < ends and quiet < 20:  # a dump, then a second with nothing new: whole
+                time.sleep(0.05)
+                self._stderr.seek(start)
+                dump = self._stderr.read()
+                where = innermost_frame(dump, self.release.paths[:1])
+                if where:
+                    return where
+                quiet = quiet + 1 if "most recent call first" in dump and dump == written else 0
+                written = dump
+        return ""
+
+    def ask(self, op: str, **payload: Any) -> dict[str, Any]:
+        """:meth:`request`, from inside a property's example, remembering what broke in the running test.
+
+        After the code under test crashed or timed out in a test, that test's
+        later examples are not run (:func:`skip_after_break`); its final replay
+        is, and the very request that timed out fails again at once, with the
+        same timeout, rather than a whole deadline later. Outside a test, as
+        :meth:`request`.
+        """
+        test = current_test()
+        if test is None:
+            return self.request(op, **payload)
+        example = current_example()
+        if self.broken_in.get(test, example) != example and not final_replay():
+            skip_after_break(self.label)
+        # The request's digest is taken only once a timeout is on record in this test (a kernel's payload
+        # is megabytes): the replay of the request that timed out fails at once, with that timeout.
+        seen = self.timed_out.get((test, request_digest(op, payload))) if test in self.broken_in else None
+        if seen is not None:
+            raise CallTimeout(str(seen), seen.headline)
+        try:
+            return self.request(op, **payload)
+        except EngineCrash as exc:
+            if isinstance(exc, CallTimeout):
+                self.timed_out[test, request_digest(op, payload)] = exc
+            self.crashed()
+            self.broke()
+            raise
+
+    def crashed(self) -> None:
+        """What a crash or timeout of a request changes in how the next ones run: nothing here (a fresh
+        worker starts); a user's code's worker forks each call from then on."""
+
+    def broke(self) -> None:
+        """The code under test crashed, timed out or answered in no usable form in the current test: the
+        rest of that test's examples are not run (see :func:`skip_after_break`), its final replay is."""
+        test = current_test()
+        if test is not None:
+            self.broken_in.setdefault(test, current_example())
 
     def refusal(self, op: str, reply: dict[str, Any]) -> ReleaseUnavailable:
         """The error a ``{"ok": false}`` answer stands for (:class:`Inexpressible` when it says so)."""
@@ -355,20 +575,32 @@ _SIBLINGS: list[EngineWorker] = []
 
 
 def worker_for(
-    spec: str, device: str = "cpu", wheel_cache: Path | None = None, offline: bool | None = None
+    spec: str, device: str = "cpu", wheel_cache: Path | None = None, offline: bool | None = None,
+    deadline: float | None = None,
 ) -> EngineWorker:
     """The (shared, started) worker of the release ``spec`` names; ``wheel_cache`` is where its wheel
     is looked for (``audit --cache-dir``; the engine cache then lies inside it), else the default.
 
     Shared per cache as well as per spec: the same spec read from another cache (another ``HOME``
     or ``CROSSATTN_ENGINE_CACHE`` in one process) is another release, checked anew.
+
+    Every request into it runs under ``deadline`` seconds (a command's ``--call-timeout``; None: the
+    setting, :func:`~crossattn_sizing.base.settings.call_timeout`, for a worker started now, the one it
+    has for a kept worker), as every engine's and a user's code's: past it the worker and everything it
+    started are ended and the request raises :class:`CallTimeout`.
     """
     key = (spec, device, str(settings.engine_cache(wheel_cache)), repr(offline))
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = EngineWorker(resolve_release(spec, offline=offline, wheel_cache=wheel_cache), device)
+        limit = settings.call_timeout() if deadline is None else deadline
+        release = resolve_release(spec, offline=offline, wheel_cache=wheel_cache)
+        worker = EngineWorker(release, device, deadline=limit)
+        worker.start_deadline = max(limit, IMPORT_DEADLINE)
         worker.start()
         _WORKERS[key] = worker
+    elif deadline is not None:
+        worker.deadline = deadline
+        worker.start_deadline = max(deadline, IMPORT_DEADLINE)
     return worker
 
 

@@ -42,7 +42,7 @@ from crossattn_sizing.base.threads import one_thread_unless_set
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import not_a_sequence
-from crossattn_sizing.engine.client import CallTimeout, EngineCrash, EngineWorker
+from crossattn_sizing.engine.client import IMPORT_DEADLINE, CallTimeout, EngineCrash, EngineWorker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.subject import IMPL, POLICY, fingerprints
 from crossattn_sizing.engine.tensors import Foreign, decode, decode_answer, encode_record, record_parts
@@ -62,9 +62,6 @@ class RaisedInWorker(Exception):
 FORK_MARGIN = 30.0
 """Seconds the judge waits past the deadline for a forking worker, which enforces the deadline itself."""
 
-IMPORT_DEADLINE = 120.0
-"""Seconds a worker may take to import the user's module (torch alone takes seconds on a loaded machine)."""
-
 
 class CodeWorker(EngineWorker):
     """A worker that loads a user's ``module:attr`` (``--load KIND=SPEC``) instead of a release.
@@ -82,9 +79,6 @@ class CodeWorker(EngineWorker):
         self.start_deadline = max(deadline, IMPORT_DEADLINE)
         self.call_deadline = deadline
         self.forking = False  # set by the first crash or timeout: each call then runs in a forked child
-        # test -> the example in which it crashed or answered unusably (broke()); that example's every
-        # turn (verify's shared run asks it once per policy) still runs, later examples do not
-        self.broken_in: dict[str, int] = {}
         self.kind, self.spec = kind, spec
         register_child(self.close, "code")
 
@@ -132,41 +126,26 @@ class CodeWorker(EngineWorker):
 
         return self.start_once(refuse)
 
-    def ask(self, op: str, **payload: Any) -> dict[str, Any]:
-        """One request's result; a refusal is the exception :func:`refusal` makes of it,
-        :class:`~crossattn_sizing.engine.client.EngineCrash` a call that died or timed out.
+    def timeout_message(self, op: str, where: str = "") -> str:
+        """A call that outlived the deadline, as the user reads it: the deadline, their code, the call."""
+        return f"timed out after {self.call_deadline:g} s: {self.label}: {op}"
 
-        The first call that kills the worker (or outlives the deadline)
-        restarts it forking: each later call runs in a child forked for it,
-        which the worker kills at the deadline itself. Hypothesis shrinks a
-        crash by running many more examples that crash; each then costs a
-        fork, not a fresh worker's imports.
+    def crashed(self) -> None:
+        """The first call that kills the worker (or outlives the deadline) restarts it forking.
+
+        Each later call runs in a child forked for it, which the worker kills at
+        the deadline itself. Hypothesis shrinks a crash by running many more
+        examples that crash; each then costs a fork, not a fresh worker's imports.
         """
-        test = current_test()
-        if test is not None and self.broken_in.get(test, current_example()) != current_example() \
-                and not final_replay():  # fmt: skip
-            skip_after_break(self.label)
-        try:
-            return self._request(op, payload)
-        except EngineCrash:
-            if not self.forking:
-                self.forking = True
-                self.deadline = self.call_deadline + FORK_MARGIN  # the worker's own limit comes first
-            self.broke()
-            raise
-
-    def broke(self) -> None:
-        """The code under test crashed, timed out or answered in no usable form in the current test: the
-        rest of that test's examples are not run (see :func:`skip_after_break`), its final replay is."""
-        test = current_test()
-        if test is not None:
-            self.broken_in.setdefault(test, current_example())
+        if not self.forking:
+            self.forking = True
+            self.deadline = self.call_deadline + FORK_MARGIN  # the worker's own limit comes first
 
     def refusal(self, op: str, reply: dict[str, Any]) -> Exception:  # type: ignore[override]
         """A worker's failure as the user's error: a timeout, a crash, or what their code raised."""
         kind = reply.get("kind")
         if kind == "TimedOut":
-            return CallTimeout(f"timed out after {self.call_deadline:g} s: {self.label}: {op}")
+            return CallTimeout(self.timeout_message(op))
         if kind == "Died":
             return EngineCrash(f"{self.label}: {str(reply.get('error')).removeprefix('Died: ')}")
         return refusal(reply)
@@ -186,59 +165,6 @@ def refusal(reply: dict[str, Any]) -> Exception:
     if kind in ("NotExpressible",):
         return NotExpressible(said)
     return RaisedInWorker(error)
-
-
-def forget_breaks() -> None:
-    """A new test starts (the plugin calls this at each test's setup): no worker has broken in it yet.
-
-    Why per test run, not per test name: ``verify``'s shared run turns each
-    example over several policies and reruns a property for a policy alone;
-    each such run must see the code under test fail for itself.
-    """
-    for subject in _SUBJECTS.values():
-        subject.worker.broken_in.clear()
-
-
-def current_test() -> str | None:
-    """The pytest test whose Hypothesis example is running (its node id), or None outside one."""
-    try:
-        from hypothesis.control import currently_in_test_context
-    except ImportError:  # pragma: no cover - hypothesis is a dependency
-        return None
-    if not currently_in_test_context():
-        return None
-    return os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0] or None
-
-
-def current_example() -> int:
-    """Which Hypothesis example is running (the identity of its data), inside a test."""
-    from hypothesis.control import current_build_context
-
-    return id(current_build_context().data)
-
-
-def final_replay() -> bool:
-    """Whether the running example is Hypothesis's last replay of the failure it reports (it must run)."""
-    from hypothesis.control import current_build_context
-
-    return bool(getattr(current_build_context(), "is_final", False))
-
-
-def skip_after_break(label: str) -> None:
-    """Reject the running example: the code under test already crashed or answered unusably in this test.
-
-    Why: Hypothesis shrinks a failure by running many more examples, and each
-    would call a worker that dies (or answers on no device) again: minutes,
-    and a fresh worker per step before the forking restart. A crash says
-    little about which example is smallest, so after it the test's further
-    examples are not run (Hypothesis counts them invalid, so shrinking stops
-    at once) and the failure reported is the example that did crash,
-    replayed for real at the end.
-    """
-    from hypothesis import event, reject
-
-    event(f"not run: {label} already crashed or answered unusably in this test")
-    reject()
 
 
 def decoded_widths(data: Any, name: str) -> tuple[Any, ...]:

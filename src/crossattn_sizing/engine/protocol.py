@@ -129,3 +129,18 @@ def engine_line(exc: BaseException, path: str) -> int | str:
             line = tb.tb_lineno
         tb = tb.tb_next
     return line
+
+
+def stack_on_request() -> None:
+    """Have ``SIGUSR1`` write every thread's stack to stderr (faulthandler), from the signal handler itself.
+
+    Why: when a call into the release's code outlives its deadline, the judge
+    asks the worker where it is before ending it
+    (:meth:`crossattn_sizing.engine.client.EngineWorker.hung_where`), so the
+    verdict names the step that hung. faulthandler writes from the handler, so a
+    loop, a sleep or a wait on a lock answers as well.
+    """
+    import faulthandler
+    import signal
+
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)

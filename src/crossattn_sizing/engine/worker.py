@@ -118,6 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.load:
         sys.path[:0] = args.path
         return serve_subject(args.load, args.device, proto, args.fork)
+    from crossattn_sizing.engine.protocol import stack_on_request
+
+    # The release's code runs under a supervisor, as a user's does: whatever it starts, in a session of
+    # its own too, is ended with it; and asked at a deadline, it says where it is.
+    stack_on_request()
+    leave = supervised(proto)
     applied = set_cpu_environment() if args.device == "cpu" else []
     sys.path[:0] = args.path
     start = time.perf_counter()
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         engine = Engine(args.device, applied)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
-        return 1
+        leave(1)
     ready = {
         "ready": True,
         "added_modules": added_modules(args.path[1:]),
@@ -138,10 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     serve(engine, proto)
     # Leave at once, as a user's worker does: the judge waits for this worker at its own exit, and
     # tearing down the release's modules (torch, vLLM) takes seconds on a loaded machine.
-    for stream in (proto, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
-            stream.flush()
-    os._exit(0)
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.flush()
+    leave(0)
 
 
 def serve(engine: Any, proto: Any, deadline: float | None = None) -> None:

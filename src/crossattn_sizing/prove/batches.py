@@ -17,7 +17,13 @@ from typing import Any, cast
 import numpy as np
 
 from crossattn_sizing.base import usercode
-from crossattn_sizing.base.errors import HarnessError, NotExpressible, PolicyCallError, described
+from crossattn_sizing.base.errors import (
+    HarnessError,
+    JudgedFailure,
+    NotExpressible,
+    PolicyCallError,
+    described,
+)
 from crossattn_sizing.core.config import RunnerConfig
 from crossattn_sizing.core.config_tile import ConfigTile
 from crossattn_sizing.core.policies import MAX_WIDTH, Policy, checked_widths, policy_name
@@ -153,7 +159,7 @@ def _single_answers(policy: Policy, configs: Sequence[RunnerConfig]) -> Iterable
             yield checked_widths(policy, config)
         except NotExpressible as exc:  # no answer for this config: its item, not a stop
             yield exc
-        except PolicyCallError as exc:  # prove stops at this config, and says which
+        except (PolicyCallError, JudgedFailure) as exc:  # prove stops at this config, and says which
             raise PolicyRaised(config, exc) from None
 
 
@@ -190,6 +196,8 @@ def cross_check(policy: Policy, configs: Sequence[RunnerConfig], answers: Sequen
             single: Answer = checked_widths(policy, configs[i])
         except NotExpressible as exc:
             single = exc
+        except JudgedFailure as exc:  # the single call ended its worker or did not answer: that config fails
+            raise PolicyRaised(configs[i], exc) from None
         if isinstance(single, Exception) or tuple(batch) != single:
             if isinstance(single, Exception):
                 said = usercode.shown(described(single))
@@ -243,7 +251,7 @@ def policy_widths(
         else:  # asked again alone: a bad answer is named as the single call names it, with its config
             try:
                 out[i] = checked_widths(policy, configs[i])[0]
-            except PolicyCallError as exc:
+            except (PolicyCallError, JudgedFailure) as exc:
                 raise PolicyRaised(configs[i], exc) from None
         done = max(done, i + 1)
     if done != count:

@@ -359,11 +359,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Each test starts with no crash of the code under test seen (:func:`crossattn_sizing.engine.isolated.
-    forget_breaks`): a crash bounds the shrinking of the test it happened in, never another's run."""
-    isolated = sys.modules.get("crossattn_sizing.engine.isolated")  # not imported: no worker, nothing seen
-    if isolated is not None:
-        isolated.forget_breaks()
+    """Each test starts with no crash or timeout of the code under test seen (:func:`crossattn_sizing.engine.
+    client.forget_breaks`): one bounds the shrinking of the test it happened in, never another's run."""
+    client = sys.modules.get("crossattn_sizing.engine.client")  # not imported: no worker, nothing seen
+    if client is not None:
+        client.forget_breaks()
 
 
 @pytest.hookimpl(wrapper=True)

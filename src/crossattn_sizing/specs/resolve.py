@@ -73,11 +73,11 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     :class:`~crossattn_sizing.base.errors.ReleaseUnavailable` (a release that cannot be
     obtained or run) with the reason.
     """
-    if is_engine_spec(spec):
+    isolation = isolation or Isolation.from_settings()
+    if is_engine_spec(spec):  # the release's own sizing, in its worker, under the same deadline
         from crossattn_sizing.engine.vllm.adapters import load_engine_policy
 
-        return load_engine_policy(spec)
-    isolation = isolation or Isolation.from_settings()
+        return load_engine_policy(spec, isolation.timeout)
     if is_user_spec(spec) and not isolation.in_process:
         from crossattn_sizing.engine.isolated import isolated_policy
 
@@ -101,11 +101,12 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
     """
     from crossattn_sizing import impl
 
-    if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH)
+    isolation = isolation or Isolation.from_settings()
+    if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH), under the same deadline
         from crossattn_sizing.engine.vllm.adapters import load_engine_impl
 
-        return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d))
-    isolation = isolation or Isolation.from_settings()
+        deadline = isolation.timeout
+        return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d, deadline))
     if is_user_spec(spec) and not isolation.in_process:
         from crossattn_sizing.engine.isolated import isolated_impl
 

@@ -53,10 +53,11 @@ class SglangAttention:
         from crossattn_sizing.engine.sglang.client import sglang_worker
 
         try:
-            return sglang_worker(self.spec, self.deadline).request("attention", **payload)
-        except EngineCrash as exc:  # the tree's own code hung or ended its process
+            return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
+        except EngineCrash as exc:  # the tree's own code hung (its step and the deadline named) or left
             from crossattn_sizing.engine.sglang.client import DID_NOT_RETURN
 
-            return {"verdict": "fails", "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
+            return {"verdict": "fails", "message": f"{DID_NOT_RETURN}: {exc}",
+                    "headline": getattr(exc, "headline", DID_NOT_RETURN)}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}

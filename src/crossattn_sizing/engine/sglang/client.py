@@ -124,10 +124,10 @@ class SglangReads:
         """
         worker = sglang_worker(self.spec, self.deadline)
         try:
-            reads = worker.request("read", context_len=context_len, batch=[list(r) for r in batch])
+            reads = worker.ask("read", context_len=context_len, batch=[list(r) for r in batch])
         except EngineCrash as exc:
             return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
-                           "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
+                           "headline": getattr(exc, "headline", DID_NOT_RETURN), "message": f"{DID_NOT_RETURN}: {exc}"}
                     for path in self.paths}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
@@ -137,10 +137,10 @@ class SglangReads:
     def write(self, context_len: int, batch: Sequence[Sequence[int]]) -> dict[str, Any]:
         """The write side of ``batch`` on the tree's own rows (``holds`` / ``fails`` / ``not run``)."""
         try:
-            return sglang_worker(self.spec, self.deadline).request("write", context_len=context_len,
+            return sglang_worker(self.spec, self.deadline).ask("write", context_len=context_len,
                                                     batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {"verdict": "fails", "headline": DID_NOT_RETURN, "message": f"{DID_NOT_RETURN}: {exc}"}
+            return {"verdict": "fails", "headline": getattr(exc, "headline", DID_NOT_RETURN), "message": f"{DID_NOT_RETURN}: {exc}"}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
@@ -217,7 +217,7 @@ class OwnAdmission:
         """The worker's ``admission`` answer for ``requests``; :class:`AdmissionUnanswered` when the
         tree's steps did not answer (its code hung or exited: ``fails``; the harness's gap: ``not run``)."""
         try:
-            answer: dict[str, Any] = sglang_worker(self.spec, self.deadline).request(
+            answer: dict[str, Any] = sglang_worker(self.spec, self.deadline).ask(
                 "admission", context_len=self.context_len, kv_capacity=self.kv_capacity,
                 requests=[[r.encoder_len, r.prompt_len, r.max_new] for r in requests])
         except EngineCrash as exc:

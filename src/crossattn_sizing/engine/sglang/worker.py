@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any, cast
 
-from crossattn_sizing.engine.protocol import failure, protocol_stdout, serve
+from crossattn_sizing.engine.protocol import failure, protocol_stdout, serve, stack_on_request, supervised
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True, help="folder holding sglang/")
     args = parser.parse_args(argv)
     proto = protocol_stdout()
+    # The tree's code runs under a supervisor: whatever it starts, in a session of its own too, is ended
+    # with it; and asked at a deadline, it says where it is (the step that hung).
+    stack_on_request()
+    leave = supervised(proto)
     start = time.perf_counter()
     root = Path(args.root)
     gap: dict[str, Any] | None = None  # the adapter cannot load this release: every answer is "not run"
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             release, gap = None, not_run(exc, "loading the release's definitions", root)
     except BaseException as exc:  # reported to the parent as one line, then exit
         proto.write(json.dumps({"ready": False, **failure(exc)}) + "\n")
-        return 1
+        leave(1)
     own_stand_ins = release.range.stand_ins if release is not None else ()  # the range's, beyond the common
     proto.write(
         json.dumps(
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception:  # the sizing function itself raised: the width is unknown, not a verdict
             return None
 
-    return serve(proto, dispatch)
+    leave(serve(proto, dispatch))
 
 
 if __name__ == "__main__":

@@ -77,13 +77,15 @@ class VllmPolicy:
     """The sizing of a vLLM release, executed. Widths are cached per config (they are pure)."""
 
     def __init__(
-        self, spec: str, device: str = "cpu", worker: EngineWorker | None = None, runner: str = "v2"
+        self, spec: str, device: str = "cpu", worker: EngineWorker | None = None, runner: str = "v2",
+        deadline: float | None = None,
     ) -> None:
-        """``runner``: whose copy of the sizing runs, a key of :data:`.sizing_exec.EXECUTED_RUNNERS`."""
+        """``runner``: whose copy of the sizing runs, a key of :data:`.sizing_exec.EXECUTED_RUNNERS`;
+        ``deadline``: seconds each call into the release may take (``--call-timeout``; None: its setting)."""
         self.spec = normalise(spec)
         self.device = device
         self.runner = runner
-        self.worker = worker if worker is not None else worker_for(self.spec, device)
+        self.worker = worker if worker is not None else worker_for(self.spec, device, deadline=deadline)
         self.worker.start()
         self.version: str | None = self.worker.ready.get("version")
         self._cache: dict[str, dict[str, Any]] = {}
@@ -109,14 +111,20 @@ class VllmPolicy:
         return f"vLLM {self.version} {EXECUTED_RUNNERS[self.runner][1]}.initialize_kv_cache, executed"
 
     def sizing(self, config: RunnerConfig) -> dict[str, Any]:
-        """``{"blocks", "widths", "length"}`` as the release's code computed them."""
+        """``{"blocks", "widths", "length"}`` as the release's code computed them.
+
+        A release whose sizing ends its worker or does not answer within the deadline raises
+        :class:`~crossattn_sizing.engine.client.EngineCrash` naming the config: the config fails.
+        """
         key = json.dumps(config.to_dict(), sort_keys=True)
         if key not in self._cache:
             try:
-                self._cache[key] = self.worker.request("widths", config=config.to_dict(), runner=self.runner)
+                self._cache[key] = self.worker.ask("widths", config=config.to_dict(), runner=self.runner)
             except Inexpressible as exc:
                 discard_inexpressible(f"{self.spec}: {exc}")
                 raise
+            except EngineCrash as exc:
+                raise type(exc)(f"{exc} (asked for the widths of {config.describe()})") from None
         return self._cache[key]
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
@@ -331,11 +339,13 @@ class VllmImpl:
     """
 
     def __init__(
-        self, spec: str, device: torch.device | str = "cpu", worker: EngineWorker | None = None
+        self, spec: str, device: torch.device | str = "cpu", worker: EngineWorker | None = None,
+        deadline: float | None = None,
     ) -> None:
         self.device = torch.device(device)
         self.spec = normalise(spec)
-        self.worker = worker if worker is not None else worker_for(self.spec, self.device.type)
+        self.worker = worker if worker is not None else worker_for(self.spec, self.device.type,
+                                                                   deadline=deadline)  # fmt: skip
         found = self.worker.request("kernels")
         self.version = self.worker.ready.get("version")
         self.provenance: dict[str, str] = {}
@@ -380,7 +390,7 @@ class VllmImpl:
         tell a property that held on the kernels from one that never reached them.
         """
         try:
-            answer = self.worker.request(op, **payload)
+            answer = self.worker.ask(op, **payload)
             self.calls[op] += 1
             return answer
         except ReleaseUnavailable as exc:
@@ -584,11 +594,13 @@ def run_block_tables(
     )
 
 
-def load_engine_policy(spec: str) -> VllmPolicy:
-    """The ``vllm==X`` (or ``vllm@tree``) sizing policy named by ``spec``: the release's own sizing."""
-    return VllmPolicy(spec)
+def load_engine_policy(spec: str, deadline: float | None = None) -> VllmPolicy:
+    """The ``vllm==X`` (or ``vllm@tree``) sizing policy named by ``spec``: the release's own sizing, each
+    call under ``deadline`` seconds (None: ``CROSSATTN_CALL_TIMEOUT``, else the default)."""
+    return VllmPolicy(spec, deadline=deadline)
 
 
-def load_engine_impl(spec: str, device: torch.device) -> VllmImpl:
-    """The ``vllm==X`` implementation named by ``spec``: the release's own kernels on ``device``."""
-    return VllmImpl(spec, device)
+def load_engine_impl(spec: str, device: torch.device, deadline: float | None = None) -> VllmImpl:
+    """The ``vllm==X`` implementation named by ``spec``: the release's own kernels on ``device``, each call
+    under ``deadline`` seconds (None: ``CROSSATTN_CALL_TIMEOUT``, else the default)."""
+    return VllmImpl(spec, device, deadline=deadline)
