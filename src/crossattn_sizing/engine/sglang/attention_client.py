@@ -55,9 +55,8 @@ class SglangAttention:
         try:
             return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
         except EngineCrash as exc:  # the tree's own code hung (its step and the deadline named) or left
-            from crossattn_sizing.engine.sglang.client import DID_NOT_RETURN
+            from crossattn_sizing.engine.sglang.client import did_not_return
 
-            return {"verdict": "fails", "message": f"{DID_NOT_RETURN}: {exc}",
-                    "headline": getattr(exc, "headline", DID_NOT_RETURN)}
+            return did_not_return(exc)
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}

@@ -28,7 +28,17 @@ from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
 DID_NOT_RETURN = "the tree's code did not return"
-"""The headline of a step that hung past its deadline or ended its worker."""
+"""The headline of a step that ended its worker (a hang's headline names the deadline and the step)."""
+
+
+def did_not_return(exc: EngineCrash) -> dict[str, Any]:
+    """The "fails" verdict of a step whose code hung past its deadline or ended its worker.
+
+    Why one place: the read, write and attention sides each report it, and a timeout's own headline
+    (the deadline and the step it stopped in) must reach every one of them.
+    """
+    return {"verdict": "fails", "headline": getattr(exc, "headline", DID_NOT_RETURN),
+            "message": f"{DID_NOT_RETURN}: {exc}"}
 
 LOAD_DEADLINE_S = 120.0
 """Seconds a tree's worker may take to load (parse and define the release's files) before it is killed."""
@@ -126,9 +136,8 @@ class SglangReads:
         try:
             reads = worker.ask("read", context_len=context_len, batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {path: {"verdict": "fails", "row": -1, "column": -1, "width": -1,
-                           "headline": getattr(exc, "headline", DID_NOT_RETURN), "message": f"{DID_NOT_RETURN}: {exc}"}
-                    for path in self.paths}
+            hung = did_not_return(exc)
+            return {path: {"row": -1, "column": -1, "width": -1, **hung} for path in self.paths}
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {path: {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
                     for path in self.paths}
@@ -140,7 +149,7 @@ class SglangReads:
             return sglang_worker(self.spec, self.deadline).ask("write", context_len=context_len,
                                                     batch=[list(r) for r in batch])
         except EngineCrash as exc:
-            return {"verdict": "fails", "headline": getattr(exc, "headline", DID_NOT_RETURN), "message": f"{DID_NOT_RETURN}: {exc}"}
+            return did_not_return(exc)
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
             return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
 
