@@ -609,6 +609,11 @@ CASES: list[Case] = [
     C("verify", "--seed", "1", "--seed", "2", says="--seed given twice (1, then 2)"),
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, "--no-progress", says="--no-progress given twice: give it once"),
     C("verify", "--in-process", "--no-in-process", says="--no-in-process given after --in-process: give one of them, once"),
+    # the pytest plugin's own options, read once more from its command line (pytest's parser keeps the last)
+    C("pytest", CAPACITY, "--policy", "v1", "--policy=mrv2", status=4, isolated=True,
+      says="--policy given twice (v1, then mrv2): it takes one value; give it once"),
+    C("pytest", CAPACITY, "--record-regressions", "--no-record-regressions", status=4, isolated=True,
+      says="--no-record-regressions given after --record-regressions: give one of them, once"),
     # --- issue 45: a vllm@PATH tree whose sizing never answers fails within the call deadline (exit 1), typed or
     # from the variable, its worker and all it started ended (tests/test_engine_deadline.py asserts the line) ---
     C("check", "--engine", "vllm@{d}/hanging-sizing", "--call-timeout", "2", "--config", NEMOTRON, "--encoder-len", "3329",

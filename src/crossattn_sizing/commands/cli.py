@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from crossattn_sizing import commands
-from crossattn_sizing.base import interrupts, settings, standard_output
+from crossattn_sizing.base import interrupts, once, settings, standard_output
 from crossattn_sizing.base.errors import HarnessError, bounded
 from crossattn_sizing.base.processes import end_children
 from crossattn_sizing.commands import options
@@ -30,12 +30,12 @@ PROG = "crossattn-sizing"
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (``prog: error: ...``), exit 2, like every other
     bad input; ``--help`` still shows the full usage. An option that takes one value (and a switch) is
-    refused when given twice, where argparse keeps the last silently (:data:`options.ONCE_ACTIONS`);
+    refused when given twice, where argparse keeps the last silently (:data:`once.ONCE_ACTIONS`);
     one documented as repeatable appends."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        for name, action in options.ONCE_ACTIONS.items():
+        for name, action in once.ONCE_ACTIONS.items():
             self.register("action", name, action)
 
     def parse_known_args(  # type: ignore[override]  # the signature differs across Python versions
@@ -43,7 +43,7 @@ class OneLineParser(argparse.ArgumentParser):
     ) -> tuple[argparse.Namespace, list[str]]:
         """argparse's parse, less the note of which options were given (a parse's own bookkeeping)."""
         parsed, extras = super().parse_known_args(args, namespace)
-        parsed.__dict__.pop(options.GIVEN, None)
+        parsed.__dict__.pop(once.GIVEN, None)
         return parsed, extras
 
     def error(self, message: str) -> NoReturn:

@@ -19,8 +19,10 @@ usage error) lives in ``config.stash``, as Hypothesis's own plugin keeps its.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,7 @@ from crossattn_sizing.base.errors import (
     refuse_spelling,
     shown,
 )
+from crossattn_sizing.base.once import ONCE_ACTIONS
 from crossattn_sizing.core.policies import Policy
 from crossattn_sizing.engine.specs import is_engine_spec
 from crossattn_sizing.runs import profiles
@@ -125,78 +128,95 @@ def _holds_the_suite(name: str) -> bool:
     return inside or SUITE_PACKAGE.startswith(name + ".")
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    """The options naming what is under test (policy, implementation, device, DCP backend) and how."""
-    group = parser.getgroup("crossattn-sizing")
-    group.addoption(
-        "--policy",
+PLUGIN_OPTIONS: tuple[tuple[tuple[str, ...], dict[str, Any]], ...] = (
+    (("--policy",), dict(
         dest="sizing_policy",
         default=None,  # CROSSATTN_SIZING_POLICY, else mrv2: read (and checked) in pytest_configure
         help="sizing policy under test: a built-in name or module:attr (default: mrv2)",
-    )
-    refuse_spelling(group.addoption, "--sizing-policy", "--policy")
-    group.addoption(
-        "--impl",
+    )),
+    (("--impl",), dict(
         default=None,  # CROSSATTN_IMPL, else torch
         help="implementation under test: torch, triton, or module:attr (default: torch)",
-    )
-    group.addoption(
-        "--device",
+    )),
+    (("--device",), dict(
         default=None,  # CROSSATTN_DEVICE, else cpu
         # Checked in pytest_configure, not by choices=: pytest prints its full usage text for an
         # argparse error, where every other bad input gets one line.
         help="device the implementation runs on: cpu or cuda (default: cpu)",
-    )
-    group.addoption(
-        "--dcp-backend",
+    )),
+    (("--dcp-backend",), dict(
         default=None,  # CROSSATTN_DCP_BACKEND, else inprocess
         # Checked in pytest_configure, like --device: one line instead of pytest's usage text.
         help="DCP ranks of the attention properties: one process (inprocess, default), or one "
         "torch.distributed worker per rank (gloo on CPU, nccl on CUDA)",
-    )
-    group.addoption(
-        "--dcp-timeout",
+    )),
+    (("--dcp-timeout",), dict(
         default=None,  # CROSSATTN_DCP_TIMEOUT, else 120: checked in pytest_configure, like the variable
         help="seconds a distributed DCP rank may take to answer before it counts as hung (default 120)",
-    )
-    group.addoption(
-        "--call-timeout",
+    )),
+    (("--call-timeout",), dict(
         default=None,  # CROSSATTN_CALL_TIMEOUT, else 60: checked in pytest_configure, like the variable
         help="seconds one call into a module:attr policy or implementation may take in its worker "
         "process before it is killed and the case fails (default 60)",
-    )
-    group.addoption(
-        "--in-process",
+    )),
+    (("--in-process",), dict(
         action="store_true",
         default=None,  # CROSSATTN_IN_PROCESS, else no
         help="UNSAFE, for a debugger: run module:attr code inside the judge's process (the verdict is "
         "then not isolated from it)",
-    )
-    group.addoption(  # an option beats its variable both ways: this one overrides CROSSATTN_IN_PROCESS=1
-        "--no-in-process", action="store_false", dest="in_process", default=None,
+    )),
+    # An option beats its variable both ways: this one overrides CROSSATTN_IN_PROCESS=1.
+    (("--no-in-process",), dict(
+        action="store_false", dest="in_process", default=None,
         help="run module:attr code in its worker process (the default; overrides CROSSATTN_IN_PROCESS)",
-    )
-    group.addoption(
-        "--regressions",
+    )),
+    (("--regressions",), dict(
         default=None,  # CROSSATTN_REGRESSIONS_DIR, else properties/regressions
         help="folder of regression files to replay, and to write new ones to (default: the suite's own)",
-    )
-    group.addoption(
-        "--record-regressions",
+    )),
+    (("--record-regressions",), dict(
         action="store_true",
         default=None,  # CROSSATTN_RECORD_REGRESSIONS, else no
         help="write each new shrunk capacity failure as a regression file (what fuzz does)",
-    )
-    group.addoption(
-        "--no-record-regressions", action="store_false", dest="record_regressions", default=None,
+    )),
+    (("--no-record-regressions",), dict(
+        action="store_false", dest="record_regressions", default=None,
         help="write no regression file (the default; overrides CROSSATTN_RECORD_REGRESSIONS)",
-    )
-    group.addoption(
-        "--read-builder",
+    )),
+    (("--read-builder",), dict(
         default="bounded",  # checked by the read_builder fixture: one line, not pytest's usage text
         help="metadata builder the read-side property judges: bounded, sglang-fa3 (the harness's models), "
              "sglang==X or sglang@PATH (the release's own FlashAttentionBackend) (default: bounded)",
-    )
+    )),
+)
+"""The plugin's options (names, argparse settings): added to pytest's parser, and read again by
+:func:`refuse_repeated_options`, so the two never disagree on which options there are."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The options naming what is under test (policy, implementation, device, DCP backend) and how."""
+    group = parser.getgroup("crossattn-sizing")
+    for names, settings in PLUGIN_OPTIONS:
+        group.addoption(*names, **settings)
+    refuse_spelling(group.addoption, "--sizing-policy", "--policy")
+
+
+def refuse_repeated_options(args: Sequence[str]) -> None:
+    """Refuse a plugin option typed twice on the command line (``--policy v1 --policy mrv2``).
+
+    pytest's parser keeps the last value silently, and it parses the command line several times, so
+    the refusal cannot live in an argparse action there. The command line as typed is read here once
+    more, by a parser holding only this plugin's options with the actions every command's parser uses
+    (:data:`~crossattn_sizing.base.once.ONCE_ACTIONS`): the same rule and the same line.
+    ``PYTEST_ADDOPTS`` and the ini's ``addopts`` are not read: a value typed on the command line
+    overriding one of those is how pytest is meant to be used.
+    """
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    for name, action in ONCE_ACTIONS.items():
+        parser.register("action", name, action)
+    for names, settings in PLUGIN_OPTIONS:
+        parser.add_argument(*names, **{k: v for k, v in settings.items() if k in ("action", "dest")})
+    parser.parse_known_args([str(arg) for arg in args])
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -271,6 +291,7 @@ def configure_run(config: pytest.Config) -> None:
     quiet_frames(config)
     try:
         env.check_environment()  # every CROSSATTN_* variable, each like the option it stands for
+        refuse_repeated_options(config.invocation_params.args)
         _option_defaults(config)
         from crossattn_sizing.fleet.database import check_reachable, redis_url, scope_current_profile
 
