@@ -43,6 +43,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 _CHILDREN: dict[Callable[[], None], str] = {}
 """How to end each registered child, oldest first, with its kind (a dict: ordered, and forgetting is O(1))."""
@@ -336,3 +337,29 @@ def temp_folder_while(prefix: str) -> Iterator[Path]:
         yield path
     finally:
         remove_temp_folder(path)
+
+
+def under_supervisor(close_channels: Callable[[], None], flush: Callable[[], None], *,
+                     watch: bool = True) -> Callable[[int], NoReturn]:  # fmt: skip
+    """Put this process under a supervisor (:func:`supervise`) as a child subreaper; ``leave(code)`` ends it.
+
+    The one way a process running code under test starts and ends (the user-code and engine workers,
+    the DCP ranks). ``leave`` flushes what the process reports through (``flush``, errors ignored: a
+    closed pipe must not stop the leaving), ends every descendant by its id and exits at once: a
+    thread the code left must not keep its parent waiting, and tearing down torch takes seconds on a
+    loaded machine. It is bound here, before the code under test can rebind anything. ``watch``: end
+    this process as soon as its parent is gone (:func:`watch_parent`).
+    """
+    supervise(close_channels)
+    become_subreaper()
+    if watch:
+        watch_parent()
+    me, exit_now = os.getpid(), os._exit
+
+    def leave(code: int) -> NoReturn:
+        with contextlib.suppress(OSError, ValueError):
+            flush()
+        end_tree(me)
+        exit_now(code)
+
+    return leave

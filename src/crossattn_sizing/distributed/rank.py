@@ -44,7 +44,7 @@ from typing import Any, NoReturn
 import torch
 
 from crossattn_sizing.base.errors import described
-from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise
+from crossattn_sizing.base.processes import under_supervisor
 from crossattn_sizing.impl.runner import PagedRunner, Reads
 
 
@@ -191,20 +191,22 @@ def main(argv: list[str] | None = None) -> NoReturn:
     args = parser.parse_args(argv)
     # Before any thread starts (gloo's, OpenMP's): this process stays as the rank's supervisor, a child
     # subreaper, so whatever the implementation starts, in a session of its own too, is ended by its id.
-    supervise(lambda: os.close(args.fd))
-    become_subreaper()
+    # The driver does not need its ranks watching it: it closes their connections, and a rank whose
+    # driver died finds out there (``orphaned``). Leave at once: the driver waits for its ranks when it
+    # closes the pool, and tearing down torch and the process group takes seconds on a loaded machine.
+    leave = under_supervisor(lambda: os.close(args.fd), _flush_streams, watch=False)
     try:
         status = _serve(args)
     except BaseException:  # a harness bug: its traceback, then the same exit as any other
         traceback.print_exc()
         status = 1
-    end_tree(os.getpid())
-    # Leave at once: the driver waits for its ranks when it closes the pool, and tearing down torch and
-    # the process group takes seconds on a loaded machine.
+    leave(status)
+
+
+def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
-    os._exit(status)
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -77,20 +77,9 @@ def supervised(proto: TextIO) -> Callable[[int], NoReturn]:
     judge killed outright is watched for (:func:`~crossattn_sizing.base.processes.watch_parent`).
     Call it before the code under test runs; ``leave`` is bound here, before that code can rebind anything.
     """
-    from crossattn_sizing.base.processes import become_subreaper, end_tree, supervise, watch_parent
+    from crossattn_sizing.base.processes import under_supervisor
 
-    supervise(lambda: close_channels(proto))
-    become_subreaper()
-    watch_parent()
-    me, flush, exit_now = os.getpid(), proto.flush, os._exit
-
-    def leave(code: int) -> NoReturn:
-        with contextlib.suppress(OSError, ValueError):
-            flush()
-        end_tree(me)
-        exit_now(code)
-
-    return leave
+    return under_supervisor(lambda: close_channels(proto), proto.flush)
 
 
 def encoded(reply: dict[str, Any], op: object, dumps: Callable[[Any], str] = json.dumps) -> str:
