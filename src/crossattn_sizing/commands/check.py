@@ -33,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated encoder token counts e of the requests, e.g. 3329,1500",
     )
     refuse_spelling(p.add_argument, "--encoder-lens", "--encoder-len")
+    p.add_argument(
+        "--startup",
+        metavar="SIZES",
+        help="with --engine vllm...: replay the release's own start-up batches (profile, warm-up, "
+        "CUDA-graph capture) for --config, SIZES its capture sizes (comma-separated, or 'none'); "
+        "instead of --encoder-len",
+    )
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
@@ -90,6 +97,8 @@ def run(args: argparse.Namespace) -> int:
     if engine is not None:
         args.policy = engine.subject
     args.policy = "mrv2" if args.policy is None else args.policy
+    if args.startup is not None:
+        return run_startup(args, engine is not None)
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError("the following arguments are required: " + ", ".join(missing))
@@ -113,3 +122,58 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("OK    every encoder and decoder token has a column, and every row holds what it receives")
     return exit_status([Outcome.FAILS if found else Outcome.HOLDS])
+
+
+def parse_capture_sizes(text: str, config: RunnerConfig) -> tuple[int, ...]:
+    """``--startup``'s capture sizes: ``none``, or comma-separated integers in 1..``B``."""
+    if text.strip() == "none":
+        return ()
+    out = []
+    for part in text.split(","):
+        if too_long(part):
+            raise ConfigError("--startup", part, f"integers may have at most {MAX_INT_DIGITS} digits")
+        try:
+            value = int(part)
+        except ValueError:
+            raise ConfigError("--startup", part, "must be comma-separated capture sizes, or none") from None
+        if not 1 <= value <= config.max_num_batched_tokens:
+            raise ConfigError("--startup", value, f"a capture size must be in 1..max_num_batched_tokens "
+                              f"({config.max_num_batched_tokens})")  # fmt: skip
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def run_startup(args: argparse.Namespace, engine: bool) -> int:
+    """``check --engine vllm... --startup SIZES``: the release's start-up batches for one config, judged."""
+    if not engine:
+        raise HarnessError("--startup needs --engine vllm, vllm==X or vllm@PATH: start-up batches are the "
+                           "release's own code")  # fmt: skip
+    if args.encoder_lens is not None:
+        raise HarnessError("--startup and --encoder-len: start-up batches are built from the settings alone; "
+                           "give one of them")  # fmt: skip
+    if args.config is None:
+        raise HarnessError("the following arguments are required: --config")
+    config = parse_config(args.config)
+    sizes = parse_capture_sizes(args.startup, config)
+    policy = load_checked_policy(args.policy, options.isolation(args))
+    startup = getattr(policy, "startup", None)
+    if startup is None:
+        raise HarnessError(f"--startup: {args.policy} has no start-up batches the harness runs")
+    print(f"engine:         {args.policy}")
+    print(f"config:         {config.describe()}")
+    print(f"capture sizes:  {list(sizes) or 'none'}")
+    answer = startup(config, sizes)
+    if "not_run" in answer:
+        print(f"NOT RUN  start-up batches: {answer['not_run']}")
+        return exit_status([Outcome.NOT_RUN])
+    for b in answer["batches"]:
+        reads = "" if b["attention"] else " (no attention metadata: no kernel reads these)"
+        print(f"batch:          {b['purpose']}: seq_lens {b['seq_lens']}{reads}")
+    if answer["encoder_len"] is not None:
+        print(f"encoder keys:   {answer['encoder_len']} per request at capture and warm-up "
+              f"({answer['encoder_where']})")  # fmt: skip
+    for line in answer["breaches"]:
+        print(f"FAIL  {line} (lengths set at {answer['where']})")
+    if answer["holds"]:
+        print("OK    every length fits its row, every column read is inside it, only PAD slots are written")
+    return exit_status([Outcome.HOLDS if answer["holds"] else Outcome.FAILS])

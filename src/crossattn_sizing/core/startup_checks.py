@@ -1,0 +1,123 @@
+"""The judges of a start-up batch (profile, warm-up, graph capture): lengths, columns and slots against rows.
+
+An engine builds these batches from its own settings before any request
+arrives, and they read the same block tables through the same kernels as
+served ones, so the three judges of a served step apply unchanged:
+
+- every length handed to a kernel fits the request's row (``length <= W * kbs * C_g`` tokens);
+- every block-table column the kernel reads is inside the row (``cdiv(length, kbs * C_g) <= W``);
+- every slot written is the request's own (a dummy row holds no block of its own, so a start-up
+  batch may write only ``PAD_SLOT_ID``).
+
+A self-attention group reads a dummy request's ``seq_len``; a cross-attention
+group reads the encoder length the runner captures with (``max_encoder_len``).
+Pure integers; no engine, no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from crossattn_sizing.base.intmath import cdiv
+
+PAD_SLOT_ID = -1
+
+
+@dataclass(frozen=True)
+class Row:
+    """One KV-cache group's block-table row as the kernel sees it."""
+
+    kind: str
+    """``full``, ``sliding_window``, ``cross`` (``mamba`` rows are not read by attention)."""
+    width: int
+    """Entries per row (kernel blocks)."""
+    kernel_block: int
+    dcp: int = 1
+    """``C_g``: tokens of one column are ``kernel_block * dcp`` (DCP-sharded groups)."""
+
+    @property
+    def tokens(self) -> int:
+        """Tokens the row can address."""
+        return self.width * self.kernel_block * self.dcp
+
+
+@dataclass(frozen=True)
+class Breach:
+    """One judge's violation in one start-up batch."""
+
+    judge: str
+    """``length``, ``column`` or ``slot``."""
+    purpose: str
+    request: int
+    group: int
+    found: int
+    """The length, the last column read, or the slot written."""
+    limit: int
+    """The row's tokens, its width in columns, or (slots) ``PAD_SLOT_ID``."""
+
+    def line(self) -> str:
+        """The breach as one line."""
+        who = f"{self.purpose}: request {self.request}"
+        if self.judge == "length":
+            return f"{who} hands group {self.group} {self.found} tokens; its row holds {self.limit}"
+        if self.judge == "column":
+            return (f"{who} reads column {self.found} of group {self.group}; its row has {self.limit} "
+                    f"(columns 0..{self.limit - 1})")  # fmt: skip
+        return (f"{who} writes slot {self.found} of group {self.group}; a dummy row owns no block, "
+                "only PAD_SLOT_ID is its own")  # fmt: skip
+
+
+def read_length(row: Row, seq_len: int, encoder_len: int | None) -> int | None:
+    """What the kernel of ``row``'s group reads for one request: its ``seq_len``, or the captured encoder
+    length for a cross group (None: a cross group with no encoder length, or a mamba row: nothing read)."""
+    if row.kind == "mamba":
+        return None
+    if row.kind == "cross":
+        return encoder_len
+    return seq_len
+
+
+def length_breaches(
+    purpose: str, seq_lens: Sequence[int], rows: Sequence[Row], encoder_len: int | None
+) -> list[Breach]:
+    """Every length handed to a kernel that is longer than its request's row holds."""
+    out = []
+    for r, seq_len in enumerate(seq_lens):
+        for g, row in enumerate(rows):
+            n = read_length(row, seq_len, encoder_len)
+            if n is not None and n > row.tokens:
+                out.append(Breach("length", purpose, r, g, n, row.tokens))
+    return out
+
+
+def column_breaches(
+    purpose: str, seq_lens: Sequence[int], rows: Sequence[Row], encoder_len: int | None
+) -> list[Breach]:
+    """Every last column a kernel reads (``cdiv(length, kbs * C_g) - 1``) that is not inside the row."""
+    out = []
+    for r, seq_len in enumerate(seq_lens):
+        for g, row in enumerate(rows):
+            n = read_length(row, seq_len, encoder_len)
+            if n is None or n <= 0:
+                continue
+            last = cdiv(n, row.kernel_block * row.dcp) - 1
+            if last >= row.width:
+                out.append(Breach("column", purpose, r, g, last, row.width))
+    return out
+
+
+def slot_breaches(
+    purpose: str, scheduled: Sequence[int], slots: Sequence[int], group: int = 0
+) -> list[Breach]:
+    """Every slot a start-up batch writes that is not ``PAD_SLOT_ID`` (a dummy row owns no block)."""
+    out = []
+    starts = [0]
+    for n in scheduled:
+        starts.append(starts[-1] + n)
+    for r in range(len(scheduled)):
+        for t in range(starts[r], min(starts[r + 1], len(slots))):
+            if slots[t] != PAD_SLOT_ID:
+                out.append(Breach("slot", purpose, r, group, slots[t], PAD_SLOT_ID))
+                break
+    return out
