@@ -265,3 +265,51 @@ def test_check_startup_refusals(trees: dict[str, Path], capsys: pytest.CaptureFi
     assert code == 2 and "--startup" in err and "max_num_batched_tokens" in err
     code, _, err = _check(capsys, "--startup", "none")
     assert code == 2 and "--startup needs --engine vllm" in err
+
+
+# verify's start-up row and the encoder finding, on the recorded releases ----------------------------
+
+
+class _Recorded:
+    """A policy answering ``startup`` as the worker does, from a recorded release run in this process."""
+
+    def __init__(self, version: str) -> None:
+        self.version = version
+
+    def startup(self, config: RunnerConfig, sizes: tuple[int, ...]) -> dict[str, object]:
+        return su.verdict_dict(_verdict(self.version, config, tuple(sizes)))
+
+
+@pytest.mark.parametrize(("version", "b", "line"), [("0.25.0", 6143, 123), ("0.34.0", 6145, 165)])
+def test_verify_row_names_the_release_line_and_replays(version: str, b: int, line: int) -> None:
+    from crossattn_sizing.runs.startup_row import startup_row
+
+    row = startup_row(_Recorded(version), f"vllm=={version}")
+    assert row.outcome == "fails" and row.examples >= 2
+    assert f"vllm/v1/worker/gpu/input_batch.py:{line}" in row.diagnosis
+    assert f'"max_num_batched_tokens":{b}' in row.reproduce and row.reproduce.startswith(
+        f"crossattn-sizing check --engine vllm=={version} --config"
+    )
+    assert ("logs a warning" in row.diagnosis) == (version == "0.34.0")
+
+
+def test_encoder_reservation_of_nemotron_parse_is_short_by_81_blocks() -> None:
+    """0.25.0 warms up and captures with max_model_len = 2048 keys (no max_source_positions): 128 blocks of
+    16 against the 209 a 3329-token page uses; the memory profile (cdiv(E, bs) = 256) is not short."""
+    from crossattn_sizing.runs.startup_row import encoder_reservation_finding
+
+    found = encoder_reservation_finding(_Recorded("0.25.0"), "vllm==0.25.0")
+    assert found is not None
+    assert "short by 81 blocks (1281 keys)" in found.detail and "encoder_decoder.py:58" in found.detail
+    assert "--startup none" in found.detail
+
+
+def test_the_graph_capture_model_is_each_releases_own_rule() -> None:
+    """findings/graph_capture.py models max_encoder_len (it may not import an engine); here its rule is
+    checked against each recorded release's own expression, S present and absent."""
+    from crossattn_sizing.findings.graph_capture import KNOWN_SHAPES, captured_key_length
+
+    for version, run in RUNS.items():
+        for shape in KNOWN_SHAPES:
+            own = run.encoder_length(su.settings_of(shape.config, ()))
+            assert own == captured_key_length(shape.config), (version, shape.name)

@@ -121,3 +121,46 @@ def slot_breaches(
                 out.append(Breach("slot", purpose, r, group, slots[t], PAD_SLOT_ID))
                 break
     return out
+
+
+@dataclass(frozen=True)
+class EncoderReservation:
+    """What start-up reserves for one request's encoder keys against what one request of the family uses.
+
+    ``captured``: the encoder length the runner warms up and captures with (vLLM V2's ``max_encoder_len``);
+    warm-up gives each request ``cdiv(captured, bs)`` cross blocks and capture ``captured`` keys.
+    ``profiled``: what the memory profile counts per request (vLLM: ``cdiv(E, bs)`` pages of each cross
+    layer). ``largest``: the largest encoder input the scheduler admits that the family really produces.
+    """
+
+    family: str
+    block_size: int
+    captured: int
+    profiled: int
+    largest: int
+
+    @property
+    def short_blocks(self) -> int:
+        """Cross blocks per request the warm-up reservation lacks (0 when it covers the largest input)."""
+        return max(0, cdiv(self.largest, self.block_size) - cdiv(self.captured, self.block_size))
+
+    @property
+    def profile_short_blocks(self) -> int:
+        """Cross blocks per request the memory profile lacks (0 when it covers the largest input)."""
+        return max(0, cdiv(self.largest, self.block_size) - cdiv(self.profiled, self.block_size))
+
+    def short_bytes(self, page_bytes: int) -> int:
+        """The warm-up shortfall in bytes per cross layer, ``page_bytes`` one block of one layer's K and V."""
+        return self.short_blocks * page_bytes
+
+    def line(self) -> str:
+        """The reservation as one report line."""
+        bs, need = self.block_size, cdiv(self.largest, self.block_size)
+        profiled = cdiv(self.profiled, bs)
+        head = (f"{self.family}: one request uses {self.largest} encoder tokens = {need} cross blocks of "
+                f"{bs}; the memory profile counts {profiled} ({self.profiled} tokens)")  # fmt: skip
+        if self.short_blocks:
+            return (f"{head}; warm-up reserves and capture reads {cdiv(self.captured, bs)} "
+                    f"({self.captured} tokens): short by {self.short_blocks} blocks "
+                    f"({self.largest - self.captured} keys)")  # fmt: skip
+        return f"{head}; warm-up and capture cover it ({self.captured} tokens)"
