@@ -282,7 +282,7 @@ class _Recorded:
 
 @pytest.mark.parametrize(("version", "b", "line"), [("0.25.0", 6143, 123), ("0.34.0", 6145, 165)])
 def test_verify_row_names_the_release_line_and_replays(version: str, b: int, line: int) -> None:
-    from crossattn_sizing.runs.startup_row import startup_row
+    from crossattn_sizing.findings.startup import startup_row
 
     row = startup_row(_Recorded(version), f"vllm=={version}")
     assert row.outcome == "fails" and row.examples >= 2
@@ -296,7 +296,7 @@ def test_verify_row_names_the_release_line_and_replays(version: str, b: int, lin
 def test_encoder_reservation_of_nemotron_parse_is_short_by_81_blocks() -> None:
     """0.25.0 warms up and captures with max_model_len = 2048 keys (no max_source_positions): 128 blocks of
     16 against the 209 a 3329-token page uses; the memory profile (cdiv(E, bs) = 256) is not short."""
-    from crossattn_sizing.runs.startup_row import encoder_reservation_finding
+    from crossattn_sizing.findings.startup import encoder_reservation_finding
 
     found = encoder_reservation_finding(_Recorded("0.25.0"), "vllm==0.25.0")
     assert found is not None
@@ -313,3 +313,38 @@ def test_the_graph_capture_model_is_each_releases_own_rule() -> None:
         for shape in KNOWN_SHAPES:
             own = run.encoder_length(su.settings_of(shape.config, ()))
             assert own == captured_key_length(shape.config), (version, shape.name)
+
+
+@pytest.mark.slow  # the release's worker starts (about 10 s on a busy machine)
+def test_audit_has_start_up_columns(
+    trees: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``audit --runner startup``: V2's start-up batches executed (0.25.0 fails, the replay line beside it);
+    V1's column absent from the recorded tree, which holds no gpu_model_runner.py (a wheel's says not run)."""
+    import json
+
+    out = tmp_path / "audit.json"
+    try:
+        code = main(
+            ["audit", "--engine", f"vllm@{trees['intact']}", "--runner", "startup", "--json", str(out)]
+        )
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    printed = capsys.readouterr().out
+    assert code == 1, printed
+    cells = {r["runner"]: r for r in json.loads(out.read_text())["results"]}
+    assert cells["startup-v2"]["verdict"] == "fails" and cells["startup-v2"]["path"] == "executed"
+    assert "input_batch.py:123" in cells["startup-v2"]["reason"]
+    assert "replay: crossattn-sizing check --engine vllm@" in cells["startup-v2"]["reason"]
+    assert cells["startup-v1"]["verdict"] == "absent"
+    assert "Start-up batches V2" in printed
+
+
+def test_v1_start_up_column_is_not_run_with_its_reason() -> None:
+    from crossattn_sizing.audit.startup import startup_verdicts
+
+    v2, v1 = startup_verdicts("0.25.0", None, None, "the wheel is not cached", has_v1=True)
+    assert (v2.outcome, v1.outcome) == ("not run", "not run")
+    assert "the wheel is not cached" in (v2.reason or "") and "_dummy_run is not executed" in (
+        v1.reason or ""
+    )

@@ -19,7 +19,7 @@ This is the model, for runs without an engine (the layers below ``engine/``
 may not import one). Where a release is at hand it defers to the release:
 ``verify --engine vllm...`` evaluates the release's own ``max_encoder_len``
 (``EncoderDecoderModelState.__init__``, :mod:`crossattn_sizing.engine.vllm.startup`)
-and reports the reservation from it (:mod:`crossattn_sizing.runs.startup_row`),
+and reports the reservation from it (:mod:`crossattn_sizing.findings.startup`),
 and tests/test_startup_batches.py checks :func:`captured_key_length` against
 that expression of every recorded release.
 """

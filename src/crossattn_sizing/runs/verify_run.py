@@ -43,7 +43,7 @@ from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
 from crossattn_sizing.runs.share_process import ShareWorker, split_shared, split_tests
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
-from crossattn_sizing.runs.startup_row import NAME as STARTUP_ROW
+from crossattn_sizing.findings.startup import NAME as STARTUP_ROW
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 from crossattn_sizing.specs.resolve import Isolation, Subject
@@ -130,8 +130,8 @@ def check_impl(spec: str, device: str, isolation: Isolation) -> None:
 
 def startup_rows(plan: VerifyPlan, verdicts: list[PolicyVerdict], findings: list[Finding]) -> None:
     """Each subject whose release builds start-up batches the harness runs (``policy.startup``: vLLM) gets
-    the start-up row (:mod:`crossattn_sizing.runs.startup_row`) and, where short, its encoder finding."""
-    from crossattn_sizing.runs.startup_row import encoder_reservation_finding, startup_row
+    the start-up row (:mod:`crossattn_sizing.findings.startup`) and, where short, its encoder finding."""
+    from crossattn_sizing.findings.startup import encoder_reservation_finding, startup_row
 
     for v, spec in zip(verdicts, plan.specs, strict=False):
         loaded = plan.subjects[spec].loaded
