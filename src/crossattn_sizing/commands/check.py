@@ -92,6 +92,9 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
     engine = engine_of(args, "check")  # options that do not apply to the engine: refused first
+    if args.startup is not None and engine is not None and engine.subject is None:
+        raise HarnessError(f"--startup {args.startup}: does not apply with --engine {engine.spec} (start-up "
+                           "batches are run for vLLM's releases)")  # fmt: skip
     if engine is not None and engine.subject is None:  # the engine judges one batch its own way
         return engine.command("check")(engine.spec, args)
     if engine is not None:
