@@ -207,14 +207,16 @@ def test_a_tree_writing_a_dummy_slot_fails_the_slot_judge() -> None:
 
 
 def test_a_tree_capturing_one_encoder_key_past_its_row_fails() -> None:
-    """0.25.0 with M = B = E = 2048 (no S): the cross row is exactly 2048 tokens and capture hands 2048 keys;
+    """0.25.0 with M = B = E = 2048 (no S): the cross row is exactly 2048 tokens, capture hands 2048 keys;
     a copy whose max_encoder_len is one more fails the length and column judges on the cross group."""
     config = RunnerConfig(2048, 2048, ENC_DEC_16, max_num_reqs=1)
     assert _verdict("0.25.0", config, ()).holds
     text = (FIXTURES / "0.25.0" / "encoder_decoder.py").read_text()
     own = "            self.max_model_len,\n        )\n"
     assert text.count(own) == 1
-    """0.25.0 with M = B = E = 2048 (no S): the cross row is exactly 2048 tokens, capture hands 2048 keys;
+    broken = _run(
+        "0.25.0", ENC_DEC_FILE=text.replace(own, "            self.max_model_len,\n        ) + 1\n")
+    )
     verdict = su.judge(broken, config, (), _widths("0.25.0", config))
     assert {(b.judge, b.group) for b in verdict.breaches} == {("length", 1), ("column", 1)}
     assert verdict.encoder_len == 2049

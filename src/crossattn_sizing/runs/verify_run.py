@@ -37,13 +37,13 @@ from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.base.threads import sharing_cores
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.results import Finding, PropertyResult
+from crossattn_sizing.findings.startup import NAME as STARTUP_ROW
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
 from crossattn_sizing.runs.share_process import ShareWorker, split_shared, split_tests
 from crossattn_sizing.runs.shared_run import POLICY_FREE, SAME_ANSWERS, SharedPolicies
-from crossattn_sizing.findings.startup import NAME as STARTUP_ROW
 from crossattn_sizing.runs.suite import properties_dir, run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
 from crossattn_sizing.specs.resolve import Isolation, Subject
