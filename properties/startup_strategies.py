@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 
 BLOCK_SIZES = (16, 32, 64, 128)
 MAX_CAPTURE = 512
@@ -36,7 +36,11 @@ def startup_settings(
     s = draw(st.none() | st.integers(1, 4096), label="max_source_positions") if enc_dec else None
     size = st.integers(1, min(b, MAX_CAPTURE))
     sizes = draw(st.lists(size, max_size=4, unique=True), label="capture_sizes")
-    groups = (KVCacheGroup("full", bs), KVCacheGroup("cross", bs)) if enc_dec else (KVCacheGroup("full", bs),)
+    groups = (
+        (KVCacheGroup(GroupKind.FULL, bs), KVCacheGroup(GroupKind.CROSS, bs))
+        if enc_dec
+        else (KVCacheGroup(GroupKind.FULL, bs),)
+    )
     config = RunnerConfig(
         m, b, groups, max_num_encoder_input_tokens=b, max_source_positions=s, dcp_size=c,
         max_num_reqs=n, is_encoder_decoder=enc_dec,

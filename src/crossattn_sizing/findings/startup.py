@@ -19,7 +19,7 @@ from crossattn_sizing.base.intmath import cdiv
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core import known_configs
 from crossattn_sizing.core.check_line import startup_check_line
-from crossattn_sizing.core.config import KVCacheGroup, RunnerConfig
+from crossattn_sizing.core.config import GroupKind, KVCacheGroup, RunnerConfig
 from crossattn_sizing.core.startup_checks import EncoderReservation
 from crossattn_sizing.findings.results import Finding, PropertyResult
 
@@ -32,10 +32,10 @@ BLOCK = 16
 
 def grid() -> list[tuple[RunnerConfig, tuple[int, ...]]]:
     """The settings the row runs: decoder-only and encoder-decoder, ``B`` around ``N * M``; Nemotron-Parse."""
-    out = [(known_configs.nemotron_parse(), CAPTURE_SIZES)]
+    out: list[tuple[RunnerConfig, tuple[int, ...]]] = [(known_configs.nemotron_parse(), CAPTURE_SIZES)]
     for enc_dec in (False, True):
-        groups = (KVCacheGroup("full", BLOCK), KVCacheGroup("cross", BLOCK)) if enc_dec else (
-            KVCacheGroup("full", BLOCK),)  # fmt: skip
+        groups = (KVCacheGroup(GroupKind.FULL, BLOCK), KVCacheGroup(GroupKind.CROSS, BLOCK)) if enc_dec else (
+            KVCacheGroup(GroupKind.FULL, BLOCK),)  # fmt: skip
         for n in (3, 1):  # within vLLM's warning first
             for b in (n * M - 1, n * M, n * M + 1):
                 if b < (max(n, M) if enc_dec else n):

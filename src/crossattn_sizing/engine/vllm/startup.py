@@ -166,7 +166,8 @@ def bind_method(method: Method) -> Callable[..., Any]:
         else:
             namespace[name] = _Missing(name)
     exec(method.code, namespace)
-    return namespace[method.name]  # type: ignore[no-any-return]
+    func: Callable[..., Any] = namespace[method.name]
+    return func
 
 
 @dataclass(frozen=True)
@@ -303,8 +304,12 @@ def seq_lens_line(text: str) -> int | None:
     tree = ast.parse(text)
     _, func = _find(tree, BATCH_FILE, "InputBatch", "make_dummy")
     for node in ast.walk(func):
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, ast.AugAssign) else []  # fmt: skip
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign):
+            targets = [node.target]
+        else:
+            continue
         for t in targets:
             value = t.value if isinstance(t, ast.Subscript) else None
             if isinstance(value, ast.Attribute) and value.attr == "seq_lens":
