@@ -61,6 +61,20 @@ def parse_config(text: str) -> RunnerConfig:
     return config
 
 
+def comma_ints(option: str, text: str, rule: str) -> list[int]:
+    """``text``'s comma-separated integers; a part that is not one (or is too long) is one line naming
+    ``option`` and ``rule``."""
+    out = []
+    for part in text.split(","):
+        if too_long(part):
+            raise ConfigError(option, part, f"integers may have at most {MAX_INT_DIGITS} digits")
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise ConfigError(option, part, rule) from None
+    return out
+
+
 def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
     """The encoder lengths, each admitted by the config; a config with no cross group takes none.
 
@@ -72,13 +86,7 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
         raise ConfigError("--encoder-len", text, f"the config has no cross-attention group "
                           f"(groups: {kinds}): there are no encoder tokens to judge")
     out = []
-    for part in text.split(","):
-        if too_long(part):
-            raise ConfigError("--encoder-len", part, f"integers may have at most {MAX_INT_DIGITS} digits")
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError("--encoder-len", part, "must be comma-separated integers") from None
+    for value in comma_ints("--encoder-len", text, "must be comma-separated integers"):
         if not admission.admits(config, value):
             raise ConfigError(
                 "--encoder-len",
@@ -132,13 +140,7 @@ def parse_capture_sizes(text: str, config: RunnerConfig) -> tuple[int, ...]:
     if text.strip() == "none":
         return ()
     out = []
-    for part in text.split(","):
-        if too_long(part):
-            raise ConfigError("--startup", part, f"integers may have at most {MAX_INT_DIGITS} digits")
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError("--startup", part, "must be comma-separated capture sizes, or none") from None
+    for value in comma_ints("--startup", text, "must be comma-separated capture sizes, or none"):
         if not 1 <= value <= config.max_num_batched_tokens:
             raise ConfigError("--startup", value, f"a capture size must be in 1..max_num_batched_tokens "
                               f"({config.max_num_batched_tokens})")  # fmt: skip

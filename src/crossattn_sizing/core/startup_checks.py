@@ -16,7 +16,7 @@ Pure integers; no engine, no torch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from crossattn_sizing.base.intmath import cdiv
@@ -78,17 +78,23 @@ def read_length(row: Row, seq_len: int, encoder_len: int | None) -> int | None:
     return seq_len
 
 
+def reads(
+    seq_lens: Sequence[int], rows: Sequence[Row], encoder_len: int | None
+) -> Iterator[tuple[int, int, Row, int]]:
+    """``(request, group, row, length)`` for every positive length a kernel reads through a row."""
+    for r, seq_len in enumerate(seq_lens):
+        for g, row in enumerate(rows):
+            n = read_length(row, seq_len, encoder_len)
+            if n is not None and n > 0:
+                yield r, g, row, n
+
+
 def length_breaches(
     purpose: str, seq_lens: Sequence[int], rows: Sequence[Row], encoder_len: int | None
 ) -> list[Breach]:
     """Every length handed to a kernel that is longer than its request's row holds."""
-    out = []
-    for r, seq_len in enumerate(seq_lens):
-        for g, row in enumerate(rows):
-            n = read_length(row, seq_len, encoder_len)
-            if n is not None and n > row.tokens:
-                out.append(Breach("length", purpose, r, g, n, row.tokens))
-    return out
+    return [Breach("length", purpose, r, g, n, row.tokens)
+            for r, g, row, n in reads(seq_lens, rows, encoder_len) if n > row.tokens]  # fmt: skip
 
 
 def column_breaches(
@@ -96,14 +102,10 @@ def column_breaches(
 ) -> list[Breach]:
     """Every last column a kernel reads (``cdiv(length, kbs * C_g) - 1``) that is not inside the row."""
     out = []
-    for r, seq_len in enumerate(seq_lens):
-        for g, row in enumerate(rows):
-            n = read_length(row, seq_len, encoder_len)
-            if n is None or n <= 0:
-                continue
-            last = cdiv(n, row.kernel_block * row.dcp) - 1
-            if last >= row.width:
-                out.append(Breach("column", purpose, r, g, last, row.width))
+    for r, g, row, n in reads(seq_lens, rows, encoder_len):
+        last = cdiv(n, row.kernel_block * row.dcp) - 1
+        if last >= row.width:
+            out.append(Breach("column", purpose, r, g, last, row.width))
     return out
 
 
