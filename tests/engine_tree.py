@@ -149,14 +149,16 @@ classes and ``CommonAttentionMetadata``, by the folder of ``vllm/`` each goes in
 
 def build_tree(
     root: Path, version: str, *, block_table_source: str | None = None, kernels: bool = False,
-    kernel_sources: dict[str, str] | None = None,
+    kernel_sources: dict[str, str] | None = None, startup_sources: dict[str, str] | None = None,
 ) -> Path:
     """Write the package under ``root/vllm`` for ``version`` (0.24.0 or 0.25.0); return ``root``.
 
     ``block_table_source`` replaces ``block_table.py`` (the crash test's stand-in);
     ``kernels`` adds the recorded attention kernels, ``kernel_sources`` replacing
-    any of them by file name (the meta-tests' broken kernels).
+    any of them by file name (the meta-tests' broken kernels); ``startup_sources`` replaces the start-up
+    batch's ``input_batch.py`` (the start-up meta-test's broken dummy lengths).
     """
+    startup_sources = startup_sources or {}
     pkg = root / "vllm"
     for rel, text in STANDINS.items():
         path = pkg / rel
@@ -166,6 +168,11 @@ def build_tree(
     (gpu / "model_runner.py").write_text((FIXTURES / version / "model_runner.py").read_text())
     for name in ("block_table.py", "buffer_utils.py"):  # identical in 0.24.0 and 0.25.0
         (gpu / name).write_text((FIXTURES / "0.25.0" / name).read_text())
+    (gpu / "input_batch.py").write_text(startup_sources.get("input_batch.py") or
+                                        (FIXTURES / version / "input_batch.py").read_text())  # fmt: skip
+    (gpu / "model_states").mkdir(exist_ok=True)
+    encoder_decoder = (FIXTURES / version / "encoder_decoder.py").read_text()
+    (gpu / "model_states" / "encoder_decoder.py").write_text(encoder_decoder)
     if block_table_source is not None:
         (gpu / "block_table.py").write_text(block_table_source)
     if kernels:

@@ -15,6 +15,7 @@ import argparse
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
@@ -75,8 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     options.ENGINE.add(parser, repeatable=True)  # audit: vllm==X or vllm@PATH, see _checked
     refuse_spelling(parser.add_argument, "--vllm", "--engine vllm==X")
     refuse_spelling(parser.add_argument, "--vllm-path", "--engine vllm@PATH")
-    parser.add_argument("--runner", action="append", choices=sorted(RUNNERS), default=None,
-                        help="audit only this runner (repeatable; default: all)")  # fmt: skip
+    parser.add_argument("--runner", action="append", choices=[*sorted(RUNNERS), "startup"], default=None,
+                        help="audit only this runner (repeatable; default: all); startup: the release's own "
+                        "start-up batches, V2 executed, V1 not run")  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help=f"wheel cache (default: {default_cache_dir()})")  # fmt: skip
     OFFLINE.add(parser, default=False, shown_default="no")
@@ -172,9 +174,21 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
     return executed_runners(spec, present, offline=args.offline, cache_dir=args.cache_dir)
 
 
+def _startup(tree: SourceTree, args: argparse.Namespace, v2: tuple[Any, str]) -> list[Any]:
+    """The release's start-up columns (:mod:`crossattn_sizing.audit.startup`): V2 through its executed
+    policy's worker, V1 not run (absent where the release has no V1)."""
+    from crossattn_sizing.audit.startup import V1_FILE, startup_verdicts
+
+    spec = getattr(args, "executable", {}).get(tree.label)
+    executed, why = v2
+    policy = None if executed is None else executed.policy
+    has_v1 = V1_FILE in set(tree.files("vllm/v1/worker/"))
+    return startup_verdicts(tree.label, None if args.read_only else spec, policy, why, has_v1)
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the releases asked for; the exit status says whether every verdict held."""
-    runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
+    runners = list(dict.fromkeys(args.runner)) if args.runner else [*RUNNERS, "startup"]
     # Offline means offline in every command: CROSSATTN_OFFLINE=1 is --offline (never a download),
     # --no-offline overrides it; settled by the CLI (options.settle), which says which decided.
     args.offline_by = "--offline" if options.typed(args, "offline") else f"{settings.OFFLINE}=1"
@@ -190,7 +204,12 @@ def run(args: argparse.Namespace) -> int:
     sweep = sweep_configs()
     results = []
     for n, tree in enumerate(trees, 1):
-        verdicts = audit_tree(tree, runners, sweep, executed=_executed(tree, args, runners))
+        sizing = [r for r in runners if r in RUNNERS]
+        executed = _executed(tree, args, sizing if "startup" not in runners else [*sizing, "v2"])
+        asked = {k: v for k, v in executed.items() if k in sizing}
+        verdicts = audit_tree(tree, sizing, sweep, executed=asked)
+        if "startup" in runners:
+            verdicts += _startup(tree, args, executed.get("v2", (None, "")))
         from crossattn_sizing.engine.client import close_all  # one release's worker at a time
 
         close_all()

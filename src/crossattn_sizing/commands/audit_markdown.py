@@ -13,7 +13,13 @@ import os
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import RunnerVerdict
 from crossattn_sizing.base.outcome import Outcome
-from crossattn_sizing.commands.audit_report import EXIT_MEANINGS, detail_lines, exit_status
+from crossattn_sizing.commands.audit_report import (
+    EXIT_MEANINGS,
+    column_title,
+    columns,
+    detail_lines,
+    exit_status,
+)
 
 Results = list[tuple[str, list[RunnerVerdict]]]
 
@@ -33,6 +39,8 @@ def _cell(verdict: RunnerVerdict | None) -> str:
             text += "; Whisper fits" if w["holds"] else "; Whisper overflows"
     elif verdict.outcome == Outcome.ABSENT:
         text = "absent (no such runner in this release)"
+    elif verdict.outcome == Outcome.NOT_RUN:
+        text = f"not run: {verdict.reason}"
     else:
         text = f"could not be read: {verdict.reason}"
     if verdict.scope is not None and verdict.outcome != Outcome.UNREADABLE:
@@ -47,7 +55,7 @@ def _wall(verdict: RunnerVerdict | None) -> str:
 def _verdict_table(results: Results, runners: list[str]) -> list[str]:
     head = ["vLLM"]
     for key in runners:
-        head += [RUNNERS[key].title, "path", "wall"]
+        head += [column_title(key), "path", "wall"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for label, verdicts in results:
         by_runner = {v.runner: v for v in verdicts}
@@ -76,6 +84,8 @@ def _rule_table(results: Results) -> list[str]:
             else:
                 match = "none"
             rule = "; or ".join(v.rules) if v.rules else "none of the harness's rules"
+            if v.runner not in RUNNERS:  # a start-up column has no sizing rule
+                continue
             title = RUNNERS[v.runner].title
             lines.append(f"| {label} | {title} | {v.row_entries or '-'} | {match} | {rule} |")
     return lines
@@ -83,7 +93,7 @@ def _rule_table(results: Results) -> list[str]:
 
 def render_markdown(results: Results, command: str, provenance: dict[str, str], configs: int) -> str:
     """The whole report as Markdown; ``provenance`` maps each release label to its source's identity."""
-    runners = [key for key in RUNNERS if any(v.runner == key for _, vs in results for v in vs)]
+    runners = columns(results)
     verdicts = [v for _, vs in results for v in vs]
     total = sum(v.wall_s or 0.0 for v in verdicts)
     status = exit_status(verdicts)

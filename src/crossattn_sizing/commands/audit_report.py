@@ -29,12 +29,28 @@ EXIT_MEANINGS = {
     str(EXIT_INCOMPLETE): "some runner could not be read, or a release had none of the runners",
 }
 _STYLE = {Outcome.HOLDS: "green", Outcome.FAILS: "bold red", Outcome.UNREADABLE: "yellow",
-          Outcome.ABSENT: "dim"}  # fmt: skip
+          Outcome.ABSENT: "dim", Outcome.NOT_RUN: "yellow"}  # fmt: skip
+
+
+def column_title(key: str) -> str:
+    """A column's title: a sizing runner's, or a start-up column's."""
+    from crossattn_sizing.audit.startup import COLUMNS
+
+    return RUNNERS[key].title if key in RUNNERS else COLUMNS[key]
+
+
+def columns(results: list[tuple[str, list[RunnerVerdict]]]) -> list[str]:
+    """The columns of the table, in order: the sizing runners asked for, then the start-up columns."""
+    from crossattn_sizing.audit.startup import COLUMNS
+
+    return [key for key in [*RUNNERS, *COLUMNS] if any(v.runner == key for _, vs in results for v in vs)]
 
 
 def exit_status(verdicts: list[RunnerVerdict]) -> int:
     """0 all present runners hold, 1 some fail, 3 some could not be read or a release had nothing to check."""
     by_release: dict[str, set[Outcome]] = {}
+    # A start-up column that did not run is printed with why; it is not a sizing runner left unread.
+    verdicts = [v for v in verdicts if not (v.runner.startswith("startup-") and not v.outcome.judged)]
     for v in verdicts:
         by_release.setdefault(v.source, set()).add(v.outcome)
     # A release with none of the runners asked for checked nothing: not run, as an unreadable one.
@@ -71,11 +87,11 @@ def _path_and_time(verdict: RunnerVerdict) -> str:
 def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | None = None) -> None:
     """Print the table and one detail block per verdict that is not a plain "holds"."""
     console = console or Console(highlight=False)
-    runners = [key for key in RUNNERS if any(v.runner == key for _, vs in results for v in vs)]
+    runners = columns(results)
     table = Table(title="Cross-attention block-table sizing of vLLM releases", show_lines=True)
     table.add_column("vLLM")
     for key in runners:
-        table.add_column(RUNNERS[key].title)
+        table.add_column(column_title(key))
     for label, verdicts in results:
         by_runner = {v.runner: v for v in verdicts}
         table.add_row(escape(label), *(_cell(by_runner.get(key)) for key in runners))

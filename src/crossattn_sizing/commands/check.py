@@ -33,6 +33,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated encoder token counts e of the requests, e.g. 3329,1500",
     )
     refuse_spelling(p.add_argument, "--encoder-lens", "--encoder-len")
+    p.add_argument(
+        "--startup",
+        metavar="SIZES",
+        help="with --engine vllm...: replay the release's own start-up batches (profile, warm-up, "
+        "CUDA-graph capture) for --config, SIZES its capture sizes (comma-separated, or 'none'); "
+        "instead of --encoder-len",
+    )
     options.ENGINE.add(p)
     options.CONTEXT_LEN.add(p)
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
@@ -54,6 +61,20 @@ def parse_config(text: str) -> RunnerConfig:
     return config
 
 
+def comma_ints(option: str, text: str, rule: str) -> list[int]:
+    """``text``'s comma-separated integers; a part that is not one (or is too long) is one line naming
+    ``option`` and ``rule``."""
+    out = []
+    for part in text.split(","):
+        if too_long(part):
+            raise ConfigError(option, part, f"integers may have at most {MAX_INT_DIGITS} digits")
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise ConfigError(option, part, rule) from None
+    return out
+
+
 def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
     """The encoder lengths, each admitted by the config; a config with no cross group takes none.
 
@@ -65,13 +86,7 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
         raise ConfigError("--encoder-len", text, f"the config has no cross-attention group "
                           f"(groups: {kinds}): there are no encoder tokens to judge")
     out = []
-    for part in text.split(","):
-        if too_long(part):
-            raise ConfigError("--encoder-len", part, f"integers may have at most {MAX_INT_DIGITS} digits")
-        try:
-            value = int(part)
-        except ValueError:
-            raise ConfigError("--encoder-len", part, "must be comma-separated integers") from None
+    for value in comma_ints("--encoder-len", text, "must be comma-separated integers"):
         if not admission.admits(config, value):
             raise ConfigError(
                 "--encoder-len",
@@ -85,11 +100,16 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
     engine = engine_of(args, "check")  # options that do not apply to the engine: refused first
+    if args.startup is not None and engine is not None and engine.subject is None:
+        raise HarnessError(f"--startup {args.startup}: does not apply with --engine {engine.spec} (start-up "
+                           "batches are run for vLLM's releases)")  # fmt: skip
     if engine is not None and engine.subject is None:  # the engine judges one batch its own way
         return engine.command("check")(engine.spec, args)
     if engine is not None:
         args.policy = engine.subject
     args.policy = "mrv2" if args.policy is None else args.policy
+    if args.startup is not None:
+        return run_startup(args, engine is not None)
     missing = [o for o, v in (("--config", args.config), ("--encoder-len", args.encoder_lens)) if v is None]
     if missing:
         raise HarnessError("the following arguments are required: " + ", ".join(missing))
@@ -113,3 +133,52 @@ def run(args: argparse.Namespace) -> int:
     if not found:
         print("OK    every encoder and decoder token has a column, and every row holds what it receives")
     return exit_status([Outcome.FAILS if found else Outcome.HOLDS])
+
+
+def parse_capture_sizes(text: str, config: RunnerConfig) -> tuple[int, ...]:
+    """``--startup``'s capture sizes: ``none``, or comma-separated integers in 1..``B``."""
+    if text.strip() == "none":
+        return ()
+    out = []
+    for value in comma_ints("--startup", text, "must be comma-separated capture sizes, or none"):
+        if not 1 <= value <= config.max_num_batched_tokens:
+            raise ConfigError("--startup", value, f"a capture size must be in 1..max_num_batched_tokens "
+                              f"({config.max_num_batched_tokens})")  # fmt: skip
+        out.append(value)
+    return tuple(sorted(set(out)))
+
+
+def run_startup(args: argparse.Namespace, engine: bool) -> int:
+    """``check --engine vllm... --startup SIZES``: the release's start-up batches for one config, judged."""
+    if not engine:
+        raise HarnessError("--startup needs --engine vllm, vllm==X or vllm@PATH: start-up batches are the "
+                           "release's own code")  # fmt: skip
+    if args.encoder_lens is not None:
+        raise HarnessError("--startup and --encoder-len: start-up batches are built from the settings alone; "
+                           "give one of them")  # fmt: skip
+    if args.config is None:
+        raise HarnessError("the following arguments are required: --config")
+    config = parse_config(args.config)
+    sizes = parse_capture_sizes(args.startup, config)
+    policy = load_checked_policy(args.policy, options.isolation(args))
+    startup = getattr(policy, "startup", None)
+    if startup is None:
+        raise HarnessError(f"--startup: {args.policy} has no start-up batches the harness runs")
+    print(f"engine:         {args.policy}")
+    print(f"config:         {config.describe()}")
+    print(f"capture sizes:  {list(sizes) or 'none'}")
+    answer = startup(config, sizes)
+    if "not_run" in answer:
+        print(f"NOT RUN  start-up batches: {answer['not_run']}")
+        return exit_status([Outcome.NOT_RUN])
+    for b in answer["batches"]:
+        reads = "" if b["attention"] else " (no attention metadata: no kernel reads these)"
+        print(f"batch:          {b['purpose']}: seq_lens {b['seq_lens']}{reads}")
+    if answer["encoder_len"] is not None:
+        print(f"encoder keys:   {answer['encoder_len']} per request at capture and warm-up "
+              f"({answer['encoder_where']})")  # fmt: skip
+    for line in answer["breaches"]:
+        print(f"FAIL  {line} (lengths set at {answer['where']})")
+    if answer["holds"]:
+        print("OK    every length fits its row, every column read is inside it, only PAD slots are written")
+    return exit_status([Outcome.HOLDS if answer["holds"] else Outcome.FAILS])

@@ -23,3 +23,13 @@ def check_line(policy_spec: str, config: RunnerConfig, encoder_lens: Iterable[in
         f"crossattn-sizing check --policy {shlex.quote(policy_spec)} --config {shlex.quote(text)} "
         f"--encoder-len {lens}"
     )
+
+
+def startup_check_line(engine_spec: str, config: RunnerConfig, capture_sizes: Iterable[int]) -> str:
+    """The shell command that replays an engine's start-up batches for ``config`` and these capture sizes."""
+    text = json.dumps(config.to_dict(), separators=(",", ":"), sort_keys=True)
+    sizes = ",".join(str(n) for n in capture_sizes) or "none"
+    return (
+        f"crossattn-sizing check --engine {shlex.quote(engine_spec)} --config {shlex.quote(text)} "
+        f"--startup {sizes}"
+    )

@@ -14,6 +14,14 @@ not what is wrong).
 (:data:`KNOWN_SHAPES`, the Nemotron-Parse page among them) with the engine's
 rule, :func:`captured_key_length`; a meta-test passes another rule in to show
 the finding can come out the other way.
+
+This is the model, for runs without an engine (the layers below ``engine/``
+may not import one). Where a release is at hand it defers to the release:
+``verify --engine vllm...`` evaluates the release's own ``max_encoder_len``
+(``EncoderDecoderModelState.__init__``, :mod:`crossattn_sizing.engine.vllm.startup`)
+and reports the reservation from it (:mod:`crossattn_sizing.findings.startup`),
+and tests/test_startup_batches.py checks :func:`captured_key_length` against
+that expression of every recorded release.
 """
 
 from __future__ import annotations

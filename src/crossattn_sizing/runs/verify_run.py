@@ -37,6 +37,7 @@ from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.base.threads import sharing_cores
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.results import Finding, PropertyResult
+from crossattn_sizing.findings.startup import NAME as STARTUP_ROW
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
 from crossattn_sizing.prove.verify_row import prove_property
@@ -96,6 +97,8 @@ def verify(plan: VerifyPlan) -> VerifyReport:
     verdicts += [verdict(plan.subjects[s], []) for s in plan.specs[len(verdicts) :]]
     # No new work after Ctrl-C (the findings search imports torch and runs Hypothesis).
     findings = [] if interrupted else collect_findings()
+    if not interrupted and wants_row(plan.select, STARTUP_ROW):
+        startup_rows(plan, verdicts, findings)
     folder = database_folder(profile)
     return VerifyReport(plan.profile, plan.impl, plan.device, plan.seed, verdicts, findings, interrupted,
                         notes=notes, database=None if folder is None else str(folder))  # fmt: skip
@@ -125,15 +128,36 @@ def check_impl(spec: str, device: str, isolation: Isolation) -> None:
         print(f"impl {spec}: {line}")
 
 
+def startup_rows(plan: VerifyPlan, verdicts: list[PolicyVerdict], findings: list[Finding]) -> None:
+    """Each subject whose release builds start-up batches the harness runs (``policy.startup``: vLLM) gets
+    the start-up row (:mod:`crossattn_sizing.findings.startup`) and, where short, its encoder finding."""
+    from crossattn_sizing.findings.startup import encoder_reservation_finding, startup_row
+
+    for v, spec in zip(verdicts, plan.specs, strict=False):
+        loaded = plan.subjects[spec].loaded
+        if v.interrupted or v.error or not callable(getattr(loaded, "startup", None)):
+            continue
+        interrupts.announce(f"verify: policy {spec}: its own start-up batches")
+        v.properties.append(startup_row(loaded, spec))
+        found = encoder_reservation_finding(loaded, spec)
+        if found is not None:
+            findings.append(found)
+
+
 def wants_prove(select: list[str]) -> bool:
     """Whether every ``-k`` expression selects the edge-domain prove row, as pytest would match it.
 
     pytest's own expression grammar decides, so ``-k 'not prove'`` leaves the row
     out and ``-k 'test_coverage or prove'`` keeps it.
     """
+    return wants_row(select, PROVE_ROW)
+
+
+def wants_row(select: list[str], row: str) -> bool:
+    """Whether every ``-k`` expression selects the row named ``row``, as pytest would match it."""
     from _pytest.mark.expression import Expression
 
-    name = PROVE_ROW.lower()
+    name = row.lower()
     return all(
         Expression.compile(expr).evaluate(lambda word, *_, **__: word.lower() in name)  # type: ignore[arg-type]
         for expr in select

@@ -127,6 +127,11 @@ class VllmPolicy:
                 raise type(exc)(f"{exc} (asked for the widths of {config.describe()})") from None
         return self._cache[key]
 
+    def startup(self, config: RunnerConfig, capture_sizes: Sequence[int]) -> dict[str, Any]:
+        """The release's own start-up batches (profile, warm-up, capture) for ``config``, judged in its
+        worker (:func:`.startup.verdict_dict`; ``{"not_run": why}`` for the adapter's gap)."""
+        return self.worker.ask("startup", config=config.to_dict(), capture_sizes=list(capture_sizes))
+
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
         """The widths the release's own ``initialize_kv_cache`` gives ``config``."""
         return _widths(self.sizing(config))

@@ -37,8 +37,20 @@ class VllmFamily:
                 "vllm/v1/attention/ops/triton_reshape_and_cache_flash.py: the KV write",
                 "vllm/v1/attention/backends/triton_attn.py: the metadata builder and unified_attention",
                 "merge of DCP partials: cp_lse_ag_out_ar / merge_attn_states",
+                "start-up batches: model_runner.py GPUModelRunner._dummy_run (to its model forward), "
+                "input_batch.py InputBatch.make_dummy, block_table.py BlockTables.get_dummy_slot_mappings, "
+                "model_states/encoder_decoder.py the max_encoder_len expression (where the release has it)",
             ),
             stand_ins=(
+                ("start-up: execute_model", "the model forward: records the dummy SchedulerOutput _dummy_run "
+                 "hands it; the dispatch is eager (no request padding: make_dummy gets _dummy_run's count)"),
+                ("start-up: SchedulerOutput, random_uuid, PAD_SLOT_ID, InputBuffers, the runner's self",
+                 "make_empty and the fields set on it; distinct ids; -1; CPU tensors; only the attributes "
+                 "_dummy_run reads before its forward (engine/vllm/startup.py)"),
+                ("start-up: warm-up sizes", "the end of the default compile range (max_num_batched_tokens) "
+                 "and the capture sizes given; capture lays out make_dummy(min(n, max_num_seqs), n)"),
+                ("start-up: ModelRunner V1's _dummy_run", "not run (not executed by the adapter; audit's "
+                 "V1 start-up column says so)"),
                 ("paged attention with DCP (C > 1)", "decode_attention_fwd, the Triton MLA decode kernel: "
                  "the LSE-returning backends the engine would use are CUDA-only"),
                 ("the model runner's self", "only the attributes the sizing reads"),

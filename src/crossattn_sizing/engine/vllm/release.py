@@ -59,6 +59,7 @@ class Engine:
         self._specs: dict[tuple[Any, ...], Any] = {}
         self._kernels: Any = None  # the release's KV-write/attention/merge kernels, found on first use
         self._fresh: tuple[Any, Any] | None = None  # the config handed to the sizing now, and how to build it
+        self._startup: Any = None  # the start-up methods (startup.StartupRun), read on first use
 
     def sizing_source(self, runner: str) -> Any:
         """The compiled sizing of ``runner`` (a key of :data:`.sizing_exec.EXECUTED_RUNNERS`) in this release.
@@ -287,6 +288,26 @@ class Engine:
                 raise ModuleNotFoundError(answer["error"], name=answer["missing_module"])
             results.append(answer)
         return results
+
+    def op_startup(self, req: dict[str, Any]) -> dict[str, Any]:
+        """The release's start-up batches for ``config`` and ``capture_sizes``, judged against its own rows.
+
+        A start-up method the adapter cannot find, or a piece it reaches that has no stand-in, answers
+        ``{"not_run": why}``: the harness's gap, never a verdict on the release.
+        """
+        from crossattn_sizing.core.config import RunnerConfig
+        from crossattn_sizing.engine.adapter import StandInReached
+        from crossattn_sizing.engine.vllm import startup
+
+        cfg = RunnerConfig.from_dict(req["config"])
+        try:
+            if self._startup is None:
+                self._startup = startup.read_tree(Path(self.path).parent, self.version)
+            widths = self.widths(cfg)["widths"]
+            verdict = startup.judge(self._startup, cfg, tuple(req["capture_sizes"]), widths)
+        except (startup.StartupSourceError, StandInReached) as exc:
+            return {"not_run": str(exc)}
+        return startup.verdict_dict(verdict)
 
     def op_scenario(self, req: dict[str, Any]) -> dict[str, Any]:
         """Append, apply the staged writes, then per step gather and compute slot mappings."""
