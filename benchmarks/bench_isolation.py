@@ -3,8 +3,8 @@
 Why: a ``module:attr`` policy or implementation runs in its own worker process
 (:mod:`crossattn_sizing.engine.isolated`), each call a round trip over a pipe
 with its tensors copied. This measures that cost against the same code called
-in the judge's process (``--in-process``), so the README can say what
-isolation costs. Built-in policies and implementations stay in process: the
+in the judge's process (``--in-process``), so docs/isolation.md can say
+what isolation costs. Built-in policies and implementations stay in process: the
 main job (``nox -s verify``) pays nothing.
 
 Run (writes reports/bench_isolation.md):

@@ -17,7 +17,7 @@ why there is none: it was never reached (:attr:`NOT_RUN`), Ctrl-C stopped it
 (:attr:`UNREADABLE`) or the release has no such runner (:attr:`ABSENT`).
 
 :func:`exit_status` turns a run's outcomes into the process's exit status, the
-one ladder every command uses (README, "Exit statuses").
+one ladder every command uses (README, "Exit statuses"; docs/statuses.md).
 """
 
 from __future__ import annotations
