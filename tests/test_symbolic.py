@@ -16,19 +16,19 @@ import pytest
 
 pytest.importorskip("z3", reason="prove --symbolic needs z3-solver (the 'prove' and 'test' extras)")
 
-from crossattn_sizing.audit.extract import RUNNERS, read_runner  # noqa: E402
-from crossattn_sizing.audit.modules import ModuleIndex  # noqa: E402
-from crossattn_sizing.base.outcome import Outcome  # noqa: E402
-from crossattn_sizing.commands.cli import main  # noqa: E402
-from crossattn_sizing.core.capacity import violations  # noqa: E402
-from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy  # noqa: E402
-from crossattn_sizing.prove import Domain, prove_all  # noqa: E402
-from crossattn_sizing.releases.sources import open_dir  # noqa: E402
-from crossattn_sizing.symbolic.builtin import builtin_paths  # noqa: E402
-from crossattn_sizing.symbolic.engine import runner_paths  # noqa: E402
-from crossattn_sizing.symbolic.run import SymbolicResult, prove_symbolic  # noqa: E402
-from crossattn_sizing.symbolic.terms import Z3_MISSING  # noqa: E402
-from tests.symbolic_trees import RUNNER_FILES, read_tree  # noqa: E402
+from crossattn_sizing.audit.extract import RUNNERS, read_runner
+from crossattn_sizing.audit.modules import ModuleIndex
+from crossattn_sizing.base.outcome import Outcome
+from crossattn_sizing.commands.cli import main
+from crossattn_sizing.core.capacity import violations
+from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
+from crossattn_sizing.prove import Domain, prove_all
+from crossattn_sizing.releases.sources import open_dir
+from crossattn_sizing.symbolic.builtin import builtin_paths
+from crossattn_sizing.symbolic.engine import runner_paths
+from crossattn_sizing.symbolic.run import SymbolicResult, prove_symbolic
+from crossattn_sizing.symbolic.terms import Z3_MISSING
+from tests.symbolic_trees import RUNNER_FILES, read_tree
 
 HOLDING = ("mrv2", "mrv2-pow2", "mrv2-noalign", "v1")
 PREFIX = tuple(name for name, p in BUILTIN_POLICIES.items() if p.length == "prefix")
@@ -41,7 +41,9 @@ def builtin_result(name: str) -> SymbolicResult:
     return prove_symbolic(name, policy, lambda enc, cfg: builtin_paths(enc, cfg, policy))
 
 
-def tree_result(root: Path, version: str, replace: dict[str, str] | None = None) -> tuple[SymbolicResult, Policy]:
+def tree_result(
+    root: Path, version: str, replace: dict[str, str] | None = None
+) -> tuple[SymbolicResult, Policy]:
     index = ModuleIndex(open_dir(read_tree(root, version, replace)))
     concrete = read_runner(index, "v2")  # the release's own code over integers: check's concrete answer here
     return prove_symbolic(f"vllm {version}", concrete, runner_paths(index, RUNNERS["v2"])), concrete

@@ -27,7 +27,7 @@ from crossattn_sizing.base.outcome import exit_status
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.policies import BUILTIN_POLICIES, Policy
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
-from crossattn_sizing.releases.sources import open_dir, open_release
+from crossattn_sizing.releases.sources import SourceTree, open_dir, open_release
 from crossattn_sizing.runs.outputs import check_outputs, output_file, write_json
 from crossattn_sizing.specs.resolve import check_engine_spec, load_checked_policy
 from crossattn_sizing.symbolic.builtin import builtin_paths
@@ -45,8 +45,9 @@ def refuse_bounded_options(args: argparse.Namespace, bounded: dict[str, tuple[st
     """
     for dest, (option, unset) in bounded.items():
         if getattr(args, dest) != unset:
-            raise OptionError(option, shown(str(getattr(args, dest))),
-                              "is an option of the bounded proof; --symbolic proves every config")  # fmt: skip
+            said = shown(str(getattr(args, dest)))
+            rule = "is an option of the bounded proof; --symbolic proves every config"
+            raise OptionError(option, said, rule)
 
 
 def _subject(spec: str, args: argparse.Namespace) -> tuple[PathsOf, Policy, str]:
@@ -56,6 +57,7 @@ def _subject(spec: str, args: argparse.Namespace) -> tuple[PathsOf, Policy, str]
         return (lambda enc, cfg: builtin_paths(enc, cfg, policy)), policy, ""
     if spec.startswith("vllm==") or spec.startswith(TREE_PREFIX):
         spec = check_engine_spec("--policy", spec)
+        tree: SourceTree
         if spec.startswith(TREE_PREFIX):
             tree = open_dir(tree_root(spec))
         else:
@@ -65,11 +67,15 @@ def _subject(spec: str, args: argparse.Namespace) -> tuple[PathsOf, Policy, str]
             paths_of = runner_paths(index, RUNNERS["v2"])
             read = read_runner(index, "v2")
         except ReadError as exc:
-            raise ReleaseUnavailable(f"--policy {spec}: ModelRunner V2's sizing cannot be read: {exc}") from None
+            raise ReleaseUnavailable(
+                f"--policy {spec}: ModelRunner V2's sizing cannot be read: {exc}"
+            ) from None
         try:
             return paths_of, load_checked_policy(spec, options.isolation(args)), ""
         except HarnessError as exc:  # the release does not run here: its own source, read with integers
-            note = f"models are replayed on the release's source read with integers ({spec} does not run: {exc})"
+            note = (
+                f"models are replayed on the release's source read with integers ({spec} does not run: {exc})"
+            )
             return paths_of, read, note
     if ":" in spec:
         raise OptionError("--policy", shown(spec), "a module:attr policy has no symbolic form (arbitrary "

@@ -20,7 +20,7 @@ from crossattn_sizing.symbolic.terms import ConfigTerms, GroupTerms
 
 
 def sizing_length(enc: Encoding, cfg: ConfigTerms, length: str) -> Any:
-    """``L`` of :func:`~crossattn_sizing.core.policies.sizing_length`: the configs here are encoder-decoder."""
+    """``L`` of :func:`~crossattn_sizing.core.policies.sizing_length` (every config here: encoder-decoder)."""
     m, e_budget, s = cfg.max_model_len, cfg.encoder_budget, cfg.source_positions
     if length == "fixed":
         return enc.extreme([m, e_budget, s], largest=True)

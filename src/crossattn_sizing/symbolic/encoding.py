@@ -90,7 +90,12 @@ class Encoding:
             return x / d, x % d
         z3 = self.z3
         for known_x, known_d, known_q in self._exact:
-            if is_term(x) and is_term(d) and z3.eq(z3.simplify(x), known_x) and z3.eq(z3.simplify(d), known_d):
+            if (
+                is_term(x)
+                and is_term(d)
+                and z3.eq(z3.simplify(x), known_x)
+                and z3.eq(z3.simplify(d), known_d)
+            ):
                 return known_q, 0
         q, r = self._name("q"), self._name("r")
         if positive:

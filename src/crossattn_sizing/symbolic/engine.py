@@ -49,9 +49,15 @@ class SymbolicInterpreter(Interpreter):
             return super()._binop(op, left, right, frame, node)
         where = self._where(frame, node)
         if not (integer(left) and integer(right)):
-            return left if isinstance(left, Unknown) else right if isinstance(right, Unknown) else Unknown(
-                f"`{op_text(op)}` on a config term and {type(right if is_term(left) else left).__name__} "
-                f"at {where}"
+            return (
+                left
+                if isinstance(left, Unknown)
+                else right
+                if isinstance(right, Unknown)
+                else Unknown(
+                    f"`{op_text(op)}` on a config term and {type(right if is_term(left) else left).__name__} "
+                    f"at {where}"
+                )
             )
         if type(op) in _LINEAR:
             return self.enc.constant(_LINEAR[type(op)](left, right))
@@ -146,7 +152,9 @@ def run_path(index: ModuleIndex, cls: Any, method: Any, cfg: ConfigTerms, oracle
         raise NotProvable(f"no block-table allocation reached on the path {_taken(oracle)}{why}")
     if len(allocations) != len(cfg.groups):
         sites = ", ".join(sorted({a.where for a in allocations}))
-        raise NotProvable(f"{len(allocations)} block-table allocations for {len(cfg.groups)} groups ({sites})")
+        raise NotProvable(
+            f"{len(allocations)} block-table allocations for {len(cfg.groups)} groups ({sites})"
+        )
     for alloc in allocations:
         if isinstance(alloc.width, Unknown):
             raise NotProvable(f"row width at {alloc.where} could not be read: {alloc.width.reason}")
@@ -169,8 +177,11 @@ def runner_paths(index: ModuleIndex, spec: RunnerSpec) -> PathsOf:
 
     def paths_of(enc: Encoding, cfg: ConfigTerms) -> list[PathWidths]:
         try:
-            return explore(config_rules(cfg), lambda oracle: run_path(index, cls, method, cfg, oracle),
-                           exact_quotients(cfg))
+            return explore(
+                config_rules(cfg),
+                lambda oracle: run_path(index, cls, method, cfg, oracle),
+                exact_quotients(cfg),
+            )
         except TooManyPaths as exc:
             raise NotProvable(str(exc)) from None
 

@@ -111,7 +111,8 @@ def same_paths(enc: Encoding, paths: Sequence[PathWidths]) -> list[PathWidths]:
         for n, seen in enumerate(joined):
             if _same(z3, seen.widths, path.widths) and _same(z3, seen.side, path.side):
                 either = z3.Or(z3.And(*seen.conditions), z3.And(*path.conditions))
-                joined[n] = PathWidths((either,), seen.widths, (*seen.taken, "or", *path.taken), seen.side)
+                taken = (f"({'; '.join(seen.taken)}) or ({'; '.join(path.taken)})",)
+                joined[n] = PathWidths((either,), seen.widths, taken, seen.side)
                 break
         else:
             joined.append(path)

@@ -142,7 +142,8 @@ def config_terms(shape: Shape) -> ConfigTerms:
     """Fresh terms for a config of ``shape``."""
     z3 = z3_module()
     groups = tuple(
-        GroupTerms(kind, z3.Int(f"bs{i}"), z3.Int(f"kbs{i}"), z3.Int(f"bpk{i}")) for i, kind in enumerate(shape.kinds)
+        GroupTerms(kind, z3.Int(f"bs{i}"), z3.Int(f"kbs{i}"), z3.Int(f"bpk{i}"))
+        for i, kind in enumerate(shape.kinds)
     )
     return ConfigTerms(
         shape, z3.Int("M"), z3.Int("B"), z3.Int("E"),
