@@ -193,3 +193,18 @@ def test_missing_z3_is_one_line(capsys, monkeypatch):
     assert main(["prove", "--policy", "mrv2", "--symbolic"]) == 2
     err = capsys.readouterr().err
     assert Z3_MISSING in err and len(err.strip().splitlines()) == 1
+
+
+def test_audit_column_shows_the_v2_proof(tmp_path, monkeypatch):
+    from crossattn_sizing.audit.verdicts import RunnerVerdict
+    from crossattn_sizing.commands.audit_report import symbolic_cell
+    from crossattn_sizing.symbolic.release import NO_Z3, v2_symbolic
+
+    index = ModuleIndex(open_dir(read_tree(tmp_path, "0.24.0")))
+    proof = v2_symbolic(index, "0.24.0", None)
+    assert proof["verdict"] == "fails" and proof["model"]["max_model_len"] <= 2048
+    verdict = RunnerVerdict("0.24.0", "v2", "ModelRunner V2", Outcome.FAILS, symbolic=proof)
+    assert symbolic_cell(verdict).startswith("[red]fails[/]\nM=")
+    assert verdict.to_dict()["symbolic"] == proof
+    monkeypatch.setitem(sys.modules, "z3", None)
+    assert v2_symbolic(index, "0.24.0", None)["detail"] == NO_Z3

@@ -172,6 +172,17 @@ def _executed(tree: SourceTree, args: argparse.Namespace, runners: list[str]) ->
     return executed_runners(spec, present, offline=args.offline, cache_dir=args.cache_dir)
 
 
+def _prove_v2(tree: SourceTree, verdicts: list, executed: dict) -> None:
+    """The "proved for all configs" column: ``prove --symbolic`` on V2 where the audit judged it."""
+    from crossattn_sizing.audit.modules import ModuleIndex
+    from crossattn_sizing.symbolic.release import v2_symbolic
+
+    for verdict in verdicts:
+        if verdict.runner == "v2" and verdict.outcome.judged:
+            policy = executed.get("v2", (None, ""))[0]
+            verdict.symbolic = v2_symbolic(ModuleIndex(tree), tree.label, policy)
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the releases asked for; the exit status says whether every verdict held."""
     runners = list(dict.fromkeys(args.runner)) if args.runner else list(RUNNERS)
@@ -190,7 +201,9 @@ def run(args: argparse.Namespace) -> int:
     sweep = sweep_configs()
     results = []
     for n, tree in enumerate(trees, 1):
-        verdicts = audit_tree(tree, runners, sweep, executed=_executed(tree, args, runners))
+        executed = _executed(tree, args, runners)
+        verdicts = audit_tree(tree, runners, sweep, executed=executed)
+        _prove_v2(tree, verdicts, executed)
         from crossattn_sizing.engine.client import close_all  # one release's worker at a time
 
         close_all()

@@ -27,7 +27,7 @@ def model_config(cfg: ConfigTerms, model: dict[str, int]) -> tuple[RunnerConfig,
         max_num_encoder_input_tokens=model["max_num_encoder_input_tokens"],
         max_source_positions=model.get("max_source_positions"),
         dcp_size=model["dcp_size"],
-        dcp_interleave=model["dcp_interleave"] if model["dcp_size"] > 1 else 1,
+        dcp_interleave=model["dcp_interleave"],
         groups=groups,
     )
     return config, model["encoder_len"]
