@@ -86,6 +86,7 @@ def test_a_model_the_concrete_code_holds_on_is_not_run_with_both_results():
     assert not result.proved
 
 
+@pytest.mark.slow  # shares the module's two tree proofs (about 4 CPU s together); seconds more on a loaded CI
 def test_vllm_0_25_is_proved_for_all_configs(vllm_results):
     result, _ = vllm_results["0.25.0"]
     assert result.outcome is Outcome.HOLDS, result.detail
@@ -158,6 +159,7 @@ def test_symbolic_agrees_with_the_bounded_proof_on_builtin_policies(name):
     agree(builtin_result(name), BUILTIN_POLICIES[name])
 
 
+@pytest.mark.slow  # the bounded side reads the release once per config of a 144-config grid
 @pytest.mark.parametrize("version", ["0.24.0", "0.25.0"])
 def test_symbolic_agrees_with_the_bounded_proof_on_recorded_trees(vllm_results, version):
     result, concrete = vllm_results[version]
