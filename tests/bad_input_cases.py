@@ -331,6 +331,8 @@ CASES: list[Case] = [
     C("prove", "--policy", "mrv2", "--max-model-len", "1-100000000000", says="--max-model-len"),
     C("prove", "--policy", "mrv2", "--json", "{d}", *SMALL_DOMAIN, says="is a folder; name a file to write"),
     C("prove", "--policy", "mrv2", "--json", "/proc/version", *SMALL_DOMAIN, says="cannot be written"),
+    C("prove", "--symbolic", "--policy", f"{UNUSABLE}:raises", says="a module:attr policy has no symbolic form"),
+    C("prove", "--symbolic", "--policy", "mrv2", "--block-size", "16", says="is an option of the bounded proof"),
     C("prove", *SMALL_DOMAIN, says="the following arguments are required: --policy"),
     C("prove", "--policy", "mrv2", *SMALL_DOMAIN, status=0, says="domain:"),
     # reproduce ---------------------------------------------------------------

@@ -34,6 +34,7 @@ FOLDERS: tuple[str, ...] = (
     "models",       # Hugging Face models: adapters, families, reproduce's scenario
     "engine",       # an engine release's own code, run in a worker
     "audit",        # reading (and executing) a release's sizing code, judging it
+    "symbolic",     # prove --symbolic: policies and a release's sizing as solver terms, via the audit
     "specs",        # a --policy / --impl spec resolved to a policy, an implementation or a release
     "distributed",  # DCP over torch.distributed
     "fleet",        # the fuzzing fleet's shared example database and its redis-server

@@ -92,5 +92,5 @@ def test_audit_json_fields(tmp_path: Path) -> None:
         "source", "runner", "title", "verdict", "path", "wall_s", "where", "reason", "configs_checked",
         "configs_failing", "counterexample", "nemotron_parse", "whisper", "assumed_conditions", "row_entries",
         "row_entries_why", "matches_builtin", "closest_builtin", "equivalent_rules", "encoder_decoder_scope",
-        "path_why",
+        "path_why", "symbolic",
     ]  # fmt: skip

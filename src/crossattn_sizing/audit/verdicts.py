@@ -98,6 +98,8 @@ class RunnerVerdict:
     path_why: str = ""  # why the executed path was not taken, where it was tried
     wall_s: float | None = None
     scope: Scope | None = None
+    # ``prove --symbolic`` on this runner (V2 only), as its JSON: set by the audit command.
+    symbolic: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The verdict as the JSON report writes it."""
@@ -123,6 +125,7 @@ class RunnerVerdict:
             "equivalent_rules": self.rules,
             "encoder_decoder_scope": self.scope.to_dict() if self.scope else None,
             "path_why": self.path_why,
+            "symbolic": self.symbolic,
         }
 
 

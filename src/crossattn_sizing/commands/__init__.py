@@ -6,8 +6,9 @@ new command is one new module and no edit elsewhere. The modules in
 :data:`SHARED` are not commands: they hold what the commands share (each
 option declared once, :mod:`crossattn_sizing.commands.options`).
 
-The CLI itself (:mod:`.cli`) and the audit's report writers (:mod:`.audit_report`,
-:mod:`.audit_markdown`) live here too: only a command writes them.
+The CLI itself (:mod:`.cli`), ``prove --symbolic`` (:mod:`.prove_symbolic`) and the
+audit's report writers (:mod:`.audit_report`, :mod:`.audit_markdown`) live here too:
+only a command writes them.
 """
 
-SHARED = frozenset({"audit_markdown", "audit_report", "cli", "engines", "options"})
+SHARED = frozenset({"audit_markdown", "audit_report", "cli", "engines", "options", "prove_symbolic"})

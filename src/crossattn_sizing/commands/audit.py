@@ -186,6 +186,17 @@ def _startup(tree: SourceTree, args: argparse.Namespace, v2: tuple[Any, str]) ->
     return startup_verdicts(tree.label, None if args.read_only else spec, policy, why, has_v1)
 
 
+def _prove_v2(tree: SourceTree, verdicts: list, executed: dict) -> None:
+    """The "proved for all configs" column: ``prove --symbolic`` on V2 where the audit judged it."""
+    from crossattn_sizing.audit.modules import ModuleIndex
+    from crossattn_sizing.symbolic.release import v2_symbolic
+
+    for verdict in verdicts:
+        if verdict.runner == "v2" and verdict.outcome.judged:
+            policy = executed.get("v2", (None, ""))[0]
+            verdict.symbolic = v2_symbolic(ModuleIndex(tree), tree.label, policy)
+
+
 def run(args: argparse.Namespace) -> int:
     """Audit the releases asked for; the exit status says whether every verdict held."""
     runners = list(dict.fromkeys(args.runner)) if args.runner else [*RUNNERS, "startup"]
@@ -208,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
         executed = _executed(tree, args, sizing if "startup" not in runners else [*sizing, "v2"])
         asked = {k: v for k, v in executed.items() if k in sizing}
         verdicts = audit_tree(tree, sizing, sweep, executed=asked)
+        _prove_v2(tree, verdicts, executed)
         if "startup" in runners:
             verdicts += _startup(tree, args, executed.get("v2", (None, "")))
         from crossattn_sizing.engine.client import close_all  # one release's worker at a time

@@ -79,6 +79,19 @@ def _cell(verdict: RunnerVerdict | None) -> str:
     return text + _path_and_time(verdict)
 
 
+def symbolic_cell(verdict: RunnerVerdict | None) -> str:
+    """``prove --symbolic``'s answer for a release's V2 runner: proved, a replayed model, or not run."""
+    if verdict is None or verdict.symbolic is None:
+        return "-"
+    proof = verdict.symbolic
+    if proof.get("proved_for_all_configs"):
+        return f"[green]proved[/]\n[dim]{proof.get('paths', 0)} paths, {proof.get('seconds', 0):.1f} s[/]"
+    if proof.get("verdict") == Outcome.FAILS.value:
+        model = proof.get("model") or {}
+        return f"[red]fails[/]\nM={model.get('max_model_len')}, e={proof.get('encoder_len')}"
+    return f"[yellow]not run[/]\n{escape(str(proof.get('detail', '')))}"
+
+
 def _path_and_time(verdict: RunnerVerdict) -> str:
     wall = "" if verdict.wall_s is None else f", {verdict.wall_s:.1f} s"
     return f"\n[dim]{verdict.path}{wall}[/]"
@@ -92,9 +105,13 @@ def render(results: list[tuple[str, list[RunnerVerdict]]], console: Console | No
     table.add_column("vLLM")
     for key in runners:
         table.add_column(column_title(key))
+    symbolic = any(v.symbolic is not None for _, vs in results for v in vs)
+    if symbolic:
+        table.add_column("proved for all configs (V2)")
     for label, verdicts in results:
         by_runner = {v.runner: v for v in verdicts}
-        table.add_row(escape(label), *(_cell(by_runner.get(key)) for key in runners))
+        proof = [symbolic_cell(by_runner.get("v2"))] if symbolic else []
+        table.add_row(escape(label), *(_cell(by_runner.get(key)) for key in runners), *proof)
     console.print(table)
     for _, verdicts in results:
         for verdict in verdicts:

@@ -117,6 +117,9 @@ def register(subparsers: Any) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the domain and its size; check nothing")
     p.add_argument("--force", action="store_true",
                    help=f"check a domain larger than {MAX_DOMAIN_SIZE:,} configs")  # fmt: skip
+    p.add_argument("--symbolic", action="store_true",
+                   help="prove coverage for ALL configs with the z3 solver (built-in policies, vllm==X, "
+                   "vllm@PATH; needs the 'prove' extra), or give a model check replays")  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -206,6 +209,13 @@ def describe_edges(domains: list[Domain]) -> dict[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     """Parse the domain, run :func:`prove`, print the report; the exit status says whether it holds."""
+    if args.symbolic:
+        from crossattn_sizing.commands.prove_symbolic import run_symbolic
+
+        bounded = {axis.key: (axis.option, None) for axis in AXES} | {
+            "examples": ("--examples", "5"), "chunk_size": ("--chunk-size", str(DEFAULT_CHUNK_SIZE)),
+            "dry_run": ("--dry-run", False), "force": ("--force", False)}  # fmt: skip
+        return run_symbolic(args, bounded)
     examples = _int_option(args.examples, "--examples", 0, MAX_EXAMPLES)
     chunk_size = _int_option(args.chunk_size, "--chunk-size", 1, MAX_CHUNK_SIZE)
     given = {key: getattr(args, key) for key in DEFAULTS if getattr(args, key) is not None}
