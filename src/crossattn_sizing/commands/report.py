@@ -2,9 +2,14 @@
 
 Runs the engine's properties as ``verify`` does (through the one seam,
 :mod:`crossattn_sizing.runs.engine_verdicts`), and for each property that
-fails writes ``DIR/<engine>-<property>.md`` and the same content as ``.json``
-(:mod:`crossattn_sizing.runs.issue_report`), printing their paths. Beside the
-verdicts it can run, each from the engine's own code:
+fails writes ``DIR/<engine>-<property>.md`` in the engine tracker's own bug
+form and the same content as ``.json`` (:mod:`crossattn_sizing.runs.issue_report`),
+printing their paths, and beside them ``<engine>-<property>-repro.py``: the
+release's lines on the failure's batch, needing only torch and numpy, run
+here in a clean interpreter (:mod:`crossattn_sizing.runs.standalone`) and its
+output recorded (with ``--fix``, ``-repro-fixed.py`` from the patched copy too).
+No file names a path of this machine (:mod:`crossattn_sizing.runs.report_files`).
+Beside the verdicts it can run, each from the engine's own code:
 
 - the release table (a release spec, ``--releases``, ``--release-table``):
   the first and last release with the defect;
@@ -60,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fix",
         metavar="PATCH",
         type=Path,
-        help="a unified diff against the tree: applied to a copy, every property run on it",
+        help="a unified diff against the tree: applied to a copy, every property run on it, and the "
+        "standalone script rendered from the copy must run clean",
     )
     p.add_argument(
         "--bisect",

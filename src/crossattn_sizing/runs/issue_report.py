@@ -296,8 +296,10 @@ class IssueReport:
             return []
         lines = ["```diff", self.patch_text.rstrip("\n"), "```", ""]
         if self.fixed_script:
+            run = self.standalone_fixed
+            clean = "run clean:" if run is not None and run.status == 0 else "do NOT run clean:"
             lines += [f"With the patch, the same lines ({self.repro_fixed_name}, rendered from the patched "
-                      "copy) must run clean:", ""]  # fmt: skip
+                      f"copy) {clean}", ""]  # fmt: skip
             lines += _ran(self.standalone_fixed, "in the same clean interpreter")
         return lines[:-1] if lines[-1] == "" else lines
 
@@ -323,9 +325,7 @@ class IssueReport:
             lines.insert(0, "Lines marked `>` cause it.")
             lines.insert(1, "")
             if site is not None:
-                lines.append(
-                    f"On `{self.spec}` the index past the row is raised at `{site.file}:{site.line}`."
-                )
+                lines.append(f"Located on `{self.spec}` at `{site.file}:{site.line}`: {site.how}.")
             return lines[:-1] if lines[-1] == "" else lines
         if site is None:
             return ["Not located in the release's files (the diagnosis below says what was observed)."]

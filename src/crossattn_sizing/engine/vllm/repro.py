@@ -75,7 +75,6 @@ def script(argv: Sequence[str], root: Path, release: str) -> str | None:
     lines = [
         f'"""vLLM {release}, ModelRunner V2: a cross-attention row shorter than the encoder input.',
         "",
-        "",
         "Standalone: needs only torch and numpy, runs on a CPU. The blocks marked with a file:line are",
         f"vLLM {release}'s own lines, verbatim (the Triton kernel's lines run on numpy 'pointers'); the rest",
         "hands them the requests as plain data. Each request's encoder K/V is written through its slots and",
