@@ -15,6 +15,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -64,10 +65,22 @@ def report(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def normalise(text: str, paths: dict[str, str]) -> str:
-    """The report with the run's folders named by placeholders (``paths``: folder -> placeholder)."""
-    for path, name in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+    """The report with the run's folders named by placeholders (``paths``: folder -> placeholder); the
+    report already says ``<tmp>`` for the temporary folder, so a folder in it is named as the report names
+    it (``<tmp>/pytest-of-.../examples0``) as well as in full."""
+    tmp = tempfile.gettempdir()
+    named = dict(paths)
+    named.update({"<tmp>" + p[len(tmp) :]: n for p, n in paths.items() if p.startswith(tmp + "/")})
+    for path, name in sorted(named.items(), key=lambda kv: -len(kv[0])):
         text = text.replace(path, name)
-    return re.sub(r"/tmp/crossattn-fix-[^/\s`]+/tree", "<patched copy>", text)
+    text = re.sub(r"(?:/tmp|<tmp>)/crossattn-fix-[^/\s`]+/tree", "<patched copy>", text)
+    return re.sub(r"(The fields of `[^\n]*\n\n```\n)(.*?)(\n```)", _env_values, text, flags=re.S)
+
+
+def _env_values(m: re.Match[str]) -> str:
+    """The Environment block with each value of this machine (versions, platform) as a placeholder."""
+    fields = [line.split(": ", 1)[0] + ": <this run's>" for line in m.group(2).splitlines()]
+    return m.group(1) + "\n".join(fields) + m.group(3)
 
 
 def git(repo: Path, *args: str) -> str:

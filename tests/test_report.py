@@ -25,6 +25,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import subprocess
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -35,6 +36,7 @@ import pytest
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.engine.report_facts import check_args, option_value, with_spec
 from crossattn_sizing.runs.release_table import ReleaseRow, ReleaseTable, from_audit_file
+from crossattn_sizing.runs.report_files import MACHINE_PATH
 from tests import report_cases as rc
 from tests.sglang_tree import FA3, FIXTURE, bounded_copy
 
@@ -96,10 +98,13 @@ def worked(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped
 
 
 def only_report(folder: Path) -> tuple[str, dict]:  # type: ignore[type-arg]
-    files = sorted(p.name for p in folder.iterdir())
-    assert len(files) == 2 and files[0].endswith(".json") and files[1].endswith(".md"), files
-    md = next(folder.glob("*.md")).read_text()
-    return md, json.loads(next(folder.glob("*.json")).read_text())
+    """The one report in ``folder`` (Markdown, JSON), beside which only its standalone scripts lie."""
+    (md_file,) = folder.glob("*.md")
+    stem = md_file.stem
+    files = {p.name for p in folder.iterdir()}
+    assert {f"{stem}.md", f"{stem}.json"} <= files <= {f"{stem}.md", f"{stem}.json", f"{stem}-repro.py",
+                                                       f"{stem}-repro-fixed.py"}, files  # fmt: skip
+    return md_file.read_text(), json.loads((folder / f"{stem}.json").read_text())
 
 
 def test_sglang_read_side_report_names_the_release_line_and_the_mixed_batch(worked) -> None:  # type: ignore[no-untyped-def]
@@ -107,9 +112,7 @@ def test_sglang_read_side_report_names_the_release_line_and_the_mixed_batch(work
     assert done.returncode == 1, done.stderr
     md, data = only_report(folder)
     assert data["property"] == "test_read_coverage::test_gathers_stay_in_row_and_own_columns"
-    assert md.startswith(
-        "# [SGLang] FA3 decode metadata reads past a req_to_token row on mixed encoder-decoder"
-    )
+    assert md.startswith("# [Bug] FA3 decode metadata reads past a req_to_token row on mixed encoder-decoder")
     assert data["title"] in md.splitlines()[0]
     code = data["code"]
     assert code["file"] == FA3
@@ -119,7 +122,21 @@ def test_sglang_read_side_report_names_the_release_line_and_the_mixed_batch(work
     assert "- server: `--context-length 8192` (row width 8196)" in md
     assert "request 0: 6404 image tokens (one 4-tile image" in md and "a 3000-token text prompt" in md
     assert "device-side assert" in md
-    assert f"crossattn-sizing check --engine sglang@{FIXTURE} --context-len 8192" in md
+    fixture = FIXTURE.relative_to(rc.ROOT)  # the report names the tree as the user's working folder sees it
+    assert f"crossattn-sizing check --engine sglang@{fixture} --context-len 8192" in md
+    # repro.py, run by report in the clean interpreter: the release's lines raise the IndexError past the
+    # row (eager and replay); rendered from the patched copy, they run clean. Both files lie beside it.
+    run, fixed = data["standalone"], data["standalone_fixed"]
+    assert run["exit_status"] == 1 and run["command"] == f"python3 -I {run['file']}", run
+    assert re.search(
+        r"\nIndexError: index (\d+) is out of bounds for dimension 1 with size \1\n$", run["output"]
+    )
+    assert "eager (init_forward_metadata): IndexError" in run["output"]
+    assert "CUDA-graph replay (_apply_cuda_graph_metadata): IndexError" in run["output"]
+    assert fixed["exit_status"] == 0 and "every request reads only its own row" in fixed["output"], fixed
+    assert (folder / run["file"]).is_file() and (folder / fixed["file"]).is_file()
+    assert "## Environment" in md and "sglang: " in md and "### On a server (not run here)" in md
+    assert "--attention-backend fa3" in data["served"]["launch"] and "Hopper" in data["served"]["gpu"]
     # --fix: the read side holds with the bound, the write side keeps its verdict; the fixture is untouched.
     fix = {p["property"]: (p["before"], p["after"]) for p in data["checked_fix"]["properties"]}
     assert fix[data["property"]] == ("fails", "holds")
@@ -148,6 +165,14 @@ def test_vllm_report_is_the_nemotron_parse_case_with_its_releases_and_fix(worked
     assert "First release with the defect: **0.19.0**; last: **0.24.0**" in md
     fix = {p["property"]: (p["before"], p["after"]) for p in data["checked_fix"]["properties"]}
     assert fix == {"test_capacity::test_coverage": ("fails", "holds")}
+    # Fixed upstream: said first, with the release and the PR; the standalone script shows the wrong
+    # values on 0.24.0's lines and runs clean with PR #46753's line.
+    assert md.splitlines()[2].startswith("**Fixed in 0.25.0 by PR #46753")
+    assert md.startswith("# [Bug]: ModelRunner V2 cross-attention block table too short")
+    run, fixed = data["standalone"], data["standalone_fixed"]
+    assert run["exit_status"] == 1 and run["output"].rstrip().endswith("another request's K/V was read"), run
+    assert "encoder position 2048 is read from block" in run["output"]
+    assert fixed["exit_status"] == 0 and "row width: 256 blocks" in fixed["output"], fixed
 
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
@@ -166,6 +191,19 @@ def test_docs_show_the_goldens(engine: str) -> None:
     golden = (rc.GOLDEN / rc.golden_name(engine)).read_text()
     docs = rc.DOCS.read_text()
     assert rc.in_docs(engine, golden, docs) == docs, f"docs/reporting.md's {engine} example is not the golden"
+
+
+def test_no_report_file_names_a_path_of_this_machine(worked) -> None:  # type: ignore[no-untyped-def]
+    """Every file report wrote (Markdown, JSON, scripts: both worked examples and the bisect run), and
+    the goldens, name no folder of this machine: no /tmp, /work, /root, home or cache path."""
+    folders = [folder for _done, folder, _ in worked[0].values()] + [worked[2]["bisect"][1] / "out"]
+    files = [p for folder in folders for p in folder.iterdir()] + sorted(rc.GOLDEN.glob("*.md"))
+    assert len(files) >= 10, files
+    for path in files:
+        found = MACHINE_PATH.search(path.read_text())
+        assert found is None, (
+            f"{path.name} names a machine path: {found.string[found.start() : found.start() + 80]}"
+        )
 
 
 def test_json_holds_what_the_markdown_says(worked) -> None:  # type: ignore[no-untyped-def]

@@ -139,7 +139,8 @@ def test_check_and_reproduce_cli() -> None:
                          text=True, timeout=600, env=env)
     assert out.returncode == 1, out.stderr
     assert "= 6404 encoder tokens" in out.stdout
-    assert "FAIL  eager: self-attention gather read row 1 column 8196, past the row (width 8196" in out.stdout
+    assert ("FAIL  eager: self-attention gather read pool row 1 (request 0's req_to_token row) column 8196, "
+            "past the row (width 8196") in out.stdout
     assert "FAIL  replay:" in out.stdout
     replay = out.stdout.split("reproduce: ")[1].strip()
     assert replay.startswith("crossattn-sizing check --engine")

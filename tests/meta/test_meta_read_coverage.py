@@ -47,7 +47,7 @@ def test_read_property_fails_on_the_recorded_sglang_tree_with_a_check_line() -> 
 
     with pytest.raises(PropertyFailure) as info:
         test_read_coverage.test_gathers_stay_in_row_and_own_columns(read_builder=SglangReads(SPEC))
-    assert "eager: self-attention gather read row" in str(info.value)
+    assert "eager: self-attention gather read pool row" in str(info.value)
     assert info.value.reproduce.startswith(f"crossattn-sizing check --engine {SPEC} --context-len ")
 
 

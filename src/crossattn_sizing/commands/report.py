@@ -2,9 +2,14 @@
 
 Runs the engine's properties as ``verify`` does (through the one seam,
 :mod:`crossattn_sizing.runs.engine_verdicts`), and for each property that
-fails writes ``DIR/<engine>-<property>.md`` and the same content as ``.json``
-(:mod:`crossattn_sizing.runs.issue_report`), printing their paths. Beside the
-verdicts it can run, each from the engine's own code:
+fails writes ``DIR/<engine>-<property>.md`` in the engine tracker's own bug
+form and the same content as ``.json`` (:mod:`crossattn_sizing.runs.issue_report`),
+printing their paths, and beside them ``<engine>-<property>-repro.py``: the
+release's lines on the failure's batch, needing only torch and numpy, run
+here in a clean interpreter (:mod:`crossattn_sizing.runs.standalone`) and its
+output recorded (with ``--fix``, ``-repro-fixed.py`` from the patched copy too).
+No file names a path of this machine (:mod:`crossattn_sizing.runs.report_files`).
+Beside the verdicts it can run, each from the engine's own code:
 
 - the release table (a release spec, ``--releases``, ``--release-table``):
   the first and last release with the defect;
@@ -28,6 +33,7 @@ from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
 from crossattn_sizing.engine.report_engines import facts_for
 from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
+from crossattn_sizing.engine.tracker_forms import FORMS
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
 from crossattn_sizing.runs.bisect import BisectResult, CommitRange, bisect, checkout_of, commit_range
@@ -36,6 +42,8 @@ from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run
 from crossattn_sizing.runs.issue_report import FixCheck, IssueReport
 from crossattn_sizing.runs.outputs import output_dir, write_json, write_text
 from crossattn_sizing.runs.patched_tree import patched_copy, unloadable
+from crossattn_sizing.runs.report_files import environment, places, release_of, scrubbed
+from crossattn_sizing.runs.standalone import run_standalone
 
 EPILOG = (
     "exit status: 0 nothing to report (every property ran and held; no file is written); 1 reports written "
@@ -57,7 +65,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--fix",
         metavar="PATCH",
         type=Path,
-        help="a unified diff against the tree: applied to a copy, every property run on it",
+        help="a unified diff against the tree: applied to a copy, every property run on it, and the "
+        "standalone script rendered from the copy must run clean",
     )
     p.add_argument(
         "--bisect",
@@ -127,6 +136,14 @@ def run(args: argparse.Namespace) -> int:
             if copy is not None and verdicts.failing
             else None
         )
+        release = release_of(spec, verdicts.root, facts.engine)
+        label = release or "(source tree)"
+        # The patched copy goes with this block: its lines are rendered into a script now, run later.
+        fixed_scripts = {
+            r.name: facts.repro(argv, copy, f"{label} with {args.fix.name}") or ""
+            for r in verdicts.failing
+            if copy is not None and args.fix is not None and (argv := _argv(r)) is not None
+        }
     failing = verdicts.failing
     if not failing:
         judged = [p for p in verdicts.properties if p.outcome.judged]
@@ -143,16 +160,65 @@ def run(args: argparse.Namespace) -> int:
     audit_table = None
     if table_file is None and releases and facts.release_source == "audit":
         audit_table = release_table.by_audit(releases)
+    given = Path(spec.split("@", 1)[1]).expanduser() if "@" in spec else None
+    where = places(given, *([args.fix.parent] if args.fix is not None else []), verdicts.root)
     for result in failing:
         report = _report(result, verdicts, facts, releases, table_file or audit_table, fix)
         if span is not None:
             report.bisect, report.bisect_note = _bisect(result, facts, spec, span)
+        _complete(
+            report,
+            facts,
+            verdicts.root,
+            (release, label),
+            args.fix,
+            fixed_scripts.get(result.name, ""),
+            out,
+            where,
+        )
         stem = out / report.slug
-        write_text("--out", stem.with_suffix(".md"), report.markdown())
-        write_json(stem.with_suffix(".json"), report.to_json(), option="--out")
+        write_text("--out", stem.with_suffix(".md"), scrubbed(report.markdown(), where))
+        write_json(stem.with_suffix(".json"), scrubbed(report.to_json(), where), option="--out")
         print(f"wrote {stem.with_suffix('.md')}")
         print(f"wrote {stem.with_suffix('.json')}")
+        for name in (report.repro_name, report.repro_fixed_name):
+            if (out / name).is_file():
+                print(f"wrote {out / name}")
     return 1
+
+
+def _complete(report: IssueReport, facts: ReportFacts, root: Path, release: tuple[str, str],
+              patch: Path | None, fixed_script: str, out: Path, where: dict[str, str]) -> None:  # fmt: skip
+    """The tracker form's parts of ``report``: first paragraph, environment, code sites, the standalone
+    scripts (written beside the report and run in a clean interpreter), the served case, the patch."""
+    name = report.result.name
+    argv = _argv(report.result)
+    version, label = release
+    report.form = FORMS.get(facts.engine)
+    report.release = version
+    report.summary = facts.summary(name, version)
+    report.fixed_upstream = facts.fixed_upstream(name, version)
+    report.expected = facts.expected(name)
+    report.sites = facts.sites(root)
+    report.environment = environment(report.form, version)
+    if report.releases is not None:
+        said = {r.release: facts.refuses(r.release) for r in report.releases.rows}
+        report.refuses = {k: v for k, v in said.items() if v}
+    if patch is not None:
+        report.patch_text = patch.read_text(encoding="utf-8", errors="replace")
+    if argv is None:
+        return
+    report.served = facts.served(argv)
+    script = facts.repro(argv, root, label)
+    for text, file, attr in ((script or "", report.repro_name, "standalone"),
+                             (fixed_script, report.repro_fixed_name, "standalone_fixed")):  # fmt: skip
+        if not text:
+            continue
+        write_text("--out", out / file, scrubbed(text, where))
+        print(f"running {file} in a clean interpreter (torch and numpy only)")
+        setattr(report, attr, run_standalone(out / file))
+    report.script = scrubbed(script or "", where)
+    report.fixed_script = scrubbed(fixed_script, where)
 
 
 def _argv(result: PropertyResult) -> list[str] | None:

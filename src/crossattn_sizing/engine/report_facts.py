@@ -71,6 +71,46 @@ class ReportFacts:
     """Property -> a check argv (spec: :data:`SPEC`) of the case as deployed (the issue's model and server
     options), run beside the shrunk case and shown when it fails too; None when there is none."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    summary: Callable[[str, str], str] = lambda name, release: ""
+    """(property, release) -> the issue's plain first paragraph: symptom, models, default backend, the
+    trigger as one condition over the batch, since which release (no harness words); "" for none."""
+    expected: Callable[[str], str] = lambda name: ""
+    """Property -> what the engine should do (the actual is the standalone repro's output)."""
+    sites: Callable[[Path], list[tuple[Excerpt, str, tuple[int, ...]]]] = lambda root: []
+    """Tree root -> every code site of the defect (eager and replay): its lines, what it does, the numbers of
+    its causing lines (marked in the report)."""
+    repro: Callable[[Sequence[str], Path, str], str | None] = lambda argv, root, release: None
+    """(check argv, tree root, release label) -> a standalone ``repro.py`` (torch and numpy only)."""
+    served: Callable[[Sequence[str]], Served | None] = lambda argv: None
+    """Check argv -> the same case on a server: launch command and client; None when no server reaches it."""
+    fixed_upstream: Callable[[str, str], str] = lambda name, release: ""
+    """(property, release) -> "Fixed in X by PR #N ..." when the release is older than the fix, else ""."""
+    refuses: Callable[[str], str] = lambda release: ""
+    """Release -> how it refuses a batch of this kind ("" when it takes it): said in the release table."""
+
+
+NAMESPACE = ("class Namespace:", "    def __init__(self, **fields):", "        self.__dict__.update(fields)")
+"""A standalone script's stand-in object: the fields the release's lines read, and nothing else."""
+PNG_HELPER = (
+    "def png(width, height):  # a plain grey PNG of that size, from the standard library",
+    "    raw = b''.join(b'\\x00' + b'\\x80' * (3 * width) for _ in range(height))",
+    "    chunk = lambda kind, data: (struct.pack('>I', len(data)) + kind + data",
+    "                                + struct.pack('>I', zlib.crc32(kind + data)))",
+    "    head = struct.pack('>IIBBBBB', width, height, 8, 2, 0, 0, 0)",
+    "    body = chunk(b'IHDR', head) + chunk(b'IDAT', zlib.compress(raw)) + chunk(b'IEND', b'')",
+    "    return b'\\x89PNG\\r\\n\\x1a\\n' + body",
+)
+"""A served reproduction's client's image maker: an image of the size the model's preprocessing needs."""
+
+
+@dataclass(frozen=True)
+class Served:
+    """A failure's case on a real server: what it needs, how to start it, and a client sending the batch."""
+
+    gpu: str
+    launch: str
+    client: str
+    note: str = ""
 
 
 def check_args(line: str) -> list[str]:
@@ -122,3 +162,59 @@ def first_line_with(root: Path, file: str, needle: str) -> int | None:
         if needle in text:
             return n
     return None
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """Whole statements of a release file, verbatim, with where they are (for a repro and a code site)."""
+
+    file: str
+    first: int  # the 1-based number of the first line
+    lines: tuple[str, ...]
+
+    @property
+    def where(self) -> str:
+        """``file:first`` or ``file:first-last``."""
+        last = self.first + len(self.lines) - 1
+        return f"{self.file}:{self.first}" + (f"-{last}" if last != self.first else "")
+
+    def body(self, prefix: str = "    ") -> list[str]:
+        """The lines as a block of a script's function body, headed by a comment naming ``file:line``."""
+        return [f"{prefix}# {self.where}", *self.indented(prefix)]
+
+    def indented(self, prefix: str) -> list[str]:
+        """The lines with their common indentation replaced by ``prefix`` (a function body's)."""
+        cut = min((len(x) - len(x.lstrip()) for x in self.lines if x.strip()), default=0)
+        return [prefix + x[cut:] if x.strip() else "" for x in self.lines]
+
+
+def _depth(text: str) -> int:
+    """Open brackets left by ``text`` (a comment after ``#`` ignored; strings hold no brackets here)."""
+    code = text.split("#", 1)[0]
+    return sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+
+
+def excerpt(root: Path, file: str, start: str, end: str = "", after: Sequence[str] = ()) -> Excerpt | None:
+    """The statements of ``root/file`` from the first line holding ``start`` (past the lines holding each of
+    ``after``, in order) to the first line holding ``end`` (``start``'s line when empty), extended until its
+    brackets close; None when a needle is not found (another release's layout)."""
+    path = root / file
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    i = 0
+    for needle in (*after, start):
+        while i < len(text) and needle not in text[i]:
+            i += 1
+        if i == len(text):
+            return None
+    j = i
+    while end and j < len(text) and end not in text[j]:
+        j += 1
+    if j == len(text):
+        return None
+    depth = sum(_depth(x) for x in text[i : j + 1])
+    while depth > 0 and j + 1 < len(text):
+        j += 1
+        depth += _depth(text[j])
+    return Excerpt(file, i + 1, tuple(text[i : j + 1]))

@@ -23,6 +23,37 @@ CHECK_DEADLINE_S = 900.0
 """How long one check may run (a release's worker starts in about 30 s on a loaded 2-core machine)."""
 
 
+def run_child(
+    cmd: Sequence[str],
+    kind: str,
+    deadline_s: float,
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> tuple[str, int | None]:
+    """Run ``cmd`` as a child in its own process group (ended with its children at the deadline, on
+    Ctrl-C or at exit); what it printed (stdout and stderr together) and its exit status, None past the
+    deadline."""
+    proc = subprocess.Popen(
+        list(cmd), cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+
+    def end() -> None:
+        end_group(proc, grace_s=2.0)
+
+    register_child(end, kind)
+    try:
+        out, _ = proc.communicate(timeout=deadline_s)
+        status: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        end()
+        out, status = "", None
+    finally:
+        end()
+        forget_child(end)
+    return out or "", status
+
+
 @dataclass(frozen=True)
 class CheckRun:
     """One run of a check line: its verdict and the last line it printed (why, when not run)."""
@@ -35,23 +66,9 @@ class CheckRun:
 def run_check(argv: Sequence[str], cwd: Path | None = None, deadline_s: float = CHECK_DEADLINE_S) -> CheckRun:
     """Run ``crossattn-sizing`` with ``argv`` (``check ...``) in a child process; its verdict."""
     cmd = [sys.executable, "-m", "crossattn_sizing", *argv]
-    proc = subprocess.Popen(
-        cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
-    )
-
-    def end() -> None:
-        end_group(proc, grace_s=2.0)
-
-    register_child(end, "check")
-    try:
-        out, _ = proc.communicate(timeout=deadline_s)
-        status: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        end()
-        out, status = f"no verdict within {deadline_s:.0f} s", None
-    finally:
-        end()
-        forget_child(end)
+    out, status = run_child(cmd, "check", deadline_s, cwd=cwd)
+    if status is None:
+        out = f"no verdict within {deadline_s:.0f} s"
     lines = [x for x in (out or "").strip().splitlines() if x.strip()]
     last = lines[-1].strip() if lines else ""
     verdict = {0: Outcome.HOLDS, 1: Outcome.FAILS}.get(status if status is not None else -1, Outcome.NOT_RUN)

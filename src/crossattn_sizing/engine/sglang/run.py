@@ -576,6 +576,14 @@ def _forward(rel: SglangRelease, prepared: Prepared, size: int) -> Any:
     )
 
 
+def pool_row_message(err: ReadOutOfRow, rows: Sequence[int]) -> str:
+    """The read past a row, naming the pool row and whose it is: pool row 1 is request 0's, and "row 1"
+    alone reads as request 1 to anyone who has not seen the pool hand rows out from 1."""
+    whose = f"request {rows.index(err.row)}'s" if err.row in rows else "no request's"
+    return (f"{err.attention}-attention gather read pool row {err.row} ({whose} req_to_token row) column "
+            f"{err.column}, past the row (width {err.width}: columns 0..{err.width - 1})")
+
+
 def run_metadata(
     rel: SglangRelease, context_len: int, batch: Sequence[Request], path: str
 ) -> dict[str, Any]:
@@ -623,7 +631,7 @@ def run_metadata(
             "row": err.row,
             "column": err.column,
             "width": err.width,
-            "message": str(err),
+            "message": pool_row_message(err, prepared.req_pool_indices.tolist()),
             "where": engine_frame(err, rel.root)[0],  # the release's line that indexed
         }
     except Exception as exc:  # anything else is the adapter's gap: not run, naming the piece and line

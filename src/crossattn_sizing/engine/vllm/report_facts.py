@@ -12,14 +12,18 @@ requests' encoder tokens. The release table is the sizing audit's.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from crossattn_sizing.core.known_configs import NEMOTRON_PAGE_TOKENS, nemotron_parse
 from crossattn_sizing.engine.report_facts import (
+    PNG_HELPER,
     SPEC,
     CodeSite,
+    Excerpt,
     ReportFacts,
+    Served,
     StepFacts,
     first_line_with,
     option_value,
@@ -118,6 +122,124 @@ def site(name: str, root: Path, spec: str, argv: Sequence[str]) -> CodeSite | No
     return CodeSite(RUNNER_FILE, line, how, quote_lines(root, RUNNER_FILE, line, before=1, after=4))
 
 
+FIX_RELEASE = "0.25.0"
+FIX = ("PR #46753 (merged "
+       "2026-06-26): the row length takes the scheduler's encoder budget into its `max()`")  # fmt: skip
+
+
+def _key(release: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", release)[:3]]
+
+
+def fixed_upstream(name: str, release: str) -> str:
+    """The sizing findings are fixed from 0.25.0 on: said first for an older release."""
+    if not name.startswith("test_capacity::") and "attention" not in name:
+        return ""
+    if not release or not _key(release) or _key(release) >= _key(FIX_RELEASE):
+        return ""
+    return f"Fixed in {FIX_RELEASE} by {FIX}. {release} is affected; {FIX_RELEASE} and later are not."
+
+
+def summary(name: str, release: str) -> str:
+    """The capacity findings' first paragraph, in a vLLM maintainer's words."""
+    if not name.startswith("test_capacity::") and "attention" not in name:
+        return ""
+    return (
+        f"With ModelRunner V2 (`VLLM_USE_V2_MODEL_RUNNER=1`), vLLM {release or 'this release'} gives every "
+        "block-table row of an encoder-decoder model the length `max(max_model_len, max_source_positions)`, "
+        "so a model whose config has no `max_source_positions` (Nemotron-Parse; BART and mBART likewise) "
+        "gets cross-attention rows of `--max-model-len` tokens. The defect shows whenever a request's "
+        "**encoder tokens > the row's tokens**, `cdiv(max(max_model_len, max_source_positions), block_size)` "
+        "rounded up to a multiple of `128 // block_size`, times `block_size`: one 2048x1664 page is 3329 "
+        "encoder tokens against 2048 at `--max-model-len 2048`. The block ids past the row land in the next "
+        "request's row, and that request's cross-attention or this one's then reads another request's KV "
+        "(wrong output) or past the table (an illegal memory access). ModelRunner V1 sizes these rows with "
+        "`max(max_model_len, max_num_encoder_input_tokens)` and is not affected."
+    )
+
+
+def expected(name: str) -> str:
+    """What the rows should cover."""
+    if not name.startswith("test_capacity::") and "attention" not in name:
+        return ""
+    return ("Every admitted request's encoder tokens have their own columns in its cross-attention row "
+            "(the row covers `max_num_encoder_input_tokens`), and cross-attention reads only the request's "
+            "own K/V.")  # fmt: skip
+
+
+def repro_script(argv: Sequence[str], root: Path, release: str) -> str | None:
+    """The sizing's standalone script (:mod:`crossattn_sizing.engine.vllm.repro`)."""
+    from crossattn_sizing.engine.vllm import repro
+
+    return repro.script(argv, root, release)
+
+
+def sites(root: Path) -> list[tuple[Excerpt, str, tuple[int, ...]]]:
+    """The row length (the causing line), the per-group width, the unbounded append and the lookup."""
+    from crossattn_sizing.engine.vllm import repro
+
+    found = repro.excerpts(root) or {}
+    says = {
+        "length": "GPUModelRunner.initialize_kv_cache: the row length, without max_num_encoder_input_tokens "
+        "(the causing line)",
+        "width": "the same method: each group's row width from that length",
+        "append": "BlockTables.append_block_ids: ids staged from the row's start, no bound against its width",
+        "lookup": "_compute_slot_mappings_kernel: the unmasked block lookup of a position",
+    }
+    out = []
+    for key, text in says.items():
+        if key in found:
+            block = found[key]
+            causing = tuple(block.first + i for i, x in enumerate(block.lines) if SIZING_LINE in x)
+            out.append((block, text, causing))
+    return out
+
+
+def served(argv: Sequence[str]) -> Served | None:
+    """Nemotron-Parse with one 2048x1664 page at ``--max-model-len 2048`` on ModelRunner V2."""
+    import json
+
+    config = json.loads(option_value(argv, "--config") or "{}") if argv else {}
+    lens = [int(x) for x in (option_value(argv, "--encoder-len") or "").split(",") if x] if argv else []
+    if config.get("max_source_positions") is not None or NEMOTRON_PAGE_TOKENS not in lens:
+        return None
+    launch = ("VLLM_USE_V2_MODEL_RUNNER=1 vllm serve nvidia/NVIDIA-Nemotron-Parse-v1.1 --trust-remote-code "
+              f"--max-model-len {config.get('max_model_len')} --max-num-batched-tokens "
+              f"{config.get('max_num_batched_tokens')} --block-size 16 --gpu-memory-utilization 0.8 "
+              "--port 8000")  # fmt: skip
+    client = "\n".join([
+        '"""Two page images at once (stdlib only): the 2048x1664 page, then any other request beside it."""',
+        "import base64, json, struct, threading, urllib.request, zlib",
+        "",
+        "",
+        *PNG_HELPER,
+        "",
+        "",
+        "def send(width, height):",
+        "    url = 'data:image/png;base64,' + base64.b64encode(png(width, height)).decode()",
+        "    body = {'model': 'nvidia/NVIDIA-Nemotron-Parse-v1.1', 'max_tokens': 64, 'temperature': 0,",
+        "            'messages': [{'role': 'user',",
+        "                          'content': [{'type': 'image_url', 'image_url': {'url': url}}]}]}",
+        "    req = urllib.request.Request('http://127.0.0.1:8000/v1/chat/completions',",
+        "                                 json.dumps(body).encode(),",
+        "                                 {'Content-Type': 'application/json'})",
+        "    reply = json.loads(urllib.request.urlopen(req, timeout=600).read())",
+        "    print(reply['choices'][0]['message']['content'][:200])",
+        "",
+        "",
+        "threads = [threading.Thread(target=send, args=size) for size in ((1664, 2048), (1664, 2048))]",
+        "for t in threads:",
+        "    t.start()",
+        "for t in threads:",
+        "    t.join()",
+    ])  # fmt: skip
+    gpu = "one GPU with 24 GB or more (any that ModelRunner V2 runs on; the model is under 1B parameters)"
+    note = ("Compare the two outputs with each page sent alone: the page whose row spills reads the other "
+            "request's blocks. Whether that is wrong text or an illegal memory access depends on what lies "
+            "past the row.")  # fmt: skip
+    return Served(gpu, launch, client + "\n", note)
+
+
 FACTS = ReportFacts(
     engine="vllm",
     tracker="vLLM",
@@ -128,4 +250,10 @@ FACTS = ReportFacts(
     release_source="audit",
     spec_option="--policy",
     deployed=deployed,
+    summary=summary,
+    expected=expected,
+    sites=sites,
+    repro=repro_script,
+    served=served,
+    fixed_upstream=fixed_upstream,
 )
