@@ -29,7 +29,8 @@ from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, har
 from crossattn_sizing.engine.interface import EngineSuite
 from crossattn_sizing.findings.results import PropertyResult
 
-PROPERTY = "cross_pool_capacity::encoder_tokens_fit_the_cross_pool"
+FUNCTION = "encoder_tokens_fit_the_cross_pool"
+PROPERTY = f"cross_pool_capacity::{FUNCTION}"
 """The property's name as the reports name every property (``module::function``)."""
 
 
@@ -43,14 +44,17 @@ def sizer_result(
     raised too, for the caller to mark the run interrupted. Everything else that stops the run is
     "not run" with one line.
     """
+    from hypothesis import given, settings
     from hypothesis import seed as hypothesis_seed
-    from hypothesis import settings
 
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
     assert suite.sizer is not None  # only a suite with a sizer comes here
-    prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
+    # A fresh @given test each run: settings and seed are attributes Hypothesis sets on the test object,
+    # so decorating the module's own twice (report runs it again on --fix's copy) would be refused.
+    handle = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool.hypothesis
+    prop = given(**handle._given_kwargs)(handle.inner_test)
     register_profiles()
     name = selected_profile(profile)
     chosen = settings.get_profile(name)
@@ -61,7 +65,7 @@ def sizer_result(
     prop = settings(chosen, max_examples=budget, database=None)(prop)
     if seed is not None:
         prop = hypothesis_seed(seed)(prop)
-    result = PropertyResult(PROPERTY, nodeids=[f"properties/cross_pool_capacity.py::{PROPERTY.split('::')[1]}"])
+    result = PropertyResult(PROPERTY, nodeids=[f"properties/cross_pool_capacity.py::{FUNCTION}"])
     sizer: _Counting | None = None
     start = time.monotonic()
     try:
