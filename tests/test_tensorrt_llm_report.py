@@ -11,7 +11,9 @@ shape. The recorded commit sizes Whisper-large-v3's cross pool at
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +27,7 @@ from crossattn_sizing.engine.report_facts import check_args
 from crossattn_sizing.engine.tensorrt_llm.report_facts import FACTS, PROPERTY, minimal_case
 from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool
 from crossattn_sizing.runs.cross_pool_verify import PROPERTY as VERIFY_PROPERTY
+from crossattn_sizing.runs.engine_verdicts import shown_spec, tree_commit
 from tests.processes import ROOT, cli, run
 from tests.tensorrt_llm_tree import FIXED, RECORDED, UTIL, spec
 
@@ -136,3 +139,22 @@ def test_the_minimal_case_in_users_words() -> None:
     assert lines[0].startswith("- model: `openai/whisper-large-v3`")
     assert "`max_source_positions=1500`" in lines[0]
     assert "`max_input_len` 1024, `max_seq_len` 2048" in lines[1] and "1500 encoder tokens" in lines[2]
+
+
+def test_a_checkout_is_named_by_its_commit_and_a_path_relative_to_here(tmp_path: Path) -> None:
+    """A tree at the top of a git checkout is named by its commit (a tree inside another repository,
+    as the recorded fixtures are inside this one, is not); a spec's absolute path is shown relative."""
+    assert tree_commit(RECORDED) == ""
+    checkout = tmp_path / "TensorRT-LLM"
+    shutil.copytree(RECORDED, checkout)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "-C", str(checkout)]
+    for args in (("init", "--quiet"), ("add", "-A"), ("commit", "--quiet", "-m", "recorded")):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout
+    assert tree_commit(checkout) == f", git commit {head.strip()}"
+    (checkout / UTIL).write_text((checkout / UTIL).read_text() + "\n")
+    assert tree_commit(checkout) == f", git commit {head.strip()}, with uncommitted changes"
+    relative = shown_spec(f"tensorrt_llm@{checkout}")
+    assert relative == f"tensorrt_llm@{os.path.relpath(checkout)}"
+    assert not relative.split("@")[1].startswith("/")
+    assert shown_spec("vllm==0.24.0") == "vllm==0.24.0"

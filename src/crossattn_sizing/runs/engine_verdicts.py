@@ -21,6 +21,7 @@ them and ``--fix`` copies them.
 from __future__ import annotations
 
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -88,6 +89,27 @@ def shown_path(path: Path) -> str:
     return os.path.relpath(path)
 
 
+def tree_commit(root: Path) -> str:
+    """``, git commit SHA`` when ``root`` is the top of a git checkout (``, with uncommitted changes`` when
+    its files differ from it); "" otherwise: a tree inside another repository (this project's recorded
+    fixtures) is not named by that repository's commit."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False)
+
+    try:
+        top = git("rev-parse", "--show-toplevel")
+        if top.returncode != 0 or Path(top.stdout.strip()).resolve() != root.resolve():
+            return ""
+        head, changed = git("rev-parse", "HEAD"), git("status", "--porcelain", "--untracked-files=no")
+    except OSError:  # no git on the machine: nothing to name
+        return ""
+    if head.returncode != 0:
+        return ""
+    dirty = ", with uncommitted changes" if changed.stdout.strip() else ""
+    return f", git commit {head.stdout.strip()}{dirty}"
+
+
 def shown_spec(spec: str) -> str:
     """``NAME@PATH`` with PATH relative to the working folder (what a report prints, and runs the same
     from here); any other spec as given."""
@@ -110,8 +132,9 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
 
     engine = engine_of(spec)
     root = tree_of(spec)  # resolves (downloads) now: a bad spec is bad input before any property
+    where = f", from {shown_path(root)}{tree_commit(root)}" if "@" in spec else ""
     notes = [
-        f"{spec}: the release's own code" + (f", from {shown_path(root)}" if "@" in spec else ""),
+        f"{spec}: the release's own code{where}",
         f"properties run as verify runs them: Hypothesis profile {profile}"
         + (f", seed {seed}" if seed is not None else "")
         + "".join(f", -k {k}" for k in select),
