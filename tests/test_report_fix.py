@@ -13,6 +13,7 @@ table's headline when nothing in it ran.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -96,7 +97,8 @@ def test_a_fix_whose_copy_does_not_load_is_not_run_and_the_report_is_written(unl
     assert "but the fix was not checked: the patched copy does not load (" in md
     assert "| `test_capacity::test_coverage` | fails | not run |" in md
     assert "crossattn-fix-" not in done.stdout + done.stderr + md + json.dumps(data)
-    assert f"the patched copy of vllm@{tree}" in fix["not_checked"]
+    # report shows the tree relative to the folder it ran in (the repository root): no machine folder
+    assert f"the patched copy of vllm@{os.path.relpath(tree, rc.ROOT)}" in fix["not_checked"]
 
 
 def test_the_tree_and_the_temp_folder_are_left_as_they_were(unloadable_fix) -> None:  # type: ignore[no-untyped-def]
