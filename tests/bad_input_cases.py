@@ -186,7 +186,7 @@ CASES: list[Case] = [
     C("verify", "--engine", "tensorrt_llm==1.2.1", says="TensorRT-LLM is taken as a source tree only"),
     C("verify", "--engine", TRT_TREE, "--policy", "mrv2", says="--policy mrv2: does not apply with --engine tensorrt_llm@"),
     C("verify", "--engine", TRT_TREE, "--jobs", "7", says="--jobs 7: does not apply with --engine tensorrt_llm@"),
-    C("verify", "--engine", TRT_TREE, "--json", "{d}/v.json", says="does not apply with --engine tensorrt_llm@"),
+    C("verify", "--engine", TRT_TREE, "-k", "capacity", says="does not apply with --engine tensorrt_llm@"),
     C("verify", "--engine", TRT_TREE, "--in-process", says="--in-process True: does not apply with --engine tensorrt_llm@"),
     # issue 45: an option the engine refuses is refused from its variable too (the variables naming the code under test aside)
     C("verify", "--engine", TRT_TREE, "--max-examples", "3", says="CROSSATTN_DEVICE='cpu': does not apply with --engine tensorrt_llm@", env={"CROSSATTN_DEVICE": "cpu"}),
@@ -287,8 +287,12 @@ CASES: list[Case] = [
       says="--context-len"),
     # report ------------------------------------------------------------------
     C("report", says="the following arguments are required: --engine"),
-    C("report", "--engine", "mrv2", says="report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH"),
-    C("report", "--engine", "vllm", says="report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH"),
+    C("report", "--engine", "mrv2", says="report takes vllm==X, vllm@PATH, sglang==X, sglang@PATH or tensorrt_llm@PATH"),
+    C("report", "--engine", "vllm", says="report takes vllm==X, vllm@PATH, sglang==X, sglang@PATH or tensorrt_llm@PATH"),
+    C("report", "--engine", "tensorrt_llm==1.2.1", says="TensorRT-LLM is taken as a source tree only"),
+    C("report", "--engine", "tensorrt_llm@{d}", says="has no tensorrt_llm package"),
+    C("report", "--engine", TRT_TREE, "--releases", "1.2.1", says="TensorRT-LLM has no release table"),
+    C("report", "--engine", TRT_TREE, "-k", "capacity", says="-k capacity: does not apply with --engine tensorrt_llm@"),
     C("report", "--engine", "sglang@{d}", says="has no sglang package"),
     C("report", "--engine", SGLANG_TREE, "--fix", "{d}/missing.patch", says="missing.patch: is not a file"),
     C("report", "--engine", SGLANG_TREE, "--fix", "{d}/list.json", says="does not apply to sglang@"),

@@ -149,9 +149,10 @@ def examples(tmp: Path) -> dict[str, tuple[subprocess.CompletedProcess[str], Pat
         "vllm": ("--engine", f"vllm@{tree}", "-k", "test_coverage", "--release-table", str(AUDIT),
                  "--fix", str(vpatch), "--out", str(tmp / "vllm")),
     }  # fmt: skip
+    shown = os.path.relpath(tmp, ROOT)  # report shows a tree's path relative to where it ran (ROOT)
     paths = {
-        "sglang": {str(FIXTURE): "tests/fixtures/sglang/0.5.23", str(tmp): "<tmp>"},
-        "vllm": {str(tmp): "<tmp>", str(ROOT): "."},
+        "sglang": {str(FIXTURE): "tests/fixtures/sglang/0.5.23", str(tmp): "<tmp>", shown: "<tmp>"},
+        "vllm": {str(tmp): "<tmp>", shown: "<tmp>", str(ROOT): "."},
     }
     with ThreadPoolExecutor(max_workers=len(argv)) as pool:
         runs = {engine: pool.submit(report, *args) for engine, args in argv.items()}

@@ -38,7 +38,14 @@ from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
 from crossattn_sizing.runs.bisect import BisectResult, CommitRange, bisect, checkout_of, commit_range
 from crossattn_sizing.runs.check_runs import run_check
-from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run_engine, tree_of
+from crossattn_sizing.runs.engine_verdicts import (
+    EngineVerdicts,
+    engine_of,
+    run_engine,
+    shown_path,
+    shown_spec,
+    tree_of,
+)
 from crossattn_sizing.runs.issue_report import FixCheck, IssueReport
 from crossattn_sizing.runs.outputs import output_dir, write_json, write_text
 from crossattn_sizing.runs.patched_tree import patched_copy, unloadable
@@ -102,6 +109,9 @@ def _releases(args: argparse.Namespace, facts: ReportFacts) -> list[str] | None:
         return list(facts.releases) if "==" in args.engine else []
     if args.releases.strip() == "none":
         return []
+    if not facts.releases:  # an engine run from a tree only has no release to run
+        raise OptionError("--releases", args.releases, f"{facts.tracker} has no release table: "
+                          f"{facts.no_releases or 'the harness runs no release of it'}")  # fmt: skip
     names = [r.strip() for r in args.releases.split(",") if r.strip()]
     for name in names:
         if not all(part.isdigit() for part in name.split(".")):
@@ -111,7 +121,7 @@ def _releases(args: argparse.Namespace, facts: ReportFacts) -> list[str] | None:
 
 def run(args: argparse.Namespace) -> int:
     """Run the properties on the spec and write one report per failure; the exit status."""
-    spec = args.engine.strip()
+    spec = shown_spec(args.engine)  # a tree's path relative to here: no report names the machine's folders
     engine_of(spec)
     facts = facts_for(spec)
     out = output_dir("--out", args.out)
@@ -247,6 +257,8 @@ def _report(
             table = release_table.by_check(
                 releases, lambda v: with_spec(argv, facts.spec_option, f"{engine}=={v}")
             )
+    elif table is None and not facts.releases:
+        note = facts.no_releases or "Not computed: the harness runs no release of this engine."
     elif table is None:
         note = (
             f"Not computed for a tree: name releases with --releases (e.g. --releases {facts.releases[-1]})"
@@ -305,8 +317,8 @@ def _check_fix(
     except HarnessError as exc:  # the patch applies but the copy does not load: the fix is not run
         why = unloadable(copy, patch, spec, exc)
         print(f"--fix: the patched copy does not load ({why}): the fix is not checked")
-        return FixCheck(str(patch), replays, before, {}, not_checked=why)
-    return FixCheck(str(patch), replays, before, {p.name: p.outcome for p in after.properties})
+        return FixCheck(shown_path(patch), replays, before, {}, not_checked=why)
+    return FixCheck(shown_path(patch), replays, before, {p.name: p.outcome for p in after.properties})
 
 
 def _bisect(

@@ -29,7 +29,6 @@ from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
-from crossattn_sizing.runs.cross_pool_verify import run_verify as run_sizer_suite
 from crossattn_sizing.runs.engine_verify import engine_verify
 from crossattn_sizing.runs.outputs import ReportFiles
 from crossattn_sizing.runs.verify_report import VerifyReport
@@ -104,17 +103,14 @@ def plan_of(args: argparse.Namespace) -> VerifyPlan:
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy (or an engine's own code) and report; the exit status."""
     engine = engine_of(args, "verify")  # options typed that do not apply to the engine: refused first
-    suite = engine.family.verify_suite(engine.spec) if engine is not None else None
-    if engine is not None and suite is not None and suite.sizer is not None:  # a property taking its sizer
-        return run_sizer_suite(engine.spec, suite, args)
     if engine is not None and engine.subject is not None:  # the release is the policy and the impl
         args.policy, args.impl = [engine.subject], engine.subject
     args.jobs = min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).
     files = ReportFiles.checked(json=args.json, junit_xml=args.junit_xml, markdown=args.markdown)
-    if files.markdown is not None:
-        require_matplotlib()
+    if files.markdown is not None and (engine is None or engine.subject is not None):
+        require_matplotlib()  # a policy's capacity map; an engine answering in its worker draws none
     if engine is not None and engine.subject is None:
         report = run_engine(args, engine)
         specs = [engine.spec]
@@ -154,4 +150,5 @@ def run_engine(args: argparse.Namespace, engine: Engine) -> VerifyReport:
     assert suite is not None  # an engine that is not a subject has its own suite (EngineFamily)
     suite = replace(suite, pytest_args=(*suite.pytest_args, *isolation.plugin_args()))
     return engine_verify(engine.spec, suite, profile=args.profile, max_examples=args.max_examples,
-                         seed=args.seed, select=args.select, notes=[note] if note else [])  # fmt: skip
+                         seed=args.seed, select=args.select, notes=[note] if note else [],
+                         call_timeout=isolation.timeout)  # fmt: skip

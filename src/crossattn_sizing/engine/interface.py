@@ -76,8 +76,9 @@ class EngineSuite:
     sizer: Callable[[float | None], Any] | None = None
     """For an engine whose own code sizes a pool the properties judge (TensorRT-LLM's cross pool): its sizer,
     given ``--call-timeout`` (None: the default deadline), its worker started. The suite's property then
-    takes that sizer (``sizer=``) instead of a policy, and verify runs it itself
-    (:mod:`crossattn_sizing.runs.cross_pool_verify`), not through pytest; None for every other suite."""
+    takes that sizer (``sizer=``) instead of a policy, and is run by
+    :mod:`crossattn_sizing.runs.cross_pool_verify`, not through pytest, into the same report as any
+    suite's; None for every other suite."""
 
 
 class EngineFamily(Protocol):

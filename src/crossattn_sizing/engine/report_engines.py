@@ -13,6 +13,9 @@ from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.engine.registry import ENGINES, engine_name
 from crossattn_sizing.engine.report_facts import ReportFacts
 
+ACCEPTED = "report takes vllm==X, vllm@PATH, sglang==X, sglang@PATH or tensorrt_llm@PATH"
+"""The one line refusing a spec whose engine has no report facts."""
+
 
 def facts_for(spec: str) -> ReportFacts:
     """The facts of the engine a spec names (its family's ``report_facts`` module, imported now); one line
@@ -28,4 +31,4 @@ def facts_for(spec: str) -> ReportFacts:
 
 
 def _refuse(spec: str) -> ReportFacts:
-    raise OptionError("--engine", spec, "report takes vllm==X, vllm@PATH, sglang==X or sglang@PATH")
+    raise OptionError("--engine", spec, ACCEPTED)

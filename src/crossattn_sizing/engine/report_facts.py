@@ -3,7 +3,8 @@
 The report itself (``runs/issue_report.py``) is engine-neutral: it reads a
 verify run's verdicts. Each engine adds small facts declared here, in its own
 sub-package (``engine/vllm/report_facts.py``, ``engine/sglang/report_facts.py``,
-found by :mod:`crossattn_sizing.engine.report_engines`):
+``engine/tensorrt_llm/report_facts.py``, found by
+:mod:`crossattn_sizing.engine.report_engines`):
 
 - per failing property: the step that failed, the title's wording and what the
   failure does on a GPU;
@@ -13,7 +14,9 @@ found by :mod:`crossattn_sizing.engine.report_engines`):
 - the minimal case as the engine's users state it (model shape, server
   options, requests), read from the failure's ``check`` line;
 - where its release table comes from (the audit for vLLM, the check line on
-  each release for SGLang) and which releases it lists.
+  each release for SGLang) and which releases it lists (none for TensorRT-LLM,
+  run from a tree only, saying why);
+- where a spec's tree is, when the engine resolves it itself (TensorRT-LLM).
 """
 
 from __future__ import annotations
@@ -71,6 +74,11 @@ class ReportFacts:
     """Property -> a check argv (spec: :data:`SPEC`) of the case as deployed (the issue's model and server
     options), run beside the shrunk case and shown when it fails too; None when there is none."""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    tree: Callable[[str], Path] | None = None
+    """Spec -> the folder holding the engine's package (its files are quoted and ``--fix`` copies them),
+    one line for a spec it refuses; None: the release or tree the registry's installer resolves."""
+    no_releases: str = ""
+    """Why the engine has no release table, when :attr:`releases` is empty (a tree-only engine)."""
     summary: Callable[[str, str], str] = lambda name, release: ""
     """(property, release) -> the issue's plain first paragraph: symptom, models, default backend, the
     trigger as one condition over the batch, since which release (no harness words); "" for none."""

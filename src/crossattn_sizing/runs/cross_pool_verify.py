@@ -1,99 +1,107 @@
-"""``verify --engine SPEC`` for an engine with a pool of its own for cross K/V: the cross-pool property, run.
+"""The cross-pool property, run with an engine's sizer: its verdict as verify's record of a property.
 
 The property is the suite's (:mod:`properties.cross_pool_capacity`); it takes
 the engine's sizer, not a sizing policy, so it is not a ``test_`` module the
-suite run collects: it is called here with the sizer, under the profile,
-example budget and seed verify was given, without an example database (the
-verdict is this run's). It prints the verdict, a failure with its shrunk case
-(model family, its encoder tokens, ``max_input_len``, the pool) and the
-``check`` line that replays it alone. "holds" only when examples were judged
-and held; a case the engine's code could not be asked about makes the
-property "not run" with the reason.
+suite run collects: it is called here with the sizer (an
+:class:`~crossattn_sizing.engine.interface.EngineSuite`'s ``sizer``), under
+the profile, example budget and seed verify was given, without an example
+database (the verdict is this run's). What comes back is the same
+:class:`~crossattn_sizing.findings.results.PropertyResult` the suite runner
+gives for every other property (verdict, diagnosis, the ``check`` line that
+replays the shrunk case, examples judged), so ``verify``'s table, ``--json``,
+``--junit-xml`` and ``--markdown`` and ``report`` read it as they read any
+engine's (:func:`crossattn_sizing.runs.engine_verify.engine_verify` folds it
+into a :class:`~crossattn_sizing.runs.verify_report.VerifyReport`).
+
+"holds" only when examples were judged and held; a case the engine's code
+could not be asked about makes the property "not run" with the reason.
 """
 
 from __future__ import annotations
 
-import argparse
+import time
 import unittest
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from crossattn_sizing.base.errors import HarnessError, OptionError
-from crossattn_sizing.base.outcome import Outcome, exit_status
+from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, harness_stopped
 from crossattn_sizing.engine.interface import EngineSuite
+from crossattn_sizing.findings.results import PropertyResult
 
-if TYPE_CHECKING:
-    from crossattn_sizing.findings.results import PropertyFailure
+FUNCTION = "encoder_tokens_fit_the_cross_pool"
+PROPERTY = f"cross_pool_capacity::{FUNCTION}"
+"""The property's name as the reports name every property (``module::function``)."""
 
-PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
 
+def sizer_result(
+    suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
+    call_timeout: float | None,
+) -> PropertyResult:  # fmt: skip
+    """Run the capacity property with ``suite.sizer`` (given ``call_timeout``); its result.
 
-def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
-    """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer
-    (``suite.sizer``); the exit status (0 holds, 1 fails, 3 not run). The options it does not take (the
-    report files, -k, --jobs, ...) were refused by the engine's family before this runs; bad input is
-    still one line and exit 2, and everything else that stops the run is "not run" with one line."""
+    Bad input (an example budget below 1, a tree refused) is one line and exit 2, raised; Ctrl-C is
+    raised too, for the caller to mark the run interrupted. Everything else that stops the run is
+    "not run" with one line.
+    """
+    from hypothesis import given, settings
     from hypothesis import seed as hypothesis_seed
-    from hypothesis import settings
 
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
-    assert suite.sizer is not None  # verify routes here only a suite with a sizer
-    prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
+    assert suite.sizer is not None  # only a suite with a sizer comes here
+    # A fresh @given test each run: settings and seed are attributes Hypothesis sets on the test object,
+    # so decorating the module's own twice (report runs it again on --fix's copy) would be refused.
+    handle = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool.hypothesis
+    prop = given(**handle._given_kwargs)(handle.inner_test)
     register_profiles()
-    name = selected_profile(args.profile)
-    profile = settings.get_profile(name)
-    budget = args.max_examples if args.max_examples is not None else profile.max_examples
+    name = selected_profile(profile)
+    chosen = settings.get_profile(name)
+    budget = max_examples if max_examples is not None else chosen.max_examples
     if budget < 1:
         raise OptionError("--max-examples", budget, "must be >= 1")
     # No example database: the verdict is this run's (a database would replay another tree's failures).
-    prop = settings(profile, max_examples=budget, database=None)(prop)
-    if args.seed is not None:
-        prop = hypothesis_seed(args.seed)(prop)
+    prop = settings(chosen, max_examples=budget, database=None)(prop)
+    if seed is not None:
+        prop = hypothesis_seed(seed)(prop)
+    result = PropertyResult(PROPERTY, nodeids=[f"properties/cross_pool_capacity.py::{FUNCTION}"])
     sizer: _Counting | None = None
-    failure: PropertyFailure | None = None
+    start = time.monotonic()
     try:
-        sizer = _Counting(suite.sizer(args.call_timeout))
-        print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
+        sizer = _Counting(suite.sizer(call_timeout))
         prop(sizer=sizer)
-        outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
-        reason = "" if sizer.judged else "no example was judged"
+        result.outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
+        result.reason = "" if sizer.judged else "no example was judged"
     except (HarnessError, KeyboardInterrupt, SystemExit):  # bad input: the CLI's one line, exit 2
         raise
     except BaseException as raised:  # a failure, or why nothing was judged (pytest.skip is a BaseException)
-        outcome, failure, reason = _verdict(raised, name)
-    if sizer is None:  # the tree's sizer could not be made: the header names the tree alone
-        print(f"verify --engine {spec}")
-    judged = sizer.judged if sizer is not None else 0
-    print(f"{'property':<{len(PROPERTY)}}  verdict   examples")
-    print(f"{PROPERTY}  {outcome.value:<8}  {judged}")
-    if failure is not None:
-        for line in failure.diagnosis.splitlines():
-            print(f"    {line}")
-        print(f"    check: {failure.reproduce}")
-    elif reason:
-        print(f"    {reason}")
-    return exit_status([outcome])
+        _record(result, raised, name)
+    finally:
+        result.duration_s = time.monotonic() - start
+        result.examples = sizer.judged if sizer is not None else 0
+    return result
 
 
-def _verdict(raised: BaseException, profile: str) -> tuple[Outcome, PropertyFailure | None, str]:
+def _record(result: PropertyResult, raised: BaseException, profile: str) -> None:
     """What the property's run ending in ``raised`` says: its failure, or why it is "not run" (the tree's
     code could not be asked, Hypothesis drew or accepted nothing, the harness's own code stopped)."""
     from crossattn_sizing.findings.results import PropertyFailure, could_not_judge, first_failure
 
     exc = first_failure(raised)
     if isinstance(exc, PropertyFailure):
-        return Outcome.FAILS, exc, ""
+        result.fail(exc, str(exc), "", "")
+        return
+    result.outcome = Outcome.NOT_RUN  # the reports say "not run: REASON"
     if type(exc).__name__ == "Skipped":  # pytest.skip(): the engine's code could not be asked
-        return Outcome.NOT_RUN, None, str(exc)
-    if isinstance(exc, CrossPoolNotRun):  # the sizer could not be made: a file the harness cannot read
-        return Outcome.NOT_RUN, None, f"not run: {exc}"
-    if isinstance(exc, unittest.SkipTest):  # Hypothesis was told to run no example
+        result.reason = str(exc).removeprefix("not run: ")
+    elif isinstance(exc, CrossPoolNotRun):  # the sizer could not be made: a file the harness cannot read
+        result.reason = str(exc)
+    elif isinstance(exc, unittest.SkipTest):  # Hypothesis was told to run no example
         why = f"the profile {profile} generates none (verify --engine keeps no example database)"
-        return Outcome.NOT_RUN, None, f"no example was drawn: {why}, and this property pins none"
-    stopped = harness_stopped("cross-pool property", exc)
-    return Outcome.NOT_RUN, None, could_not_judge(raised) or f"not run: {stopped}"
+        result.reason = f"no example was drawn: {why}, and this property pins none"
+    else:
+        result.reason = could_not_judge(raised) or harness_stopped("cross-pool property", exc)
 
 
 class _Counting:

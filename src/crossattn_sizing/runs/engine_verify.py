@@ -10,6 +10,10 @@ comes with its shrunk case and the line that replays it. The result is a
 :class:`~crossattn_sizing.runs.verify_report.VerifyReport` with one row named
 by the spec, so the table, ``--json``, ``--junit-xml`` and ``--markdown`` are
 written by the same code as a policy's (:mod:`crossattn_sizing.runs.outputs`).
+A suite whose property takes the engine's own sizer (TensorRT-LLM's cross
+pool: :attr:`EngineSuite.sizer`) is run by
+:func:`crossattn_sizing.runs.cross_pool_verify.sizer_result` instead of the
+suite runner; its result is the same record, so the report is the same too.
 An engine whose release is itself a sizing policy (vLLM) never comes here: its
 verify is the policy's, with ``--policy`` and ``--impl`` set to the spec.
 """
@@ -20,8 +24,10 @@ import contextlib
 import io
 
 from crossattn_sizing.base import interrupts
+from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.engine.interface import EngineSuite
 from crossattn_sizing.findings.results import PropertyResult
+from crossattn_sizing.runs.cross_pool_verify import sizer_result
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
 from crossattn_sizing.runs.suite import run_suite
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
@@ -32,27 +38,38 @@ DEVICE = "cpu"
 
 def engine_verify(
     spec: str, suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
-    select: list[str], notes: list[str],
+    select: list[str], notes: list[str], call_timeout: float | None = None,
 ) -> VerifyReport:  # fmt: skip
     """Run ``suite`` on ``spec``; its report (one row, ``spec``; the implementation column says so too).
 
     Everything is expected to hold but :attr:`EngineSuite.known_failures`. A
-    property with no example run is "not run", as for a policy.
+    property with no example run is "not run", as for a policy. ``call_timeout``
+    bounds each call into a sizer suite's worker (a suite run through pytest
+    has it in its plugin options).
     """
+    if suite.sizer is not None and select:
+        raise OptionError("-k", " ".join(select), f"does not apply with --engine {spec}: its suite is one "
+                          "property, the cross-pool capacity")  # fmt: skip
     interrupted = True
     results: list[PropertyResult] = []
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the report says it all once
-            results, code = run_suite(
-                "mrv2", profile=with_max_examples(profile, max_examples), seed=seed, select=select,
-                only=list(suite.files), extra_args=list(suite.pytest_args),
-            )  # fmt: skip
+            if suite.sizer is not None:
+                results = [sizer_result(suite, profile=profile, max_examples=max_examples, seed=seed,
+                                        call_timeout=call_timeout)]  # fmt: skip
+                code = 0
+            else:
+                results, code = run_suite(
+                    "mrv2", profile=with_max_examples(profile, max_examples), seed=seed, select=select,
+                    only=list(suite.files), extra_args=list(suite.pytest_args),
+                )  # fmt: skip
         interrupted = code == 2 or interrupts.requested()
-    except KeyboardInterrupt:  # outside pytest: before or after the suite
+    except KeyboardInterrupt:  # outside pytest: before or after the suite (or in the sizer's property)
         pass
     verdict = PolicyVerdict(spec, True, results, interrupted=interrupted,
                             known_failures=tuple(sorted(suite.known_failures)))  # fmt: skip
-    folder = database_folder(profile)  # the report names the database its profile used, as verify's does
+    # The report names the database its profile used, as verify's does; a sizer's property keeps none.
+    folder = database_folder(profile) if suite.sizer is None else None
     return VerifyReport(profile, spec, DEVICE, seed, [verdict], [], interrupted,
                         notes=[n for n in (suite.heading, *notes) if n],
                         database=None if folder is None else str(folder))  # fmt: skip

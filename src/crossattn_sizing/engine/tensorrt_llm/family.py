@@ -5,8 +5,11 @@ TensorRT-LLM keeps cross-attention K/V in a pool of its own, sized once by
 worker (:mod:`crossattn_sizing.engine.tensorrt_llm.sizer`), and what is judged
 is the cross-pool capacity property, which takes the engine's sizer rather than
 a sizing policy. So the family's verify suite is that property and the
-tree's sizer (:attr:`EngineSuite.sizer`), which ``verify`` runs itself
-(:mod:`crossattn_sizing.runs.cross_pool_verify`), and ``check`` and ``reproduce whisper`` judge one request
+tree's sizer (:attr:`EngineSuite.sizer`), run by
+:mod:`crossattn_sizing.runs.cross_pool_verify` into verify's report (table,
+``--json``, ``--junit-xml``, ``--markdown``) and ``report``'s issues
+(:mod:`crossattn_sizing.engine.tensorrt_llm.report_facts`); ``check`` and
+``reproduce whisper`` judge one request
 (:mod:`crossattn_sizing.engine.tensorrt_llm.check`). Only a tree is taken
 (``tensorrt_llm@PATH``): the registry's package is a wheel stub without the
 Python source (docs/engine.md, "TensorRT-LLM").
@@ -14,6 +17,7 @@ Python source (docs/engine.md, "TensorRT-LLM").
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,7 +57,6 @@ RANGES = (
 NOT_THE_ENGINE = "TensorRT-LLM's sizing answers in its own worker: it is not a sizing policy or an impl"
 ONE_WORKER = "the engine's questions go to one worker process per tree"
 IN_WORKER = "the engine's code always runs in its worker"
-NO_FILES = "the cross-pool property prints its verdict; it writes no report files"
 ONE_PROPERTY = "verify --engine tensorrt_llm runs one property, the cross-pool capacity"
 CPU_ONLY = "the cross-pool sizing runs on CPU in its own worker"
 CHECK_FORM = "check --engine tensorrt_llm judges one request: --config, --encoder-len"
@@ -85,8 +88,7 @@ class TrtllmFamily:
         """The options no TensorRT-LLM run takes, by command."""
         out = {"--policy": NOT_THE_ENGINE, "--impl": NOT_THE_ENGINE, "--in-process": IN_WORKER}
         if command == "verify":
-            out |= {"--device": CPU_ONLY, "--jobs": ONE_WORKER, "-k": ONE_PROPERTY, "--json": NO_FILES,
-                    "--junit-xml": NO_FILES, "--markdown": NO_FILES}  # fmt: skip
+            out |= {"--device": CPU_ONLY, "--jobs": ONE_WORKER, "-k": ONE_PROPERTY}
         if command == "check":
             out |= {flag: CHECK_FORM for flag in ("--context-len", "--kv-capacity", "--requests")}
         if command == "reproduce":
@@ -96,10 +98,16 @@ class TrtllmFamily:
         return out
 
     def obtain(self, spec: str, call_timeout: float | None = None) -> str:
-        """The tree read and its worker started (a tree without the sizing is one line); no note."""
+        """The tree read and its worker started (a tree without the sizing is one line); no note.
+
+        A file the harness's parser gives up on is no bad input: the suite's sizer meets it again
+        and the property is "not run", saying so (:mod:`crossattn_sizing.runs.cross_pool_verify`).
+        """
+        from crossattn_sizing.core.cross_pool import CrossPoolNotRun
         from crossattn_sizing.engine.tensorrt_llm.sizer import tensorrt_llm_worker
 
-        tensorrt_llm_worker(spec, call_timeout)
+        with contextlib.suppress(CrossPoolNotRun):
+            tensorrt_llm_worker(spec, call_timeout)
         return ""
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:

@@ -117,16 +117,25 @@ class TrtllmCrossPool:
         Raises :class:`CrossPoolNotRun` when it could not say (its code raised,
         a stand-in was used, its signature changed, the worker died or timed out).
         """
+        a, b, c, d = self._ask("layout", case)["layout"]
+        return a, b, c, d
+
+    def executed_lines(self, case: CrossPoolCase) -> list[int]:
+        """The line numbers of the tree's ``_get_cross_kv_cache_layout`` that ran for ``case`` (its file's
+        own numbering); :class:`CrossPoolNotRun` as :meth:`layout`."""
+        return [int(n) for n in self._ask("traced_layout", case)["lines"]]
+
+    def _ask(self, op: str, case: CrossPoolCase) -> dict[str, Any]:
+        """The worker's answer to ``op`` for ``case``, when the tree's code ran."""
         worker = tensorrt_llm_worker(self.spec)
         try:
-            verdict = worker.request("layout", hf_config=dict(case.hf_config), max_seq_len=case.max_seq_len,
+            verdict = worker.request(op, hf_config=dict(case.hf_config), max_seq_len=case.max_seq_len,
                                      max_input_len=case.max_input_len)  # fmt: skip
         except (EngineCrash, ReleaseUnavailable) as exc:  # a timeout is an EngineCrash too
             raise CrossPoolNotRun(f"{self.name}: {exc}") from None
         if verdict["verdict"] != "ran":
             raise CrossPoolNotRun(f"{self.name}: {verdict['reason']}")
-        a, b, c, d = verdict["layout"]
-        return a, b, c, d
+        return dict(verdict)
 
     def pool_len(self, case: CrossPoolCase) -> int:
         """The cross pool's maximum sequence length the tree's sizing gives for ``case``."""

@@ -5,6 +5,11 @@ lines protocol of the other engines' workers (:mod:`crossattn_sizing.engine.work
 a ready line (what was compiled, and the signature problem if there is one),
 then one answer per request. The tree's code never runs in the judge's process.
 
+Op ``traced_layout`` (the same fields) answers as ``layout`` does, with
+``"lines"``: the line numbers of ``_get_cross_kv_cache_layout`` that ran
+(``sys.settrace`` over that call): where ``report`` finds the line that gave
+the pool its length, as the tree's code ran, never assumed from a commit.
+
 Op ``layout`` (``hf_config``, ``max_seq_len``, ``max_input_len``) runs
 ``KvCacheCreator._get_cross_kv_cache_layout()`` on a stand-in ``self`` holding
 only what it reads: ``_model_engine.model.model_config.pretrained_config``
@@ -30,7 +35,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from types import SimpleNamespace
+from types import FrameType, SimpleNamespace
 from typing import Any, NoReturn
 
 from crossattn_sizing.engine.protocol import engine_line, failure, protocol_stdout, serve, supervised
@@ -113,6 +118,31 @@ class Tree:
                               "max_seq_len) as ints"}  # fmt: skip
         return {"verdict": "ran", "layout": list(out)}
 
+    def traced_layout(
+        self, hf_config: dict[str, Any], max_seq_len: int, max_input_len: int | None
+    ) -> dict[str, Any]:
+        """:meth:`layout`'s answer, with the lines of the sizing that ran (sorted): a report's code site."""
+        from crossattn_sizing.engine.tensorrt_llm.source import FUNCTION
+
+        ran: set[int] = set()
+        path = self.file
+
+        def each_line(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "line":
+                ran.add(frame.f_lineno)
+            return each_line
+
+        def each_call(frame: FrameType, event: str, arg: Any) -> Any:
+            code = frame.f_code
+            return each_line if code.co_filename == path and code.co_name == FUNCTION else None
+
+        sys.settrace(each_call)
+        try:
+            out = self.layout(hf_config, max_seq_len, max_input_len)
+        finally:
+            sys.settrace(None)
+        return {**out, "lines": sorted(ran)}
+
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """The loop: one JSON request a line on stdin, one answer a line on the real stdout (prints: stderr),
@@ -131,8 +161,9 @@ def main(argv: list[str] | None = None) -> NoReturn:
     proto.write(json.dumps(ready) + "\n")
 
     def dispatch(req: dict[str, Any]) -> Any:
-        if req["op"] == "layout":
-            return tree.layout(dict(req["hf_config"]), int(req["max_seq_len"]), req.get("max_input_len"))
+        if req["op"] in ("layout", "traced_layout"):
+            ask = tree.layout if req["op"] == "layout" else tree.traced_layout
+            return ask(dict(req["hf_config"]), int(req["max_seq_len"]), req.get("max_input_len"))
         raise ValueError(f"unknown op {req['op']!r}")
 
     try:
