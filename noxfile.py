@@ -52,11 +52,21 @@ def fresh_home(session: nox.Session) -> dict[str, str]:
     return {"HOME": home, "XDG_CACHE_HOME": cache}
 
 
+TEST_WORKERS = os.environ.get("CROSSATTN_TEST_WORKERS", "2")
+"""pytest-xdist workers of the tests session (``0``: one process). Two by default: the suite is mostly
+single-threaded Python and interpreted kernels, so two processes on two cores halve its time."""
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The whole test suite (unit, reference and property tests; ci profile), HOME and cache empty."""
+    """The whole test suite (unit, reference and property tests; ci profile), HOME and cache empty.
+
+    It runs in ``CROSSATTN_TEST_WORKERS`` pytest-xdist processes (2 unless set), a test file to each
+    (``--dist loadfile``): a module's shared fixture (a release's worker, a report run) is built once.
+    """
     install(session)
-    session.run("pytest", *session.posargs, env=dict(CPU_ENV, **fresh_home(session)))
+    workers = ["-n", TEST_WORKERS, "--dist", "loadfile"] if TEST_WORKERS != "0" else []
+    session.run("pytest", *workers, *session.posargs, env=dict(CPU_ENV, **fresh_home(session)))
 
 
 @nox.session
