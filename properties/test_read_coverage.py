@@ -79,7 +79,8 @@ def _replay(read_builder: Builder | Any, case: ReadCase) -> str | None:
     (its failure reruns the test)."""
     if not hasattr(read_builder, "first_problem"):
         return None
-    return check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, case.triples())
+    name: str = read_builder.name  # type: ignore[union-attr]  # a tree's builder (it has first_problem)
+    return check_line(name, case.layout.context_len, case.rule.kv_capacity, case.triples())
 
 
 @given(case=mixed_batches())

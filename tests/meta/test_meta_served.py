@@ -42,7 +42,7 @@ def unserved(case: ReadCase) -> list[str]:
     """What the test itself sees wrong in a drawn case (independent of the strategy's own judge)."""
     problems = [f"request {i}: {r.encoder_len} encoder tokens is not 1 to 4 whole tiles of {TILE}"
                 for i, r in enumerate(case.requests)
-                if r.encoder_len and (r.encoder_len % TILE or not 1 <= r.encoder_len // TILE <= 4)]  # fmt: skip
+                if r.encoder_len % TILE or not 0 <= r.encoder_len // TILE <= 4]  # fmt: skip
     held = sum(b.encoder_len + b.decoder_len for b in case.batch)
     if held > case.rule.kv_capacity:
         problems.append(f"the batch holds {held} slots, the pool {case.rule.kv_capacity}")

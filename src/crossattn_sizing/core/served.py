@@ -77,7 +77,9 @@ def whisper(frames: int = WHISPER_FRAMES) -> EncoderLengths:
     return EncoderLengths("Whisper", (frames,), False, f"audio padded to 30 s: always {frames} frames")
 
 
-def nemotron_parse(pages: Sequence[int] = (NEMOTRON_NARROW_PAGE_TOKENS, NEMOTRON_PAGE_TOKENS)) -> EncoderLengths:
+def nemotron_parse(
+    pages: Sequence[int] = (NEMOTRON_NARROW_PAGE_TOKENS, NEMOTRON_PAGE_TOKENS),
+) -> EncoderLengths:
     """One page image per request, its tokens fixed by the page's size (docs/spec.md §6)."""
     return EncoderLengths("Nemotron-Parse", tuple(sorted(set(pages))), False,
                           "one page image per request, tokens by page size")

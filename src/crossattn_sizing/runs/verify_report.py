@@ -58,7 +58,8 @@ class PolicyVerdict:
         """Every property ran and held (or does not apply, or is violated only latently: on a case no
         served request reaches), and at least one held."""
         outcomes = {p.outcome for p in self.properties}
-        ran = Outcome.HOLDS in outcomes and outcomes <= {Outcome.HOLDS, Outcome.NOT_APPLICABLE, Outcome.LATENT}
+        settled = {Outcome.HOLDS, Outcome.NOT_APPLICABLE, Outcome.LATENT}
+        ran = Outcome.HOLDS in outcomes and outcomes <= settled
         return ran and not self.error and not self.interrupted
 
     @property
@@ -248,7 +249,8 @@ class VerifyReport:
                     why = "interrupted before it ran" if v.interrupted else (p.reason or "no example ran")
                     ET.SubElement(case, "error", message=f"not run: {why}")
                 elif p.outcome == Outcome.LATENT:  # judged, not a failure: said beside the pass
-                    ET.SubElement(case, "system-out").text = "\n".join([LATENT, p.diagnosis, *p.replay_lines()])
+                    said = [LATENT, p.diagnosis, *p.replay_lines()]
+                    ET.SubElement(case, "system-out").text = "\n".join(said)
                 elif not v.expects_failure(p.name) and p.outcome == Outcome.FAILS:
                     failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
                     failure.text = "\n".join([p.diagnosis, "", *p.replay_lines()])
