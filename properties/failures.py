@@ -42,6 +42,13 @@ def fail_rerun(lines: Sequence[str], options: Sequence[str] = ()) -> NoReturn:
     raise PropertyFailure("\n".join(lines), rerun_command(options), reruns_test=True)
 
 
+def fail_latent(lines: Sequence[str], reproduce: str, *, reruns_test: bool) -> NoReturn:
+    """Report a violation on a case no served request reaches: the property's verdict is ``latent``,
+    never ``fails`` (docs/spec.md §12). ``reproduce`` replays it (a ``check`` line, or the test's rerun
+    line when ``reruns_test``)."""
+    raise PropertyFailure("\n".join(lines), reproduce, reruns_test=reruns_test, latent=True)
+
+
 def rerun_command(options: Sequence[str] = ()) -> str:
     """``pytest <the running test> <options>``.
 

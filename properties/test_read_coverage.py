@@ -9,8 +9,13 @@ request of the batch fits in. Reads go through
 :class:`~crossattn_sizing.core.read_gather.GuardedRows`, so the first read past
 a row is reported with its row, column and width, and nothing past it is read.
 The builder judged is ``--read-builder`` (default ``bounded``); batches come
-from :func:`properties.read_strategies.mixed_batches` (each request admitted
-alone by SGLang's rule).
+from :func:`properties.read_strategies.mixed_batches`: only what a server can be
+driven into (Mllama images of whole tiles, each request admitted by SGLang's
+rule, the batch within the pool all at once), so its failures, shrunk inside
+that domain, are ones a server reaches. The same read judged on batches no
+server decodes (:func:`properties.read_strategies.unserved_batches`) is
+reported, where it fails, as "latent: no served request reaches it": never a
+failure of the engine, never written up for its tracker.
 """
 
 from __future__ import annotations
@@ -18,16 +23,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
+from crossattn_sizing.core.served import LATENT
 from crossattn_sizing.engine.sglang.source import check_line
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
-from .failures import fail, fail_rerun
-from .read_strategies import ReadCase, admitted_batches, mixed_batches
+from .failures import fail, fail_latent, fail_rerun, rerun_command
+from .read_strategies import ReadCase, admitted_batches, mixed_batches, unserved_batches
 
 
 def _builder_option(builder: object) -> list[str]:
@@ -54,7 +60,7 @@ def _problem(builder: Builder | Any, case: ReadCase) -> tuple[str, str] | None:
             return None
         unwritten = line.startswith(("self-attention reads", "cross-attention reads"))
         return (NOT_WRITTEN if unwritten else PAST_ROW), line
-    found = builder.first_finding(case.layout.context_len, _triples(case))
+    found = builder.first_finding(case.layout.context_len, case.triples())
     if found is None:
         return None
     kind, line, headline = found
@@ -63,32 +69,50 @@ def _problem(builder: Builder | Any, case: ReadCase) -> tuple[str, str] | None:
     return headline or "the release's step failed", line
 
 
+def _read_lines(case: ReadCase, headline: str, problem: str) -> list[str]:
+    """A bad read's diagnosis: its headline, the case, the read."""
+    return [f"read-side coverage: {headline}", *case.lines(), f"  {problem}"]
+
+
+def _replay(read_builder: Builder | Any, case: ReadCase) -> str | None:
+    """The ``check`` line that replays ``case`` on an SGLang tree's own builder; None for a harness model
+    (its failure reruns the test)."""
+    if not hasattr(read_builder, "first_problem"):
+        return None
+    name: str = read_builder.name  # type: ignore[union-attr]  # a tree's builder (it has first_problem)
+    return check_line(name, case.layout.context_len, case.rule.kv_capacity, case.triples())
+
+
 @given(case=mixed_batches())
 def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Builder) -> None:
-    """No admitted mixed batch makes the builder read past a row or consume a column it never wrote."""
+    """No batch a server decodes makes the builder read past a row or consume a column it never wrote."""
     found = _problem(read_builder, case)
     if found is None:
         return
-    headline, problem = found
-    lines = [
-        f"read-side coverage: {headline}",
-        *case.lines(),
-        f"  {problem}",
-    ]
-    if hasattr(read_builder, "first_problem"):  # the release's own builder: `check --engine` replays it alone
-        fail(
-            lines,
-            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
-        )
+    lines = _read_lines(case, *found)
+    replay = _replay(read_builder, case)
+    if replay is not None:  # the release's own builder: `check --engine` replays it alone
+        fail(lines, replay)
     fail_rerun(lines, _builder_option(read_builder))
 
 
-def _triples(case: ReadCase) -> list[tuple[int, ...]]:
-    """``(E, prompt, d)`` per request, ``(E, prompt, d, cached)`` for one with a cached prefix."""
-    return [
-        (r.encoder_len, r.prompt_len, b.decoder_len, *((case.prefix(i),) if case.prefix(i) else ()))
-        for i, (r, b) in enumerate(zip(case.requests, case.batch, strict=True))
-    ]
+# A quarter of the profile's examples: the served property above is the verdict; this one only says what
+# lies beyond it, and each example on a tree is a call into the release.
+assert settings.default is not None  # the plugin loaded a profile
+LATENT_SHARE = settings(max_examples=max(1, settings.default.max_examples // 4))
+
+
+@LATENT_SHARE
+@given(case=unserved_batches())
+def test_reads_beyond_served_batches_are_latent(case: ReadCase, read_builder: Builder) -> None:
+    """The same read on batches no server decodes (any encoder length, the pool not held at once): a bad
+    read there is latent (no served request reaches it), never a failure."""
+    found = _problem(read_builder, case)
+    if found is None:
+        return
+    lines = [*_read_lines(case, *found), f"  {LATENT}: {case.served_refusal()}"]
+    replay = _replay(read_builder, case)
+    fail_latent(lines, replay or rerun_command(_builder_option(read_builder)), reruns_test=replay is None)
 
 
 def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject) -> ReadCase:
@@ -114,14 +138,14 @@ def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject
 def judge_tree_write(read_builder: Any, case: ReadCase) -> None:
     """The write side of ``case`` on an SGLang tree's own rows: a failure is headed by the step that failed
     (a write past a row, the release's extend, its code not returning); "not run" skips."""
-    verdict = read_builder.write(case.layout.context_len, _triples(case))
+    verdict = read_builder.write(case.layout.context_len, case.triples())
     if verdict["verdict"] == "not run":  # never a pass, never a failure of the tree
         pytest.skip(f"{NOT_RUN_MARK}{read_builder.name}: write side not run: {verdict['reason']}")
     if verdict["verdict"] == "fails":
         fail(
             [f"write-side coverage: {verdict.get('headline') or 'the release step failed'}",
              *case.lines(), f"  {verdict['message']}"],
-            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),
+            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, case.triples()),
         )
 
 

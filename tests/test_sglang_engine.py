@@ -198,9 +198,11 @@ def test_check_call_timeout_bounds_each_call_into_the_tree(  # type: ignore[no-u
     assert "Traceback" not in out
 
 
-def test_a_release_that_asserts_one_request_per_batch_is_judged_request_by_request(tmp_path: Path) -> None:
+def test_a_release_that_asserts_one_request_per_batch_refuses_the_whole_batch(tmp_path: Path) -> None:
     """0.5.12 and older assert one request per batch on the eager path: that assert is the release refusing
-    the batch (not a verdict, and not the harness breaking), so each request is judged alone, and says so."""
+    the batch (not a verdict, and not the harness breaking). The eager path is then "not run" saying so,
+    never a hold from requests judged one by one; the replay path is judged on the whole batch. (A stand-in
+    for 0.5.12.post1: the recorded 0.5.23 tree with the assert put back; that wheel is not recorded.)"""
     from crossattn_sizing.engine.sglang.client import sglang_worker
 
     doc = '        """Initialize forward metadata hence all layers in the forward pass can reuse it."""\n'
@@ -209,8 +211,13 @@ def test_a_release_that_asserts_one_request_per_batch_is_judged_request_by_reque
     asserts = doc + refuse + "        metadata = FlashAttentionMetadata()\n"
     spec = f"sglang@{copy_tree(tmp_path / 't', {FA3: (first, asserts)})}"
     answer = sglang_worker(spec).request("read", context_len=64, batch=[[5, 3, 6], [0, 7, 9]])
-    assert answer["alone"] is True and "the release asserts: Only encoder size 1" in answer["why"]
-    verdicts = {path: v["verdict"] for path, v in answer["paths"].items()}
-    assert verdicts == {"eager": "holds", "replay": "holds"}
+    assert answer["refused"] is True and "the release asserts: Only encoder size 1" in answer["why"]
+    eager, replay = answer["paths"]["eager"], answer["paths"]["replay"]
+    assert eager["verdict"] == "not run" and eager["refused"] is True
+    assert eager["reason"].startswith("the release refuses a batch of 2 requests on the eager path")
+    assert replay == {"verdict": "holds"}  # the replay path, judged on the whole batch
+    # A replay read past the row is reported although the eager path refused the batch.
+    over = sglang_worker(spec).request("read", context_len=64, batch=[[40, 3, 4], [0, 20, 30]])
+    assert over["refused"] is True and over["paths"]["replay"]["verdict"] == "fails"
     alone = sglang_worker(spec).request("metadata", context_len=64, batch=[[5, 3, 6]], path="eager")
     assert alone == {"verdict": "holds"}

@@ -17,6 +17,10 @@ def test_read_property_fails_on_the_fa3_gather() -> None:
     text = str(info.value)
     assert "past the row (width" in text and "E=0" in text  # a text-only request beside an encoder one
     assert "--read-builder sglang-fa3" in info.value.reproduce
+    # Shrunk inside the served domain: every image a whole number of Llama-3.2-Vision tiles (40*40 + 1).
+    encoders = [int(line.split("encoder ")[1].split(",")[0]) for line in text.splitlines()
+                if line.strip().startswith("request ")]  # fmt: skip
+    assert any(encoders) and all(e % 1601 == 0 for e in encoders), text
 
 
 def test_read_property_holds_on_the_bounded_gather() -> None:

@@ -9,7 +9,9 @@ A member *is* its printed word (a ``str``), so JSON files, tables and the exit
 statuses built on them read exactly as the words did; a word read back from
 JSON becomes a member again with ``Outcome(word)``.
 
-Only :attr:`HOLDS` and :attr:`FAILS` are judgements of the policy. The rest say
+Only :attr:`HOLDS`, :attr:`FAILS` and :attr:`LATENT` are judgements of the policy:
+:attr:`LATENT` is a violation found only on a case no served request reaches
+(docs/spec.md §12), never counted as failing and never filed upstream. The rest say
 why there is none: it was never reached (:attr:`NOT_RUN`), Ctrl-C stopped it
 (:attr:`INTERRUPTED`), or it was not judged: the property does not apply
 (:attr:`NOT_APPLICABLE`), the policy could not be loaded or run
@@ -31,6 +33,7 @@ class Outcome(str, enum.Enum):
 
     HOLDS = "holds"
     FAILS = "fails"
+    LATENT = "latent"
     NOT_RUN = "not run"
     INTERRUPTED = "interrupted"
     NOT_APPLICABLE = "n/a"
@@ -44,12 +47,13 @@ class Outcome(str, enum.Enum):
 
     @property
     def judged(self) -> bool:
-        """Whether this is a judgement of the policy (holds or fails), not a reason there is none."""
-        return self in (Outcome.HOLDS, Outcome.FAILS)
+        """Whether this is a judgement of the policy (holds, fails or latent), not a reason there is none."""
+        return self in (Outcome.HOLDS, Outcome.FAILS, Outcome.LATENT)
 
 
 EXIT_HOLDS = 0
-"""Every verdict holds (a policy expected to fail that fails is caught, and counts as holding)."""
+"""Every verdict holds (a policy expected to fail that fails is caught, and counts as holding; a latent
+violation, which no served request reaches, is not a failure)."""
 EXIT_FAILS = 1
 """A policy or implementation fails: a verdict, and nothing else."""
 EXIT_BAD_INPUT = 2

@@ -31,6 +31,7 @@ from pathlib import Path
 from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
+from crossattn_sizing.core.served import LATENT
 from crossattn_sizing.engine.report_engines import facts_for
 from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
 from crossattn_sizing.engine.tracker_forms import FORMS
@@ -155,15 +156,19 @@ def run(args: argparse.Namespace) -> int:
             if copy is not None and args.fix is not None and (argv := _argv(r)) is not None
         }
     failing = verdicts.failing
+    for result in verdicts.latent:  # no upstream report: no served request reaches the case
+        print(f"{result.name}: {LATENT} (no report written)")
+        print(result.diagnosis)
     if not failing:
         judged = [p for p in verdicts.properties if p.outcome.judged]
-        if judged and all(p.outcome in (Outcome.HOLDS, Outcome.NOT_APPLICABLE) for p in verdicts.properties):
+        settled = (Outcome.HOLDS, Outcome.NOT_APPLICABLE, Outcome.LATENT)
+        if judged and all(p.outcome in settled for p in verdicts.properties):
             print(f"nothing to report: every property ran and held on {spec} ({len(judged)} properties)")
             return 0
         unrun = [
             f"{p.name} ({p.outcome.value}{': ' + p.reason if p.reason else ''})"
             for p in verdicts.properties
-            if p.outcome not in (Outcome.HOLDS, Outcome.NOT_APPLICABLE)
+            if p.outcome not in settled
         ]
         print(f"nothing fails on {spec}, but not everything ran: " + ("; ".join(unrun) or "no property ran"))
         return 3

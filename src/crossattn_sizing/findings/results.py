@@ -40,12 +40,17 @@ class PropertyFailure(AssertionError):
     rather than replaying this case by itself, as a property with no command
     of its own for its case does; reports then keep Hypothesis's example and
     ``@reproduce_failure`` beside it.
+
+    ``latent``: the case is one no served request reaches (docs/spec.md §12):
+    the property's verdict is ``latent``, never ``fails``.
     """
 
-    def __init__(self, diagnosis: str, reproduce: str = "", *, reruns_test: bool = False) -> None:
+    def __init__(self, diagnosis: str, reproduce: str = "", *, reruns_test: bool = False,
+                 latent: bool = False) -> None:  # fmt: skip
         self.diagnosis = diagnosis
         self.reproduce = reproduce
         self.reruns_test = reruns_test
+        self.latent = latent
         text = f"{diagnosis}\n  reproduce: {reproduce}" if reproduce else diagnosis
         super().__init__(text)
 
@@ -88,6 +93,9 @@ def property_name(nodeid: str) -> str:
     path, _, rest = nodeid.partition("::")
     return f"{Path(path).stem}::{rest.split('[')[0]}"
 
+
+VIOLATION_RANK = {Outcome.FAILS: 2, Outcome.LATENT: 1}
+"""Which violation a merged result keeps: a failure outranks a latent one (no served request reaches it)."""
 
 RAN = ("passed", "failed")
 """Observation statuses of a test case that ran to the end (``gave_up`` ones were rejected)."""
@@ -135,7 +143,7 @@ class PropertyResult:
     """
 
     name: str
-    outcome: Outcome = Outcome.NOT_RUN  # holds | fails | n/a | not run
+    outcome: Outcome = Outcome.NOT_RUN  # holds | fails | latent | n/a | not run
     diagnosis: str = ""
     falsifying_example: str = ""  # Hypothesis's shrunk example, as it prints it
     reproduce: str = ""  # the property's own command that replays the failure, if it gave one
@@ -163,7 +171,7 @@ class PropertyResult:
 
     def finish(self) -> None:
         """The verdict once every test of the property has reported."""
-        if self.unjudged and self.outcome != Outcome.FAILS:
+        if self.unjudged and self.outcome not in VIOLATION_RANK:
             self.outcome, self.reason = Outcome.NOT_RUN, self.unjudged
 
     def observe(self, status: str, how_generated: str, phase: str | None, features: dict[str, Any]) -> None:
@@ -187,6 +195,8 @@ class PropertyResult:
         if isinstance(leaf, PropertyFailure):
             self.diagnosis, self.reproduce = leaf.diagnosis, leaf.reproduce
             self.reruns_test = leaf.reruns_test
+            if leaf.latent:  # a violation no served request reaches: judged, never a failure
+                self.outcome = Outcome.LATENT
         elif leaf is not None:
             self.diagnosis = described(leaf)
         else:
@@ -215,8 +225,8 @@ class PropertyResult:
         self.nodeids = sorted(set(self.nodeids) | set(other.nodeids))
         self._count(other.examples, other.events, other.best_targets)
         self.replayed += other.replayed
-        if other.outcome == Outcome.FAILS and self.outcome != Outcome.FAILS:
-            self.outcome, self.diagnosis, self.reproduce = Outcome.FAILS, other.diagnosis, other.reproduce
+        if VIOLATION_RANK.get(other.outcome, 0) > VIOLATION_RANK.get(self.outcome, 0):
+            self.outcome, self.diagnosis, self.reproduce = other.outcome, other.diagnosis, other.reproduce
             self.reruns_test = other.reruns_test
             self.falsifying_example, self.replay_decorator = other.falsifying_example, other.replay_decorator
         elif other.outcome == Outcome.HOLDS and self.outcome in (Outcome.NOT_RUN, Outcome.NOT_APPLICABLE):

@@ -55,6 +55,12 @@ class EngineVerdicts:
         """The properties that fail: each a judged observation about the engine's code."""
         return [p for p in self.properties if p.outcome == Outcome.FAILS]
 
+    @property
+    def latent(self) -> list[PropertyResult]:
+        """The properties violated only on cases no served request reaches (docs/spec.md §12): said,
+        never written up as an issue."""
+        return [p for p in self.properties if p.outcome == Outcome.LATENT]
+
 
 def engine_of(spec: str) -> str:
     """The engine a spec names (``NAME==X`` or ``NAME@PATH``) whose family has report facts

@@ -28,6 +28,7 @@ from crossattn_sizing.base.outcome import (
     Outcome,
     exit_status,
 )
+from crossattn_sizing.core.served import LATENT
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.runs.shared_run import LEFT_SHARED_RUN, POLICY_FREE, SAME_ANSWERS
 
@@ -54,9 +55,11 @@ class PolicyVerdict:
 
     @property
     def holds(self) -> bool:
-        """Every property ran and held (or does not apply), and at least one held."""
+        """Every property ran and held (or does not apply, or is violated only latently: on a case no
+        served request reaches), and at least one held."""
         outcomes = {p.outcome for p in self.properties}
-        ran = Outcome.HOLDS in outcomes and outcomes <= {Outcome.HOLDS, Outcome.NOT_APPLICABLE}
+        settled = {Outcome.HOLDS, Outcome.NOT_APPLICABLE, Outcome.LATENT}
+        ran = Outcome.HOLDS in outcomes and outcomes <= settled
         return ran and not self.error and not self.interrupted
 
     @property
@@ -85,6 +88,11 @@ class PolicyVerdict:
         if self.unexpected:
             return Outcome.FAILS
         return Outcome.NOT_RUN if self.outcome == Outcome.NOT_RUN else Outcome.HOLDS
+
+
+def violated(outcome: Outcome) -> str:
+    """How a violated property is headed: ``fails``, or ``latent`` with what that means."""
+    return f"{Outcome.LATENT} ({LATENT})" if outcome == Outcome.LATENT else str(outcome)
 
 
 def expected(verdict: PolicyVerdict) -> str:
@@ -202,10 +210,10 @@ class VerifyReport:
         lines += [f"- {note}" for note in self.notes]
         for v in self.verdicts:
             for p in v.properties:
-                if p.outcome == Outcome.FAILS:
+                if p.outcome in (Outcome.FAILS, Outcome.LATENT):
                     note = [f"  note: {p.reason}"] if p.reason else []
                     body = "\n".join([p.diagnosis.removeprefix("AssertionError: "), *p.replay_lines(), *note])
-                    lines += ["", f"## {v.policy} / {p.name} fails", "", "```", body, "```"]
+                    lines += ["", f"## {v.policy} / {p.name} {violated(p.outcome)}", "", "```", body, "```"]
         for f in self.findings:
             lines += ["", f"## Finding: {f.title}", "", "```", f.detail, "```"]
         lines += ["", "## Capacity maps", ""]
@@ -240,6 +248,9 @@ class VerifyReport:
                     # Not a pass: a JUnit consumer must not count it green.
                     why = "interrupted before it ran" if v.interrupted else (p.reason or "no example ran")
                     ET.SubElement(case, "error", message=f"not run: {why}")
+                elif p.outcome == Outcome.LATENT:  # judged, not a failure: said beside the pass
+                    said = [LATENT, p.diagnosis, *p.replay_lines()]
+                    ET.SubElement(case, "system-out").text = "\n".join(said)
                 elif not v.expects_failure(p.name) and p.outcome == Outcome.FAILS:
                     failure = ET.SubElement(case, "failure", message=p.diagnosis.splitlines()[0][:200])
                     failure.text = "\n".join([p.diagnosis, "", *p.replay_lines()])
@@ -280,7 +291,7 @@ class VerifyReport:
         for v in self.verdicts:
             table.add_column(v.policy, overflow="fold")
         style = {Outcome.HOLDS: "green", Outcome.FAILS: "red", Outcome.NOT_APPLICABLE: "dim",
-                 Outcome.NOT_RUN: "yellow"}  # fmt: skip
+                 Outcome.NOT_RUN: "yellow", Outcome.LATENT: "cyan"}  # fmt: skip
         for n in names:
             cells = []
             for v in self.verdicts:
@@ -304,9 +315,9 @@ class VerifyReport:
                     but = ", but" if p.outcome == Outcome.HOLDS else ""
                     console.print(f"\n{v.policy} / {p.name} {p.outcome}{but}: {p.reason}", **PLAIN)
             for p in v.properties:
-                if p.outcome != Outcome.FAILS:
+                if p.outcome not in (Outcome.FAILS, Outcome.LATENT):
                     continue
-                console.print(f"\n[bold]{v.policy} / {p.name}[/] fails:")
+                console.print(f"\n[bold]{v.policy} / {p.name}[/] {violated(p.outcome)}:")
                 console.print(p.diagnosis.removeprefix("AssertionError: "), **PLAIN)
                 for line in p.replay_lines():
                     console.print(line, **PLAIN)

@@ -14,7 +14,10 @@ be run, the harness's model of it decides, and the output says so. The
 release's ``FlashAttentionBackend`` builds the decode metadata on the eager
 path and on CUDA-graph replay, over a guarded ``req_to_token``; exit 0 when
 both hold, 1 when one reads past a row (row, column and width printed), 3 when
-a stand-in is missing (not run).
+a stand-in is missing (not run). A batch no server decodes (an encoder length
+that is not a whole number of Mllama tiles, the pool overdrawn by the batch
+at once: :func:`served_line`) is still judged, but a bad read on it is
+"latent: no served request reaches it" (exit 0), never a failure.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
+from crossattn_sizing.core.served import LATENT, BatchAdmission, served_refusal
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.batch import cached_prefix, prefix_ok
 from crossattn_sizing.engine.sglang.source import check_line
@@ -140,6 +144,7 @@ def run_check(
         cached = f", cached prefix {cached_prefix(batch[i])}" if cached_prefix(batch[i]) else ""
         print(f"request {i}: encoder {e}, prompt {p}, decoder tokens at this step {d} (columns "
               f"0..{e + d - 1}){cached}")
+    unserved = served_line(kv_capacity, batch)
     outcomes: list[Outcome] = [Outcome.NOT_RUN] if isinstance(own, dict) else []
     written = reads.write(context_len, batch)
     if written["verdict"] == "fails":
@@ -156,6 +161,9 @@ def run_check(
                 f"OK    {path}: every column gathered lies in its row; the kernel reads only its own"
             )
             outcomes.append(Outcome.HOLDS)
+        elif verdict["verdict"] == "fails" and unserved is not None:
+            print(f"LATENT {path}: {verdict['message']} ({LATENT}: {unserved})")
+            outcomes.append(Outcome.LATENT)
         elif verdict["verdict"] == "fails":
             print(f"FAIL  {path}: {verdict['message']}")
             outcomes.append(Outcome.FAILS)
@@ -166,6 +174,20 @@ def run_check(
     if status == EXIT_FAILS:
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
     return status
+
+
+def served_line(kv_capacity: int, batch: list[Triple]) -> str | None:
+    """Print whether a server decodes ``batch`` (Mllama images of whole tiles, the batch within the pool
+    all at once: :mod:`crossattn_sizing.core.served`); the reason when it does not, else None."""
+    from crossattn_sizing.models.served_inputs import mllama_images
+
+    model = mllama_images()
+    why = served_refusal(model, BatchAdmission(kv_capacity), batch)
+    if why is None:
+        print(f"served:    yes: {model.model} ({model.source}), the batch within the pool of {kv_capacity}")
+    else:
+        print(f"served:    no: {why}")
+    return why
 
 
 def mllama_mixed_batch() -> tuple[int, int, list[Triple], str]:

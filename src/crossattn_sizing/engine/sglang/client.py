@@ -177,10 +177,14 @@ class SglangReads:
     def first_finding(
         self, context_len: int, batch: Sequence[Sequence[int]]
     ) -> tuple[str, str, str] | None:
-        """:meth:`first_problem` with the failing step's headline (``""`` for "not run")."""
-        for path, verdict in self.verdicts(context_len, batch).items():
+        """:meth:`first_problem` with the failing step's headline (``""`` for "not run"). A path that
+        fails is said before one that did not run (a release refusing the batch on its eager path may still
+        read wrong on replay)."""
+        verdicts = self.verdicts(context_len, batch)
+        for path, verdict in verdicts.items():
             if verdict["verdict"] == "fails":
                 return "fails", f"{path}: {verdict['message']}", str(verdict.get("headline", ""))
+        for path, verdict in verdicts.items():
             if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
                 return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}", ""
         return None

@@ -64,8 +64,9 @@ ONE_WORKER = "the engine's questions go to one worker process per release"
 IN_PROCESS = "SGLang's code always runs in its own worker process (its calls under --call-timeout)"
 CHECK_FORM = "check --engine sglang judges one batch: --context-len, --kv-capacity, --requests"
 PAGE_SIZE = "SGLang's table is drawn at page size 1, one column per token"
-SLICE = ("this release takes a slice and asserts one request per batch (FA3 eager path): the read side "
-         "judges each drawn batch as the engine runs it, every request in a batch of its own")
+SLICE = ("this release takes a slice and asserts one request per batch (FA3 eager path): it refuses a batch "
+         "of several requests there (that path is not run for it); the CUDA-graph replay path is judged on "
+         "the whole batch")
 MIXED_BATCH = "reproduce --engine sglang runs mllama-mixed-batch, its shape from a transformers config"
 
 
@@ -112,7 +113,7 @@ class SglangFamily:
     def obtain(self, spec: str, call_timeout: float | None = None) -> str:
         """The release resolved (downloaded and unpacked once) and its worker started; its note: the
         release range it runs with, and, where its own eager path takes a slice (observed, not looked up),
-        that its read side is judged on batches of one request."""
+        that it refuses a batch of several requests on its eager path (judged on replay, whole)."""
         from crossattn_sizing.engine.client import EngineCrash
         from crossattn_sizing.engine.sglang.client import sglang_worker
 

@@ -41,7 +41,6 @@ from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang import kernel_calls
 from crossattn_sizing.engine.sglang.batch import Request, cached_prefix, extended
-from crossattn_sizing.engine.sglang.client import PATHS
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
     Missing,
@@ -639,30 +638,26 @@ def run_metadata(
 
 
 def run_reads(rel: SglangRelease, context_len: int, batch: Sequence[Request]) -> dict[str, Any]:
-    """Both paths on ``batch``: ``{"paths": {path: verdict}, "alone": bool}``.
+    """Both paths on the whole ``batch``, as the scheduler hands it over: ``{"paths": {path: verdict},
+    "refused": bool}``.
 
     A release that asserts one request per batch on the eager path (0.5.12
-    and older) never builds replay metadata for a batch it refuses: that batch
-    is judged as the engine can run it, each request in a batch of its own
-    (``alone``), and says so.
+    and older) refuses a batch of several requests there: that path's verdict
+    is "not run", saying the release refuses the batch (``refused``, and
+    ``why``), never the batch split into requests judged one by one (which
+    would let the release hold on a batch it never runs). The CUDA-graph
+    replay path, the default decode path, has no such assert: it is judged on
+    the whole batch, as a server replays it.
     """
     eager = run_metadata(rel, context_len, batch, "eager")
-    refused = eager["verdict"] == "not run" and bool(eager.get("asserts"))
-    if not refused or len(batch) == 1:
-        return {"paths": {"eager": eager, "replay": run_metadata(rel, context_len, batch, "replay")},
-                "alone": False}
-    paths: dict[str, dict[str, Any]] = {}
-    for path in PATHS:
-        verdict: dict[str, Any] = {"verdict": "holds"}
-        for i, request in enumerate(batch):
-            alone = run_metadata(rel, context_len, [request], path)
-            if alone["verdict"] != "holds":
-                verdict = {**alone, **({"message": f"request {i} alone: {alone['message']}"}
-                                       if "message" in alone else {"reason": f"request {i} alone: "
-                                                                            f"{alone['reason']}"})}
-                break
-        paths[path] = verdict
-    return {"paths": paths, "alone": True, "why": eager["reason"]}
+    replay = run_metadata(rel, context_len, batch, "replay")
+    refused = eager["verdict"] == "not run" and bool(eager.get("asserts")) and len(batch) > 1
+    if not refused:
+        return {"paths": {"eager": eager, "replay": replay}, "refused": False}
+    why = eager["reason"]
+    eager = {**eager, "refused": True,
+             "reason": f"the release refuses a batch of {len(batch)} requests on the eager path: {why}"}
+    return {"paths": {"eager": eager, "replay": replay}, "refused": True, "why": why}
 
 
 def fa3_path(rel: SglangRelease) -> dict[str, Any]:

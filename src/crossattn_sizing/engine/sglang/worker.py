@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         """What each op answers when the release did not load: "not run" with the gap's reason."""
         assert gap is not None
         if op == "read":
-            return {"paths": dict.fromkeys(PATHS, gap), "alone": False}
+            return {"paths": dict.fromkeys(PATHS, gap), "refused": False}
         if op == "fa3_path":
             return {"path": "not run", "reason": gap["reason"]}
         return None if op == "width" else gap  # width None: not known
