@@ -46,13 +46,10 @@ from crossattn_sizing.engine.sglang.run import (
     decode_calls,
 )
 from crossattn_sizing.engine.sglang.source import find_class, parse_release_file
+from crossattn_sizing.engine.sglang.startup_client import PATHS
 
 FILL_ATTRIBUTES = ("seq_len_fill_value", "encoder_len_fill_value")
 """What the runner's ``__init__`` sets for the dummy batch: its decoder and its encoder lengths."""
-
-PATHS = ("capture", "replay")
-"""The start-up batch's two ways through the backend: ``init_forward_metadata_out_graph`` with
-``in_capture=True`` (the capture), and without it (a padded slot at replay)."""
 
 DUMMY_PAST_ROW = "a start-up (CUDA-graph capture) dummy request is longer than its row"
 KERNEL_ARGS_WRONG = "a start-up batch hands the kernel an index or length that is not the dummy request's"
