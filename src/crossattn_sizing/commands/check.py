@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, JudgedFailure, refuse_spelling
+from crossattn_sizing.base.errors import ConfigError, HarnessError, JudgedFailure, OptionError, refuse_spelling
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
@@ -38,7 +38,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
     p.add_argument("--requests", help="with --engine sglang: e:prompt:d per request (e:prompt:d:cached "
                    "with a cached prefix), comma-separated")
+    for flag, text in STARTUP_OPTIONS.items():
+        p.add_argument(flag, help=text)
     p.set_defaults(func=run)
+
+
+STARTUP_OPTIONS = {
+    "--cuda-graph-bs": "with --engine sglang: judge the start-up batches instead of --requests: the CUDA-graph "
+                       "capture sizes, comma-separated",
+    "--max-running-requests": "with --cuda-graph-bs: the server's --max-running-requests (default: the "
+                              "largest capture size)",
+    "--max-source-positions": "with --cuda-graph-bs: the model config's max_source_positions (default: none "
+                              "declared)",
+}
+"""``check``'s start-up options (SGLang's own flag names): only ``--engine sglang...`` takes them."""
 
 
 def parse_config(text: str) -> RunnerConfig:
@@ -85,6 +98,11 @@ def parse_lengths(text: str, config: RunnerConfig) -> list[int]:
 def run(args: argparse.Namespace) -> int:
     """Check one config and its encoder lengths under a policy (or an engine's own); the exit status."""
     engine = engine_of(args, "check")  # options that do not apply to the engine: refused first
+    for flag in STARTUP_OPTIONS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None and (engine is None or engine.family.name != "sglang"):
+            raise OptionError(flag, value, "applies only with --engine sglang==X or sglang@PATH (SGLang's "
+                              "CUDA-graph start-up batches)")
     if engine is not None and engine.subject is None:  # the engine judges one batch its own way
         return engine.command("check")(engine.spec, args)
     if engine is not None:
