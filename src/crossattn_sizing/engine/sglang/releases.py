@@ -369,3 +369,14 @@ each release's own code; docs/engine.md): an expectation for ``verify``, never a
 KNOWN_READ_FAILURES = frozenset(f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_OVERFLOW):])
 """Releases whose read side is expected to fail (the known finding, docs/spec.md §10); any other release
 or tree is expected to hold, as a user's own policy is."""
+
+FIRST_STARTUP_OVERFLOW = "0.5.13"
+"""The first release whose CUDA-graph capture dummy request can be longer than its row: from 0.5.13 the runner
+fills every dummy request's encoder length with the model config's ``max_source_positions``, whatever the
+context length (found running each release's own code; docs/engine.md): an expectation for ``verify``,
+never a verdict."""
+
+KNOWN_STARTUP_FAILURES = frozenset(
+    f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_STARTUP_OVERFLOW):])
+"""Releases whose capture property is expected to fail (a server whose context length is below its model's
+``max_source_positions``)."""

@@ -143,7 +143,10 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
         rows, cols = table.tensor.shape
         table.tensor.copy_((1 + torch.arange(rows * cols, dtype=torch.int64)).view(rows, cols))  # distinct
         backend = backend_self(rel, pool, table, context_len, 1 + rows * cols)
-        backend.__dict__.update(is_encoder_decoder=True, device="cpu", needs_cpu_seq_lens=False,
+        # As the release's __init__ sizes them (page size 1): the capture buffers' page tables are
+        # max_num_pages = max_context_len wide, and the metadata kernel writes that many columns a row.
+        backend.__dict__.update(max_context_len=context_len, max_num_pages=context_len,
+                                is_encoder_decoder=True, device="cpu", needs_cpu_seq_lens=False,
                                 skip_prefill=False, is_draft_runner=False, _verify_mask=None,
                                 target_verify_metadata={}, decode_cuda_graph_metadata={},
                                 forward_metadata_spec_decode_expand=None, speculative_num_draft_tokens=None)
