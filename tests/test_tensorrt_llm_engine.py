@@ -105,6 +105,7 @@ def test_verify_fails_on_the_recorded_tree_and_holds_on_the_fixed_one() -> None:
     done = cli("verify", "--engine", spec(FIXED), "--max-examples", "100")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "cross-pool capacity: admitted encoder tokens fit the pool  holds" in done.stdout
+    assert "start-up batches (warm-up requests)                        not run   0" in done.stdout  # exit: 0
 
 
 def test_reproduce_whisper_on_both_trees() -> None:

@@ -78,6 +78,9 @@ class EngineSuite:
     given ``--call-timeout`` (None: the default deadline), its worker started. The suite's property then
     takes that sizer (``sizer=``) instead of a policy, and verify runs it itself
     (:mod:`crossattn_sizing.runs.cross_pool_verify`), not through pytest; None for every other suite."""
+    startup_not_run: str = ""
+    """Why the engine's start-up batches (warm-up, profiling, CUDA-graph capture) are not run for this tree,
+    printed as their own "not run" row; "" where the suite's files judge them (or say nothing of them)."""
 
 
 class EngineFamily(Protocol):

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from crossattn_sizing.findings.results import PropertyFailure
 
 PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
+STARTUP = "start-up batches (warm-up requests)"
+"""The row of the engine's start-up batches, where the suite says why they are not run. The exit status is
+the property's: the row states what was not run (docs/engine.md, "TensorRT-LLM")."""
 
 
 def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
@@ -74,6 +77,9 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
         print(f"    check: {failure.reproduce}")
     elif reason:
         print(f"    {reason}")
+    if suite.startup_not_run:  # a documented absence: its own row, never folded into the property's verdict
+        print(f"{STARTUP:<{len(PROPERTY)}}  {Outcome.NOT_RUN.value:<8}  0")
+        print(f"    {suite.startup_not_run}")
     return exit_status([outcome])
 
 
