@@ -52,7 +52,8 @@ def check_startup(server: StartupServer, judge: SglangStartup, path: str) -> Non
         pytest.skip(f"{NOT_RUN_MARK}{judge.name}: start-up {path}: {verdict['reason']}")
     if verdict["verdict"] == "fails":
         where = f" ({verdict['where']})" if verdict.get("where") else ""
-        fail_rerun([f"SGLang start-up batches ({judge.name}, CUDA-graph {path}): {verdict.get('headline')}{where}",
+        heading = f"SGLang start-up batches ({judge.name}, CUDA-graph {path})"
+        fail_rerun([f"{heading}: {verdict.get('headline')}{where}",
                     *server.lines(), f"  {verdict['message']}",
                     f"  replay: {check_line(judge.name, server)}"],
                    ["--read-builder", judge.name])

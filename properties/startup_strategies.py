@@ -28,7 +28,8 @@ def startup_servers(draw: st.DrawFn) -> StartupServer:
     """One SGLang server's start-up settings."""
     context_len = draw(st.integers(8, MAX_CONTEXT), label="context_len")
     max_running = draw(st.integers(1, MAX_RUNNING), label="max_running_requests")
-    sizes = draw(st.lists(st.integers(1, max_running), min_size=1, max_size=4, unique=True), label="capture_bs")
+    sizes = draw(st.lists(st.integers(1, max_running), min_size=1, max_size=4, unique=True),
+                 label="capture_bs")
     source = draw(st.one_of(st.none(), st.just(WHISPER_SOURCE_POSITIONS), st.integers(1, MAX_CONTEXT)),
                   label="max_source_positions")
     return StartupServer(context_len, tuple(sorted(sizes)), max_running, source)

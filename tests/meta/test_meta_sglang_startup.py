@@ -12,7 +12,6 @@ covers the encoder fill.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 from hypothesis import Phase, given, settings
@@ -53,8 +52,11 @@ def test_the_unmutated_tree_holds_the_same_capture() -> None:
 def test_drawn_servers_fail_on_the_broken_tree(broken: SglangStartup) -> None:
     """The property's own strategy and body on drawn servers, without shrinking (each step is a call into
     the tree; the fixed case above shows the line caught)."""
+    def body(server: StartupServer) -> None:
+        sglang_startup.check_startup(server, broken, "capture")
+
     prop = settings(max_examples=3, phases=(Phase.explicit, Phase.generate), database=None, deadline=None)(
-        given(server=startup_servers())(lambda server: sglang_startup.check_startup(server, broken, "capture")))
+        given(server=startup_servers())(body))
     with pytest.raises(PropertyFailure, match="dummy request is longer than its row"):
         prop()
 

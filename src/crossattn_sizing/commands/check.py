@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, JudgedFailure, OptionError, refuse_spelling
+from crossattn_sizing.base.errors import (
+    ConfigError,
+    HarnessError,
+    JudgedFailure,
+    OptionError,
+    refuse_spelling,
+)
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
@@ -44,8 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 STARTUP_OPTIONS = {
-    "--cuda-graph-bs": "with --engine sglang: judge the start-up batches instead of --requests: the CUDA-graph "
-                       "capture sizes, comma-separated",
+    "--cuda-graph-bs": "with --engine sglang: judge the start-up batches instead of --requests: the "
+                       "CUDA-graph capture sizes, comma-separated",
     "--max-running-requests": "with --cuda-graph-bs: the server's --max-running-requests (default: the "
                               "largest capture size)",
     "--max-source-positions": "with --cuda-graph-bs: the model config's max_source_positions (default: none "

@@ -27,8 +27,8 @@ from crossattn_sizing.engine.sglang.releases import (
     KNOWN_STARTUP_FAILURES,
     STARTUP_STAND_INS,
     AttentionStep,
-    StartupStep,
     SglangRange,
+    StartupStep,
 )
 from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
 

@@ -114,8 +114,9 @@ STARTUP_STAND_INS: tuple[tuple[str, str], ...] = (
 )
 """What stands in for the start-up batches, in every range that runs them (docs/engine.md)."""
 
-NO_STARTUP = ("the capture path before 0.5.13 (FlashAttentionBackend.init_forward_metadata_capture_cuda_graph "
-              "and the runner's encoder fill) is not in the harness's table")
+NO_STARTUP = ("the capture path before 0.5.13 (FlashAttentionBackend."
+              "init_forward_metadata_capture_cuda_graph and the runner's encoder fill) is not in the "
+              "harness's table")
 
 
 @dataclass(frozen=True)

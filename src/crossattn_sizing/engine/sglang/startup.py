@@ -132,12 +132,14 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
     reason."""
     step = rel.range.startup
     if isinstance(step, str):
-        return {"paths": dict.fromkeys(PATHS, {"verdict": "not run", "reason": f"{rel.range.label()}: {step}"})}
+        reason = f"{rel.range.label()}: {step}"
+        return {"paths": {path: {"verdict": "not run", "reason": reason} for path in PATHS}}
     where = "laying out the CUDA-graph runner's dummy batch"
     try:
         lines = fill_lines(rel, step)
         width = context_len + rel.row_extra()
-        pool = rel.pool_class(size=max_running, max_context_len=width, device="cpu", enable_memory_saver=False)
+        pool = rel.pool_class(size=max_running, max_context_len=width, device="cpu",
+                              enable_memory_saver=False)
         table = GuardedTable(pool.req_to_token)
         pool.req_to_token = table
         rows, cols = table.tensor.shape
@@ -158,7 +160,8 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
         if encoder is not None:
             tables["encoder"] = int(encoder.shape[1])
     except Exception as exc:  # the adapter's gap or a stand-in the release reached: not run, named
-        return {"paths": dict.fromkeys(PATHS, _not_run(rel, exc, where))}
+        gap = _not_run(rel, exc, where)
+        return {"paths": {path: dict(gap) for path in PATHS}}
     fills = {"seq_len_fill_value": seq_fill, "encoder_len_fill_value": enc_fill}
     said = (f"capture sizes {sorted(set(capture_bs))}; each dummy request: row 0, encoder_lens {enc_fill} "
             f"({lines.get('encoder_len_fill_value', '?')}), seq_lens {seq_fill} "
@@ -168,9 +171,9 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
     if problem is not None:  # the same batch on both paths
         culprit = "seq_len_fill_value" if enc_fill == 0 or seq_fill > min(width, tables["decoder"]) else \
             "encoder_len_fill_value"
-        out["paths"] = dict.fromkeys(PATHS, {
-            "verdict": "fails", "headline": DUMMY_PAST_ROW, "message": f"{problem}; {said}",
-            "where": lines.get(culprit, step.runner.file), "bs": max(capture_bs)})
+        where = lines.get(culprit, step.runner.file)
+        out["paths"] = {path: {"verdict": "fails", "headline": DUMMY_PAST_ROW, "message": f"{problem}; "
+                               f"{said}", "where": where, "bs": max(capture_bs)} for path in PATHS}
         return out
     row = table.tensor[0].to(torch.int64)
     for path in PATHS:

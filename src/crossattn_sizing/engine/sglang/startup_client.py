@@ -17,7 +17,8 @@ from typing import Any
 from crossattn_sizing.base.errors import ReleaseUnavailable
 
 PATHS = ("capture", "replay")
-"""The start-up batch's paths through the backend (as :data:`crossattn_sizing.engine.sglang.startup.PATHS`)."""
+"""The start-up batch's two ways through FA3's ``init_forward_metadata_out_graph``: with ``in_capture=True``
+(the capture) and without it (a padded slot at replay)."""
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ class SglangStartup:
         except EngineCrash as exc:
             return dict.fromkeys(PATHS, did_not_return(exc))
         except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
-            return dict.fromkeys(PATHS, {"verdict": "not run", "reason": f"the worker could not answer: {exc}"})
+            reason = f"the worker could not answer: {exc}"
+            return {path: {"verdict": "not run", "reason": reason} for path in PATHS}
         return {path: answer["paths"][path] for path in PATHS}
 
 
