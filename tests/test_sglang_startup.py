@@ -50,7 +50,8 @@ def test_the_dummy_lengths_are_the_runner_s_own(release: Any) -> None:
     from crossattn_sizing.engine.sglang.run import backend_self
     from crossattn_sizing.engine.sglang.startup import dummy_fills, fill_lines
 
-    step = release.range.startup
+    step = release.range.startup.runner(FIXTURE)
+    assert step.file == RUNNER
     assert fill_lines(release, step) == {"seq_len_fill_value": f"{RUNNER}:433",
                                          "encoder_len_fill_value": f"{RUNNER}:440"}
     backend = backend_self(release, None, types.SimpleNamespace(width=1), 64, 1)  # type: ignore[arg-type]

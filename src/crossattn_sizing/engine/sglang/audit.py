@@ -13,10 +13,11 @@ release's own code (:mod:`crossattn_sizing.engine.sglang.run`) and answers:
   line that replays it.
 - **write side**: the same batches and the longest request the server admits,
   laid into the release's own rows by its own extend and decode rule.
-- **start-up (capture)**: :data:`STARTUP_PROBES`, servers whose CUDA-graph
-  capture batches (the runner's own dummy lengths through FA3's own capture
-  code, :mod:`crossattn_sizing.engine.sglang.startup`) are judged; the first
-  that fails is printed with the release's ``file:line`` and its ``check`` line.
+- **start-up (capture / replay)**: :data:`STARTUP_PROBES`, servers whose
+  CUDA-graph dummy batches (the runner's own dummy lengths through FA3's own
+  capture and replay code, :mod:`crossattn_sizing.engine.sglang.startup`) are
+  judged on each path; each path's first failure is printed with the
+  release's ``file:line`` and its ``check`` line.
 
 Below the table: the first release (in release order) whose read side fails.
 Verdicts are the release's; what the harness could not run is "not run",
@@ -62,8 +63,8 @@ STARTUP_PROBES: tuple[tuple[int, tuple[int, ...], int, int | None], ...] = (
     (1024, (1, 2), 2, 1500),  # Whisper with --context-length 1024, below its 1500 encoder frames
     (2048, (1, 8), 8, None),  # an encoder-decoder config declaring no max_source_positions (Mllama's)
 )
-"""Servers whose CUDA-graph capture batches the start-up column judges (the capture path; a padded slot's
-replay reads the same text gather as the read side, judged there)."""
+"""Servers whose CUDA-graph start-up batches the start-up column judges, on the capture path and on the
+replay path (what a padded slot of a smaller batch replays)."""
 
 REFUSED_OPTIONS = {
     "runner": "--runner names vLLM's model runners; SGLang has one decode path, audited on both its paths",
@@ -196,26 +197,31 @@ def audit_release(spec: str, args: argparse.Namespace) -> Row:
 
 
 def audit_startup(spec: str, detail: list[str]) -> tuple[str, Outcome]:
-    """The start-up column: :data:`STARTUP_PROBES` through the release's own capture code; its verdict,
-    the first capture that does not hold added to ``detail`` with the ``file:line`` and the ``check`` line
-    that replays it."""
-    from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+    """The start-up column: :data:`STARTUP_PROBES` through the release's own capture code, on the capture
+    and the replay path; ``"capture / replay"`` verdicts and the worst outcome, each path's first probe that
+    does not hold added to ``detail`` with the release's ``file:line`` and the ``check`` line that replays
+    it."""
+    from crossattn_sizing.engine.sglang.startup_client import PATHS, SglangStartup, StartupServer
     from crossattn_sizing.engine.sglang.startup_client import check_line as startup_line
 
     judge = SglangStartup(spec)
+    found: dict[str, str] = {}
     for context_len, sizes, running, source in STARTUP_PROBES:
         server = StartupServer(context_len, sizes, running, source)
-        verdict = judge.verdicts(server)["capture"]
-        if verdict["verdict"] == "holds":
-            continue
-        if verdict["verdict"] == "not run":
-            detail.append(f"start-up: not run: {verdict['reason']}")
-            return "not run", Outcome.NOT_RUN
-        where = f" ({verdict['where']})" if verdict.get("where") else ""
-        detail.append(f"start-up, capture: {verdict.get('headline')}{where}: {verdict['message']}")
-        detail.append(f"  check: {startup_line(spec, server)}")
-        return "fails", Outcome.FAILS
-    return "holds", Outcome.HOLDS
+        for path, verdict in judge.verdicts(server).items():
+            if path in found or verdict["verdict"] == "holds":
+                continue
+            found[path] = verdict["verdict"]
+            if verdict["verdict"] == "not run":
+                detail.append(f"start-up, {path}: not run: {verdict['reason']}")
+                continue
+            where = f" ({verdict['where']})" if verdict.get("where") else ""
+            detail.append(f"start-up, {path}: {verdict.get('headline')}{where}: {verdict['message']}")
+            detail.append(f"  check: {startup_line(spec, server)}")
+    verdicts = [found.get(path, "holds") for path in PATHS]
+    outcome = Outcome.FAILS if "fails" in verdicts else Outcome.NOT_RUN if "not run" in verdicts else \
+        Outcome.HOLDS
+    return " / ".join(verdicts), outcome
 
 
 def run_audit_command(spec: str, args: argparse.Namespace) -> int:
@@ -258,7 +264,7 @@ def run_sglang_audit(args: argparse.Namespace) -> int:
 
 def render(rows: list[Row]) -> None:
     """The table, each row's details under it, and the first release whose read side fails."""
-    head = ("release", "FA3 text table", "read side", "write side", "start-up (capture)")
+    head = ("release", "FA3 text table", "read side", "write side", "start-up (capture / replay)")
     cells = [(r.spec, r.path, r.read, r.write, r.startup) for r in rows]
     widths = [max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(len(head))]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
@@ -274,7 +280,7 @@ def render(rows: list[Row]) -> None:
         print("first release with the overflow: none of those audited (no read side fails)")
     else:
         print(f"first release with the overflow: {first.spec} (FA3 text table: {first.path})")
-    first = next((r for r in rows if r.startup_outcome == Outcome.FAILS), None)
+    first = next((r for r in rows if r.startup.startswith("fails")), None)
     if first is None:
         print("first release whose capture dummy is longer than its row: none of those audited")
     else:

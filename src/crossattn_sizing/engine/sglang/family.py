@@ -58,7 +58,7 @@ def _release_range(rng: SglangRange, newest: bool) -> ReleaseRange:
     if isinstance(attention, str):
         note += f"; the attention property is not run: {attention}"
     if isinstance(rng.startup, StartupStep):
-        steps += (rng.startup.runner,)
+        steps += rng.startup.runners
     else:
         note += f"; the start-up properties are not run: {rng.startup}"
     attention_stand_ins = ATTENTION_STAND_INS if isinstance(attention, AttentionStep) else ()

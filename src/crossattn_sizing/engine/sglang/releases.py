@@ -89,11 +89,17 @@ class StartupStep:
     """The start-up batches: the CUDA-graph runner's dummy decode batch, through the release's own FA3
     capture and replay metadata and ``forward_decode`` (:mod:`crossattn_sizing.engine.sglang.startup`)."""
 
-    runner: Step
+    runners: tuple[Step, ...]
     """The runner's ``__init__``, whose statements setting the dummy lengths
-    (:data:`~crossattn_sizing.engine.sglang.startup.FILL_ATTRIBUTES`) run as the release's own."""
+    (:data:`~crossattn_sizing.engine.sglang.startup.FILL_ATTRIBUTES`) run as the release's own: the first of
+    these whose file the tree holds (the runner moved within a range: 0.5.14 has it under ``runner/``)."""
     entry: str = "init_forward_metadata_out_graph"
     """FlashAttentionBackend's capture and replay entry (``in_capture=True`` for the capture)."""
+
+    def runner(self, root: Path) -> Step:
+        """Where the tree at ``root`` keeps the runner (the first of :attr:`runners` whose file it holds;
+        the last where it holds none, so the "not run" names it)."""
+        return next((s for s in self.runners if (root / s.file).is_file()), self.runners[-1])
 
 
 STARTUP_STAND_INS: tuple[tuple[str, str], ...] = (
@@ -238,7 +244,7 @@ RANGES: tuple[SglangRange, ...] = (
         Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
         sizing_takes_server_args=False,
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
-        startup=StartupStep(Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__")),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.18", "0.5.21",
@@ -247,7 +253,7 @@ RANGES: tuple[SglangRange, ...] = (
         Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
         sizing_takes_server_args=False,
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
-        startup=StartupStep(Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__")),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.16", "0.5.17",
@@ -258,7 +264,7 @@ RANGES: tuple[SglangRange, ...] = (
         stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
                     "no speculative decoding, page size 1"),),
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
-        startup=StartupStep(Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__")),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.13", "0.5.15.post1",
@@ -269,7 +275,8 @@ RANGES: tuple[SglangRange, ...] = (
         stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
                     "no speculative decoding, page size 1"),),
         helpers=(Step("sglang/srt/layers/attention/utils.py", "assert_buffer_fits"),),
-        startup=StartupStep(Step(CUDA_GRAPH_RUNNER, "CudaGraphRunner.__init__")),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),
+                             Step(CUDA_GRAPH_RUNNER, "CudaGraphRunner.__init__"))),
     ),
     SglangRange(
         "0.5.10", "0.5.12.post1",

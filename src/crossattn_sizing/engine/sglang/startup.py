@@ -37,7 +37,7 @@ from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, engine_frame
 from crossattn_sizing.engine.sglang import kernel_calls
 from crossattn_sizing.engine.sglang.admission import assignments_alone
-from crossattn_sizing.engine.sglang.releases import StartupStep
+from crossattn_sizing.engine.sglang.releases import StartupStep, Step
 from crossattn_sizing.engine.sglang.run import (
     GuardedTable,
     SglangRelease,
@@ -57,21 +57,21 @@ READ_PAST_ROW = "a start-up batch gathers a column outside its row"
 """Each verdict's headline: the step that failed, for the property's first line."""
 
 
-def fill_lines(rel: SglangRelease, step: StartupStep) -> dict[str, str]:
+def fill_lines(rel: SglangRelease, runner: Step) -> dict[str, str]:
     """``attribute -> "file:line"`` of the runner's statement setting each fill value (for a finding)."""
-    module = parse_release_file(rel.root, step.runner.file)
-    cls, _, method = step.runner.name.partition(".")
+    module = parse_release_file(rel.root, runner.file)
+    cls, _, method = runner.name.partition(".")
     init = next((n for n in find_class(module, cls).body
                  if isinstance(n, ast.FunctionDef) and n.name == method), None)  # fmt: skip
     out: dict[str, str] = {}
     for node in init.body if init is not None else ():
         for target in node.targets if isinstance(node, ast.Assign) else ():
             if isinstance(target, ast.Attribute) and target.attr in FILL_ATTRIBUTES:
-                out[target.attr] = f"{step.runner.file}:{node.lineno}"
+                out[target.attr] = f"{runner.file}:{node.lineno}"
     return out
 
 
-def dummy_fills(rel: SglangRelease, step: StartupStep, backend: Any, context_len: int,
+def dummy_fills(rel: SglangRelease, runner: Step, backend: Any, context_len: int,
                 max_source_positions: int | None) -> tuple[int, int]:
     """``(seq_len_fill_value, encoder_len_fill_value)`` as the release's runner sets them.
 
@@ -79,27 +79,27 @@ def dummy_fills(rel: SglangRelease, step: StartupStep, backend: Any, context_len
     the backend (the release's, for ``get_cuda_graph_seq_len_fill_value``), no dLLM, an encoder-decoder
     model whose ``hf_config`` declares ``max_source_positions`` or not.
     """
-    module = parse_release_file(rel.root, step.runner.file)
-    alone = assignments_alone(module, step.runner, FILL_ATTRIBUTES, parameters=True)
+    module = parse_release_file(rel.root, runner.file)
+    alone = assignments_alone(module, runner, FILL_ATTRIBUTES, parameters=True)
     if alone is None:
-        raise AdapterGap(step.runner.name, f"{step.runner.name} sets neither of {', '.join(FILL_ATTRIBUTES)} "
-                         "(renamed or moved in this release?)", step.runner.file)
+        raise AdapterGap(runner.name, f"{runner.name} sets neither of {', '.join(FILL_ATTRIBUTES)} "
+                         "(renamed or moved in this release?)", runner.file)
     hf_config = types.SimpleNamespace()
     if max_source_positions is not None:
         hf_config.max_source_positions = max_source_positions
     model_runner = types.SimpleNamespace(model_config=types.SimpleNamespace(
         hf_config=hf_config, is_encoder_decoder=True, context_len=context_len))
-    runner = types.SimpleNamespace(attn_backend=backend, dllm_config=None, is_encoder_decoder=True,
-                                   model_runner=model_runner)
+    runner_self = types.SimpleNamespace(attn_backend=backend, dllm_config=None, is_encoder_decoder=True,
+                                        model_runner=model_runner)
     import inspect
 
     params = list(inspect.signature(alone).parameters)
-    alone(runner, *([model_runner] if len(params) > 1 else []))
-    missing = [a for a in FILL_ATTRIBUTES if not hasattr(runner, a)]
+    alone(runner_self, *([model_runner] if len(params) > 1 else []))
+    missing = [a for a in FILL_ATTRIBUTES if not hasattr(runner_self, a)]
     if missing:
-        raise AdapterGap(step.runner.name, f"{step.runner.name} does not set {', '.join(missing)} in the "
-                         "statements the harness runs", step.runner.file)
-    return int(runner.seq_len_fill_value), int(runner.encoder_len_fill_value)
+        raise AdapterGap(runner.name, f"{runner.name} does not set {', '.join(missing)} in the "
+                         "statements the harness runs", runner.file)
+    return int(runner_self.seq_len_fill_value), int(runner_self.encoder_len_fill_value)
 
 
 def judge_dummy(encoder_len: int, seq_len: int, width: int, tables: dict[str, int]) -> str | None:
@@ -136,7 +136,8 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
         return {"paths": {path: {"verdict": "not run", "reason": reason} for path in PATHS}}
     where = "laying out the CUDA-graph runner's dummy batch"
     try:
-        lines = fill_lines(rel, step)
+        runner = step.runner(rel.root)
+        lines = fill_lines(rel, runner)
         width = context_len + rel.row_extra()
         pool = rel.pool_class(size=max_running, max_context_len=width, device="cpu",
                               enable_memory_saver=False)
@@ -152,7 +153,7 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
                                 skip_prefill=False, is_draft_runner=False, _verify_mask=None,
                                 target_verify_metadata={}, decode_cuda_graph_metadata={},
                                 forward_metadata_spec_decode_expand=None, speculative_num_draft_tokens=None)
-        seq_fill, enc_fill = dummy_fills(rel, step, backend, context_len, max_source_positions)
+        seq_fill, enc_fill = dummy_fills(rel, runner, backend, context_len, max_source_positions)
         where = "FlashAttentionBackend.init_cuda_graph_state"
         backend.init_cuda_graph_state(max(capture_bs), max(capture_bs))
         tables = {"decoder": int(backend.decode_cuda_graph_metadata["page_table"].shape[1])}
@@ -171,7 +172,7 @@ def run_startup(rel: SglangRelease, context_len: int, capture_bs: Sequence[int],
     if problem is not None:  # the same batch on both paths
         culprit = "seq_len_fill_value" if enc_fill == 0 or seq_fill > min(width, tables["decoder"]) else \
             "encoder_len_fill_value"
-        where = lines.get(culprit, step.runner.file)
+        where = lines.get(culprit, runner.file)
         out["paths"] = {path: {"verdict": "fails", "headline": DUMMY_PAST_ROW, "message": f"{problem}; "
                                f"{said}", "where": where, "bs": max(capture_bs)} for path in PATHS}
         return out
