@@ -123,7 +123,7 @@ def test_check_replays_one_start_up_server(capsys: pytest.CaptureFixture[str]) -
                          "--max-source-positions 1500")
     assert main(line.split()[1:]) == 1
     out = capsys.readouterr().out
-    headline = "a start-up (CUDA-graph capture) dummy request is longer than its row"
+    headline = "a start-up (CUDA-graph) dummy request is longer than its row"
     assert f"FAIL  capture: {headline} ({RUNNER}:440)" in out
     assert f"reproduce: {line}" in out
     assert main(["check", "--engine", SPEC, "--context-len", "64", "--cuda-graph-bs", "1,2"]) == 0

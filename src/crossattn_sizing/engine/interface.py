@@ -78,6 +78,10 @@ class EngineSuite:
     given ``--call-timeout`` (None: the default deadline), its worker started. The suite's property then
     takes that sizer (``sizer=``) instead of a policy, and verify runs it itself
     (:mod:`crossattn_sizing.runs.cross_pool_verify`), not through pytest; None for every other suite."""
+    startup_files: tuple[str, ...] = ()
+    """Property files judging the engine's start-up batches (warm-up, CUDA-graph capture), through its own
+    code: ``verify`` runs them beside :attr:`files` (and says so in its notes); ``report`` does not, having
+    no tracker template for their findings yet (docs/reporting.md)."""
     startup_not_run: str = ""
     """Why the engine's start-up batches (warm-up, profiling, CUDA-graph capture) are not run for this tree,
     printed as their own "not run" row; "" where the suite's files judge them (or say nothing of them)."""

@@ -32,20 +32,24 @@ DEVICE = "cpu"
 
 def engine_verify(
     spec: str, suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
-    select: list[str], notes: list[str],
+    select: list[str], notes: list[str], startup: bool = True,
 ) -> VerifyReport:  # fmt: skip
     """Run ``suite`` on ``spec``; its report (one row, ``spec``; the implementation column says so too).
 
     Everything is expected to hold but :attr:`EngineSuite.known_failures`. A
-    property with no example run is "not run", as for a policy.
+    property with no example run is "not run", as for a policy. ``startup``: run the suite's start-up
+    files too (:attr:`EngineSuite.startup_files`; ``report`` does not).
     """
+    files = [*suite.files, *(suite.startup_files if startup else ())]
+    if startup and suite.startup_files:
+        notes = [*notes, f"start-up batches: {', '.join(suite.startup_files)} (docs/engine.md)"]
     interrupted = True
     results: list[PropertyResult] = []
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the report says it all once
             results, code = run_suite(
                 "mrv2", profile=with_max_examples(profile, max_examples), seed=seed, select=select,
-                only=list(suite.files), extra_args=list(suite.pytest_args),
+                only=files, extra_args=list(suite.pytest_args),
             )  # fmt: skip
         interrupted = code == 2 or interrupts.requested()
     except KeyboardInterrupt:  # outside pytest: before or after the suite

@@ -155,11 +155,12 @@ class SglangFamily:
         if spec.strip() in KNOWN_STARTUP_FAILURES:
             known |= {CAPTURE_PROPERTY}
         return EngineSuite(
-            files=(PROPERTY_FILE, ATTENTION_FILE, STARTUP_FILE),
+            files=(PROPERTY_FILE, ATTENTION_FILE),
+            startup_files=(STARTUP_FILE,),
             pytest_args=("--read-builder", spec.strip()),
             known_failures=known,
-            heading=f"{spec.strip()}: SGLang's own decode metadata builder, TorchNativeAttnBackend and "
-                    "CUDA-graph start-up batches (docs/engine.md)",
+            heading=f"{spec.strip()}: SGLang's own decode metadata builder and TorchNativeAttnBackend "
+                    "(docs/engine.md)",
         )
 
     def command(self, name: str) -> EngineCommand | None:

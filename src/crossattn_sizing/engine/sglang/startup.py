@@ -51,7 +51,7 @@ from crossattn_sizing.engine.sglang.startup_client import PATHS
 FILL_ATTRIBUTES = ("seq_len_fill_value", "encoder_len_fill_value")
 """What the runner's ``__init__`` sets for the dummy batch: its decoder and its encoder lengths."""
 
-DUMMY_PAST_ROW = "a start-up (CUDA-graph capture) dummy request is longer than its row"
+DUMMY_PAST_ROW = "a start-up (CUDA-graph) dummy request is longer than its row"
 KERNEL_ARGS_WRONG = "a start-up batch hands the kernel an index or length that is not the dummy request's"
 READ_PAST_ROW = "a start-up batch gathers a column outside its row"
 """Each verdict's headline: the step that failed, for the property's first line."""
