@@ -19,7 +19,7 @@ import pytest
 
 from crossattn_sizing.commands.cli import main
 from crossattn_sizing.engine.sglang import releases
-from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer, check_line
+from crossattn_sizing.engine.sglang.startup_client import StartupServer, check_line
 from tests.sglang_tree import FIXTURE, SPEC
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -114,9 +114,7 @@ def test_every_range_from_0_5_13_runs_the_start_up_steps() -> None:
 
 
 def test_check_replays_one_start_up_server(capsys: pytest.CaptureFixture[str]) -> None:
-    """The client's answer from the tree's worker, then the replay line it prints, run: the same verdict."""
-    verdicts = SglangStartup(SPEC).verdicts(StartupServer(1024, (1,), 1, WHISPER))
-    assert verdicts["capture"]["verdict"] == "fails" and verdicts["capture"]["where"] == f"{RUNNER}:440"
+    """The replay line of a server, run (through the client and the tree's worker): the same verdict."""
     server = StartupServer(1024, (1, 2), 2, WHISPER)
     line = check_line(SPEC, server)
     assert line.endswith("--context-len 1024 --max-running-requests 2 --cuda-graph-bs 1,2 "
