@@ -6,12 +6,15 @@ encoder length becomes ``context_len + 4``, the row's own width, so with its
 one decoder token it reads columns ``[0, context_len + 5)``: one past the row.
 Both start-up properties (capture and padded replay) fail on every server
 drawn; the unmutated tree holds the same capture on a server whose context
-covers the encoder fill.
+covers the encoder fill. A copy whose FA3 capture builds the text page table
+from column 0 (the encoder part) fails the capture on the judge of the
+kernel's own columns.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import Phase, given, settings
@@ -20,7 +23,7 @@ from crossattn_sizing.engine.sglang.startup_client import SglangStartup, Startup
 from crossattn_sizing.findings.results import PropertyFailure
 from properties import sglang_startup
 from properties.startup_strategies import startup_servers
-from tests.sglang_tree import SPEC, copy_tree
+from tests.sglang_tree import FA3, REPLAY_LINE, SPEC, copy_tree
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 pytest.importorskip("torch")
@@ -59,6 +62,25 @@ def test_drawn_servers_fail_on_the_broken_tree(broken: SglangStartup) -> None:
         given(server=startup_servers())(body))
     with pytest.raises(PropertyFailure, match="dummy request is longer than its row"):
         prop()
+
+
+def test_a_capture_reading_the_encoder_part_as_text_fails(tmp_path: Path) -> None:
+    """FA3's capture/replay text page table from column 0 (the encoder part) instead of each dummy's
+    ``encoder_lens``: every length still fits, but the self-attention kernel is handed columns that are not
+    the dummy's decoder keys; the unmutated tree holds the same capture. Run in this process (the release's
+    own code all the same; a worker start per tree would double the test's time)."""
+    from crossattn_sizing.engine.sglang.run import SglangRelease
+    from crossattn_sizing.engine.sglang.startup import KERNEL_ARGS_WRONG, run_startup
+    from tests.sglang_tree import FIXTURE
+
+    mutated = REPLAY_LINE.replace("= encoder_lens", "= 0 * encoder_lens")
+    tree = copy_tree(tmp_path / "text-at-0", {FA3: (REPLAY_LINE, mutated)})
+    capture = run_startup(SglangRelease.load(tree), 64, [1, 2], 2, 16)["paths"]["capture"]
+    assert capture["verdict"] == "fails" and capture["headline"] == KERNEL_ARGS_WRONG
+    assert "self-attention call (flash_attn_with_kvcache) hands the kernel page_table[0, 0] = slot 1; " \
+        "request 0's own" in capture["message"]
+    unmutated = run_startup(SglangRelease.load(FIXTURE), 64, [1, 2], 2, 16)
+    assert unmutated["paths"]["capture"] == {"verdict": "holds"}
 
 
 def test_the_mutation_keeps_the_release_s_line_numbers() -> None:
