@@ -37,3 +37,11 @@ def test_a_tree_with_a_warm_up_method_is_named_and_still_not_run(tmp_path: Path)
 def test_verify_suite_carries_the_start_up_row() -> None:
     suite = family("tensorrt_llm").verify_suite(spec(RECORDED))
     assert suite.startup_not_run == startup_absence(RECORDED)
+
+
+def test_a_file_the_parser_gives_up_on_claims_no_absence(tmp_path: Path) -> None:
+    tree = tmp_path / "nul"
+    shutil.copytree(RECORDED, tree)
+    (tree / MODEL_ENGINE).write_bytes(b"x = 1\x00\n")
+    reason = startup_absence(tree)
+    assert reason.startswith("not run: the harness could not parse the tree for a warm-up path")

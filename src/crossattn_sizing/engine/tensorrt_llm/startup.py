@@ -26,15 +26,20 @@ WARMUP_STEPS: tuple[tuple[str, str, str], ...] = (
 """``(file, class, method)``: where TensorRT-LLM builds its warm-up and profiling requests."""
 
 
+class Unreadable(Exception):
+    """A file the parser gives up on (a syntax error, a null byte, nesting past the recursion limit)."""
+
+
 def _line(root: Path, file: str, cls: str, method: str) -> int | None:
-    """The line of ``cls.method`` in the tree's ``file``; None where the tree has no such definition."""
+    """The line of ``cls.method`` in the tree's ``file``; None where the tree has no such definition;
+    :class:`Unreadable` where the file cannot be parsed (so no absence is claimed)."""
     path = root / file
     if not path.is_file():
         return None
     try:
         tree = ast.parse(path.read_text(errors="replace"))
-    except SyntaxError:
-        return None
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise Unreadable(f"{file}: {type(exc).__name__}") from None
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for item in node.body:
@@ -46,8 +51,11 @@ def _line(root: Path, file: str, cls: str, method: str) -> int | None:
 def startup_absence(root: Path) -> str:
     """Why the tree's start-up batches are not run: it has no warm-up path, or it has one the harness has
     no adapter for (named with its ``file:line``)."""
-    found = [f"{file}:{line} ({cls}.{method})" for file, cls, method in WARMUP_STEPS
-             if (line := _line(root, file, cls, method)) is not None]  # fmt: skip
+    try:
+        found = [f"{file}:{line} ({cls}.{method})" for file, cls, method in WARMUP_STEPS
+                 if (line := _line(root, file, cls, method)) is not None]  # fmt: skip
+    except Unreadable as exc:
+        return f"not run: the harness could not parse the tree for a warm-up path ({exc})"
     if not found:
         named = " nor ".join(f"{cls}.{method} ({file})" for file, cls, method in WARMUP_STEPS)
         return f"not run: the tree has no warm-up path (neither {named})"
