@@ -70,6 +70,9 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
         print(f"verify --engine {spec}")
     judged = sizer.judged if sizer is not None else 0
     print(f"{'property':<{len(PROPERTY)}}  verdict   examples")
+    if suite.startup_not_run:  # a documented absence: its own row (first: the property's lines end the run)
+        print(f"{STARTUP:<{len(PROPERTY)}}  {Outcome.NOT_RUN.value:<8}  0")
+        print(f"    {suite.startup_not_run}")
     print(f"{PROPERTY}  {outcome.value:<8}  {judged}")
     if failure is not None:
         for line in failure.diagnosis.splitlines():
@@ -77,9 +80,6 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
         print(f"    check: {failure.reproduce}")
     elif reason:
         print(f"    {reason}")
-    if suite.startup_not_run:  # a documented absence: its own row, never folded into the property's verdict
-        print(f"{STARTUP:<{len(PROPERTY)}}  {Outcome.NOT_RUN.value:<8}  0")
-        print(f"    {suite.startup_not_run}")
     return exit_status([outcome])
 
 
