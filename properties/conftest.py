@@ -47,11 +47,15 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The SGLang attention property runs a tree's own backend: collected without one, a usage error."""
+    """The SGLang attention and start-up properties run a tree's own code: collected without one, a usage
+    error."""
     from crossattn_sizing.engine.sglang.source import is_sglang_spec
 
-    if any(item.path.name == "sglang_attention.py" for item in items) and not is_sglang_spec(
+    names = {item.path.name for item in items}
+    if names & {"sglang_attention.py", "sglang_startup.py"} and not is_sglang_spec(
             str(config.getoption("read_builder"))):
         from .sglang_attention import NEEDS_TREE
+        from .sglang_startup import NEEDS_TREE as STARTUP_NEEDS_TREE
 
-        raise pytest_plugin.usage_error(config, NEEDS_TREE)
+        raise pytest_plugin.usage_error(
+            config, NEEDS_TREE if "sglang_attention.py" in names else STARTUP_NEEDS_TREE)

@@ -285,6 +285,14 @@ CASES: list[Case] = [
       says="a cached prefix is 0, or covers the encoder"),
     C("check", "--engine", SGLANG_TREE, "--context-len", "x" * 40, "--kv-capacity", "64", "--requests", "5:3:6",
       says="--context-len"),
+    # check's start-up options (SGLang's CUDA-graph capture batches)
+    C("check", "--cuda-graph-bs", "1", says="--cuda-graph-bs 1: applies only with --engine sglang==X or sglang@PATH"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--cuda-graph-bs", "4", "--max-running-requests", "2",
+      says="every capture size must be at most --max-running-requests (2)"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--cuda-graph-bs", "1", "--requests", "5:3:6",
+      says="--requests 5:3:6: does not apply with --cuda-graph-bs"),
+    C("check", "--engine", SGLANG_TREE, "--cuda-graph-bs", "1", says="--context-len: required with --engine"),
+    C("check", "--engine", SGLANG_TREE, "--context-len", "64", "--cuda-graph-bs", "0", says="--cuda-graph-bs"),
     # report ------------------------------------------------------------------
     C("report", says="the following arguments are required: --engine"),
     C("report", "--engine", "mrv2", says="report takes vllm==X, vllm@PATH, sglang==X, sglang@PATH or tensorrt_llm@PATH"),

@@ -38,6 +38,7 @@ def test_the_oldest_range_is_an_adapter_gap_naming_the_backend() -> None:
 def test_verify_runs_the_attention_property_beside_the_read_and_write_sides() -> None:
     suite = family.FAMILY.verify_suite("sglang==0.5.23")
     assert suite.files == ("properties/test_read_coverage.py", "properties/sglang_attention.py")
+    assert suite.startup_files == ("properties/sglang_startup.py",)
     assert "test_cross_attention_matches_reference" not in suite.known_failures
 
 

@@ -6,7 +6,8 @@
 - the unpacked wheel with the gather bounded per request holds the read side;
 - every audited release runs its own admission steps (limits, input check, output cap);
 - every audited release builds a request as the admission's stand-in holds it (its own ``Req.__init__``
-  and models' ``pad_input_ids``: tests/sglang_request.py).
+  and models' ``pad_input_ids``: tests/sglang_request.py);
+- every release from 0.5.13 captures its own CUDA-graph dummy batch (engine/sglang/startup.py).
 """
 
 from __future__ import annotations
@@ -88,6 +89,24 @@ def test_audit_release_table_names_the_first_overflow() -> None:
     assert rows["sglang==0.5.23"][:3] == ["per-request", "gather", "fails"]
     first = "first release with the overflow: sglang==0.5.13 (FA3 text table: per-request gather)"
     assert first in out.stdout
+    assert "first release whose capture dummy is longer than its row: sglang==0.5.13" in out.stdout
+
+
+STARTUP_RELEASES = AUDIT_RELEASES[AUDIT_RELEASES.index("0.5.13"):]
+
+
+@pytest.mark.parametrize("version", STARTUP_RELEASES)
+def test_every_release_from_0_5_13_captures_its_own_dummy_batch(version: str) -> None:
+    """Each release's own runner fill and FA3 capture code (downloads each wheel once): Whisper's 1500
+    encoder tokens fill every dummy; the capture holds at context 2048 and its dummy is past its row at
+    1024, at the release's own runner line."""
+    from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+
+    judge = SglangStartup(f"sglang=={version}")
+    assert judge.verdicts(StartupServer(2048, (1, 2, 4), 4, 1500))["capture"] == {"verdict": "holds"}
+    short = judge.verdicts(StartupServer(1024, (1, 2), 2, 1500))["capture"]
+    assert short["verdict"] == "fails" and "columns [0, 1501) of its row, which has 1028" in short["message"]
+    assert "cuda_graph_runner.py:" in short["where"]
 
 
 @pytest.mark.parametrize("version", AUDIT_RELEASES)

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import argparse
 
-from crossattn_sizing.base.errors import ConfigError, HarnessError, JudgedFailure, refuse_spelling
+from crossattn_sizing.base.errors import (
+    ConfigError,
+    HarnessError,
+    JudgedFailure,
+    OptionError,
+    refuse_spelling,
+)
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import Outcome, exit_status
@@ -45,7 +51,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--kv-capacity", help="with --engine sglang: the KV pool's capacity in tokens")
     p.add_argument("--requests", help="with --engine sglang: e:prompt:d per request (e:prompt:d:cached "
                    "with a cached prefix), comma-separated")
+    for flag, text in STARTUP_OPTIONS.items():
+        p.add_argument(flag, help=text)
     p.set_defaults(func=run)
+
+
+STARTUP_OPTIONS = {
+    "--cuda-graph-bs": "with --engine sglang: judge the start-up batches instead of --requests: the "
+                       "CUDA-graph capture sizes, comma-separated",
+    "--max-running-requests": "with --cuda-graph-bs: the server's --max-running-requests (default: the "
+                              "largest capture size)",
+    "--max-source-positions": "with --cuda-graph-bs: the model config's max_source_positions (default: none "
+                              "declared)",
+}
+"""``check``'s start-up options (SGLang's own flag names): only ``--engine sglang...`` takes them."""
 
 
 def parse_config(text: str) -> RunnerConfig:
@@ -103,6 +122,11 @@ def run(args: argparse.Namespace) -> int:
     if args.startup is not None and engine is not None and engine.subject is None:
         raise HarnessError(f"--startup {args.startup}: does not apply with --engine {engine.spec} (start-up "
                            "batches are run for vLLM's releases)")  # fmt: skip
+    for flag in STARTUP_OPTIONS:
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        if value is not None and (engine is None or engine.family.name != "sglang"):
+            raise OptionError(flag, value, "applies only with --engine sglang==X or sglang@PATH (SGLang's "
+                              "CUDA-graph start-up batches)")
     if engine is not None and engine.subject is None:  # the engine judges one batch its own way
         return engine.command("check")(engine.spec, args)
     if engine is not None:

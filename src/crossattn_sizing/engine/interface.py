@@ -79,6 +79,13 @@ class EngineSuite:
     takes that sizer (``sizer=``) instead of a policy, and is run by
     :mod:`crossattn_sizing.runs.cross_pool_verify`, not through pytest, into the same report as any
     suite's; None for every other suite."""
+    startup_files: tuple[str, ...] = ()
+    """Property files judging the engine's start-up batches (warm-up, CUDA-graph capture), through its own
+    code: ``verify`` runs them beside :attr:`files` (and says so in its notes); ``report`` does not, having
+    no tracker template for their findings yet (docs/reporting.md)."""
+    startup_not_run: str = ""
+    """Why the engine's start-up batches (warm-up, profiling, CUDA-graph capture) are not run for this tree,
+    printed as their own "not run" row; "" where the suite's files judge them (or say nothing of them)."""
 
 
 class EngineFamily(Protocol):

@@ -38,18 +38,24 @@ DEVICE = "cpu"
 
 def engine_verify(
     spec: str, suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
-    select: list[str], notes: list[str], call_timeout: float | None = None,
+    select: list[str], notes: list[str], call_timeout: float | None = None, startup: bool = True,
 ) -> VerifyReport:  # fmt: skip
     """Run ``suite`` on ``spec``; its report (one row, ``spec``; the implementation column says so too).
 
     Everything is expected to hold but :attr:`EngineSuite.known_failures`. A
     property with no example run is "not run", as for a policy. ``call_timeout``
     bounds each call into a sizer suite's worker (a suite run through pytest
-    has it in its plugin options).
+    has it in its plugin options). ``startup``: run the suite's start-up files too
+    (:attr:`EngineSuite.startup_files`; ``report`` does not).
     """
     if suite.sizer is not None and select:
         raise OptionError("-k", " ".join(select), f"does not apply with --engine {spec}: its suite is one "
                           "property, the cross-pool capacity")  # fmt: skip
+    files = [*suite.files, *(suite.startup_files if startup else ())]
+    if startup and suite.startup_files:
+        notes = [*notes, f"start-up batches: {', '.join(suite.startup_files)} (docs/engine.md)"]
+    if startup and suite.startup_not_run:  # a documented absence, said; the exit status is the properties'
+        notes = [*notes, f"start-up batches not run: {suite.startup_not_run}"]
     interrupted = True
     results: list[PropertyResult] = []
     try:
@@ -61,7 +67,7 @@ def engine_verify(
             else:
                 results, code = run_suite(
                     "mrv2", profile=with_max_examples(profile, max_examples), seed=seed, select=select,
-                    only=list(suite.files), extra_args=list(suite.pytest_args),
+                    only=files, extra_args=list(suite.pytest_args),
                 )  # fmt: skip
         interrupted = code == 2 or interrupts.requested()
     except KeyboardInterrupt:  # outside pytest: before or after the suite (or in the sizer's property)

@@ -13,6 +13,11 @@ release's own code (:mod:`crossattn_sizing.engine.sglang.run`) and answers:
   line that replays it.
 - **write side**: the same batches and the longest request the server admits,
   laid into the release's own rows by its own extend and decode rule.
+- **start-up (capture / replay)**: :data:`STARTUP_PROBES`, servers whose
+  CUDA-graph dummy batches (the runner's own dummy lengths through FA3's own
+  capture and replay code, :mod:`crossattn_sizing.engine.sglang.startup`) are
+  judged on each path; each path's first failure is printed with the
+  release's ``file:line`` and its ``check`` line.
 
 Below the table: the first release (in release order) whose read side fails.
 Verdicts are the release's; what the harness could not run is "not run",
@@ -52,6 +57,15 @@ PROBES: tuple[tuple[int, int, tuple[Triple, ...]], ...] = (
 )
 """Mixed decode batches (``(E, prompt, d)`` per request) the read and write sides are probed with."""
 
+STARTUP_PROBES: tuple[tuple[int, tuple[int, ...], int, int | None], ...] = (
+    # (context_len, capture sizes, max running requests, max_source_positions)
+    (2048, (1, 2, 4), 4, 1500),  # Whisper at SGLang's default context (its config names none: 2048)
+    (1024, (1, 2), 2, 1500),  # Whisper with --context-length 1024, below its 1500 encoder frames
+    (2048, (1, 8), 8, None),  # an encoder-decoder config declaring no max_source_positions (Mllama's)
+)
+"""Servers whose CUDA-graph start-up batches the start-up column judges, on the capture path and on the
+replay path (what a padded slot of a smaller batch replays)."""
+
 REFUSED_OPTIONS = {
     "runner": "--runner names vLLM's model runners; SGLang has one decode path, audited on both its paths",
     "read_only": "--read-only reads vLLM's sizing from the source; SGLang's rows come only from running "
@@ -74,6 +88,8 @@ class Row:
     write_outcome: Outcome
     detail: list[str]
     wall_s: float
+    startup: str = "not run"
+    startup_outcome: Outcome = Outcome.NOT_RUN
 
 
 def is_sglang_audit(specs: list[str]) -> bool:
@@ -176,8 +192,37 @@ def audit_release(spec: str, args: argparse.Namespace) -> Row:
                       "whole batch")
     if path.get("reason"):
         detail.append(f"FA3 text table: {path['reason']}")
+    startup, startup_outcome = audit_startup(spec, detail)
     return Row(spec, path["path"], read, write, read_outcome, write_outcome, detail,
-               time.monotonic() - started)
+               time.monotonic() - started, startup, startup_outcome)
+
+
+def audit_startup(spec: str, detail: list[str]) -> tuple[str, Outcome]:
+    """The start-up column: :data:`STARTUP_PROBES` through the release's own capture code, on the capture
+    and the replay path; ``"capture / replay"`` verdicts and the worst outcome, each path's first probe that
+    does not hold added to ``detail`` with the release's ``file:line`` and the ``check`` line that replays
+    it."""
+    from crossattn_sizing.engine.sglang.startup_client import PATHS, SglangStartup, StartupServer
+    from crossattn_sizing.engine.sglang.startup_client import check_line as startup_line
+
+    judge = SglangStartup(spec)
+    found: dict[str, str] = {}
+    for context_len, sizes, running, source in STARTUP_PROBES:
+        server = StartupServer(context_len, sizes, running, source)
+        for path, verdict in judge.verdicts(server).items():
+            if path in found or verdict["verdict"] == "holds":
+                continue
+            found[path] = verdict["verdict"]
+            if verdict["verdict"] == "not run":
+                detail.append(f"start-up, {path}: not run: {verdict['reason']}")
+                continue
+            where = f" ({verdict['where']})" if verdict.get("where") else ""
+            detail.append(f"start-up, {path}: {verdict.get('headline')}{where}: {verdict['message']}")
+            detail.append(f"  check: {startup_line(spec, server)}")
+    verdicts = [found.get(path, "holds") for path in PATHS]
+    outcome = Outcome.FAILS if "fails" in verdicts else Outcome.NOT_RUN if "not run" in verdicts else \
+        Outcome.HOLDS
+    return " / ".join(verdicts), outcome
 
 
 def run_audit_command(spec: str, args: argparse.Namespace) -> int:
@@ -208,24 +253,24 @@ def run_sglang_audit(args: argparse.Namespace) -> int:
             if n == 1 and len(specs) == 1:
                 raise
             row = Row(spec, "not run", "not run", "not run", Outcome.NOT_RUN, Outcome.NOT_RUN,
-                      [str(exc)], 0.0)
+                      [str(exc)], 0.0, "not run", Outcome.NOT_RUN)
         finally:
             close_all()  # one release's worker at a time
         rows.append(row)
-        print(f"crossattn-sizing: [{n}/{len(specs)}] {spec}: read {row.read}, write {row.write} "
-              f"({row.wall_s:.1f} s)", file=sys.stderr, flush=True)
+        print(f"crossattn-sizing: [{n}/{len(specs)}] {spec}: read {row.read}, write {row.write}, start-up "
+              f"{row.startup} ({row.wall_s:.1f} s)", file=sys.stderr, flush=True)
     render(rows)
-    return exit_status([o for r in rows for o in (r.read_outcome, r.write_outcome)])
+    return exit_status([o for r in rows for o in (r.read_outcome, r.write_outcome, r.startup_outcome)])
 
 
 def render(rows: list[Row]) -> None:
     """The table, each row's details under it, and the first release whose read side fails."""
-    head = ("release", "FA3 text table", "read side", "write side")
-    widths = [max(len(head[i]), *(len((r.spec, r.path, r.read, r.write)[i]) for r in rows)) for i in range(4)]
+    head = ("release", "FA3 text table", "read side", "write side", "start-up (capture / replay)")
+    cells = [(r.spec, r.path, r.read, r.write, r.startup) for r in rows]
+    widths = [max(len(head[i]), *(len(c[i]) for c in cells)) for i in range(len(head))]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-    for r in rows:
-        cells = (r.spec, r.path, r.read, r.write)
-        print("  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip())
+    for row in cells:
+        print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     print()
     for r in rows:
         for line in r.detail:
@@ -236,3 +281,8 @@ def render(rows: list[Row]) -> None:
         print("first release with the overflow: none of those audited (no read side fails)")
     else:
         print(f"first release with the overflow: {first.spec} (FA3 text table: {first.path})")
+    first = next((r for r in rows if r.startup.startswith("fails")), None)
+    if first is None:
+        print("first release whose capture dummy is longer than its row: none of those audited")
+    else:
+        print(f"first release whose capture dummy is longer than its row: {first.spec}")

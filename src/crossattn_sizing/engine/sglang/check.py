@@ -210,13 +210,65 @@ MLLAMA_MIXED_BATCH = "mllama-mixed-batch"
 """Issue 28's batch: a 4-tile Mllama image request beside a 3000-token text request."""
 
 
+def run_startup_check(spec: str, context_text: str | None, sizes_text: str, running_text: str | None,
+                      source_text: str | None, deadline: float | None = None) -> int:
+    """One server's start-up batches (the CUDA-graph runner's dummy batches) through the tree's own code;
+    the exit status (0 both paths hold, 1 one fails, 3 not run)."""
+    from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+    from crossattn_sizing.engine.sglang.startup_client import check_line as startup_line
+
+    if context_text is None:
+        raise HarnessError(f"--context-len: required with --engine {spec} --cuda-graph-bs")
+    context_len = int_option("--context-len", str(context_text), 8)
+    sizes = tuple(sorted({int_option("--cuda-graph-bs", part, 1) for part in sizes_text.split(",")}))
+    running = max(sizes) if running_text is None else int_option("--max-running-requests", running_text, 1)
+    if max(sizes) > running:
+        raise ConfigError("--cuda-graph-bs", sizes_text, f"every capture size must be at most "
+                          f"--max-running-requests ({running}): the runner captures no larger batch")
+    source = None if source_text is None else int_option("--max-source-positions", source_text, 1)
+    server = StartupServer(context_len, sizes, running, source)
+    judge = SglangStartup(spec, deadline)
+    verdicts = judge.verdicts(server)  # starts the worker: a tree that does not load is one line first
+    print(f"engine:    {spec} CUDA-graph runner dummy batches through FlashAttentionBackend's capture and "
+          "replay (the release's own code; docs/engine.md)")
+    print(*(line.strip() for line in server.lines()))
+    outcomes = []
+    for path, verdict in verdicts.items():
+        if verdict["verdict"] == "holds":
+            print(f"OK    {path}: every dummy request fits its row; the kernel reads only its own columns")
+            outcomes.append(Outcome.HOLDS)
+        elif verdict["verdict"] == "fails":
+            where = f" ({verdict['where']})" if verdict.get("where") else ""
+            print(f"FAIL  {path}: {verdict.get('headline')}{where}: {verdict['message']}")
+            outcomes.append(Outcome.FAILS)
+        else:
+            print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
+            outcomes.append(Outcome.NOT_RUN)
+    status = exit_status(outcomes)
+    if status == EXIT_FAILS:
+        print(f"  reproduce: {startup_line(spec, server)}")
+    return status
+
+
 def run_check_command(spec: str, args: argparse.Namespace) -> int:
-    """``check --engine sglang==X``: ``--context-len``, ``--kv-capacity`` and ``--requests`` are required."""
+    """``check --engine sglang==X``: ``--context-len``, ``--kv-capacity`` and ``--requests`` are required;
+    with ``--cuda-graph-bs`` (and ``--context-len``) the start-up batches are judged instead."""
+    deadline = getattr(args, "call_timeout", None)  # --call-timeout; None: CROSSATTN_CALL_TIMEOUT, else 60
+    if getattr(args, "cuda_graph_bs", None) is not None:
+        for flag, value in (("--kv-capacity", args.kv_capacity), ("--requests", args.requests)):
+            if value is not None:
+                raise OptionError(flag, value, "does not apply with --cuda-graph-bs: a start-up check judges "
+                                  "the runner's own dummy batches, not requests")
+        return run_startup_check(spec, args.context_len, args.cuda_graph_bs, args.max_running_requests,
+                                 args.max_source_positions, deadline)
+    for flag in ("--max-running-requests", "--max-source-positions"):
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"), None)
+        if value is not None:
+            raise OptionError(flag, value, "applies only with --cuda-graph-bs (a start-up check)")
     missing = [o for o, v in (("--context-len", args.context_len), ("--kv-capacity", args.kv_capacity),
                               ("--requests", args.requests)) if v is None]  # fmt: skip
     if missing:
         raise HarnessError(f"{', '.join(missing)}: required with --engine {spec}")
-    deadline = getattr(args, "call_timeout", None)  # --call-timeout; None: CROSSATTN_CALL_TIMEOUT, else 60
     return run_check(spec, args.context_len, args.kv_capacity, args.requests, deadline)
 
 

@@ -39,6 +39,8 @@ SCHEDULER = "sglang/srt/managers/scheduler.py"
 MANAGER_UTILS = "sglang/srt/managers/utils.py"
 ALLOCATOR_BASE = "sglang/srt/mem_cache/allocator/base.py"
 TORCH_NATIVE = "sglang/srt/layers/attention/torch_native_backend.py"
+CUDA_GRAPH_RUNNER = "sglang/srt/model_executor/cuda_graph_runner.py"
+DECODE_RUNNER = "sglang/srt/model_executor/runner/decode_cuda_graph_runner.py"
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,47 @@ NO_NATIVE_CROSS = (f"{TORCH_NATIVE}: TorchNativeAttnBackend has no cross-attenti
 
 
 @dataclass(frozen=True)
+class StartupStep:
+    """The start-up batches: the CUDA-graph runner's dummy decode batch, through the release's own FA3
+    capture and replay metadata and ``forward_decode`` (:mod:`crossattn_sizing.engine.sglang.startup`)."""
+
+    runners: tuple[Step, ...]
+    """The runner's ``__init__``, whose statements setting the dummy lengths
+    (:data:`~crossattn_sizing.engine.sglang.startup.FILL_ATTRIBUTES`) run as the release's own: the first of
+    these whose file the tree holds (the runner moved within a range: 0.5.14 has it under ``runner/``)."""
+    entry: str = "init_forward_metadata_out_graph"
+    """FlashAttentionBackend's capture and replay entry (``in_capture=True`` for the capture)."""
+
+    def runner(self, root: Path) -> Step:
+        """Where the tree at ``root`` keeps the runner (the first of :attr:`runners` whose file it holds;
+        the last where it holds none, so the "not run" names it)."""
+        return next((s for s in self.runners if (root / s.file).is_file()), self.runners[-1])
+
+
+STARTUP_STAND_INS: tuple[tuple[str, str], ...] = (
+    ("the capture sizes (get_batch_sizes_to_capture, --cuda-graph-bs)", "drawn: every size at most "
+     "--max-running-requests, the largest sizing the release's own init_cuda_graph_state buffers"),
+    ("the runner's input buffers (DecodeInputBuffers.create / the runner's __init__)",
+     "the dummy decode batch as they lay it: req_pool_indices zeros (row 0), seq_lens the release's "
+     "seq_len_fill_value, encoder_lens its encoder_len_fill_value (both from its own statements), "
+     "positions and out_cache_loc zeros"),
+    ("the model config the runner reads (hf_config.max_source_positions, is_encoder_decoder)",
+     "an encoder-decoder model whose config declares max_source_positions drawn, or none"),
+    ("the rows the dummy requests read (req_to_token)", "the release's ReqToTokenPool, each column holding a "
+     "distinct slot so a column read is identifiable (a server's rows hold zeros at capture)"),
+    ("the capture itself (capture_one_shape, the graph and the model forward)", "FlashAttentionBackend's "
+     "capture entry called directly, then its forward_decode for a self- and a cross-attention layer with "
+     "the kernel recorded; replay: the same entry without in_capture, on the same dummy batch (what a "
+     "padded slot of a smaller batch replays)"),
+)
+"""What stands in for the start-up batches, in every range that runs them (docs/engine.md)."""
+
+NO_STARTUP = ("the capture path before 0.5.13 (FlashAttentionBackend."
+              "init_forward_metadata_capture_cuda_graph and the runner's encoder fill) is not in the "
+              "harness's table")
+
+
+@dataclass(frozen=True)
 class SglangRange:
     """Releases ``first`` .. ``last`` (inclusive, as version tuples compare): their steps and stand-ins."""
 
@@ -108,6 +151,9 @@ class SglangRange:
     attention: AttentionStep | str = NATIVE_CROSS
     """The attention step (the release's ``TorchNativeAttnBackend``), or why this range does not run it
     ("not run", naming the piece)."""
+
+    startup: StartupStep | str = NO_STARTUP
+    """The start-up batches' steps, or why this range does not run them ("not run", naming the piece)."""
 
     def label(self) -> str:
         """The range as docs and reports name it."""
@@ -198,6 +244,7 @@ RANGES: tuple[SglangRange, ...] = (
         Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
         sizing_takes_server_args=False,
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.18", "0.5.21",
@@ -206,6 +253,7 @@ RANGES: tuple[SglangRange, ...] = (
         Step("sglang/kernels/ops/attention/metadata.py", "normal_decode_set_metadata"),
         sizing_takes_server_args=False,
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.16", "0.5.17",
@@ -216,6 +264,7 @@ RANGES: tuple[SglangRange, ...] = (
         stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
                     "no speculative decoding, page size 1"),),
         helpers=(Step("sglang/kernels/ops/attention/utils.py", "assert_buffer_fits"),),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),)),
     ),
     SglangRange(
         "0.5.13", "0.5.15.post1",
@@ -226,6 +275,8 @@ RANGES: tuple[SglangRange, ...] = (
         stand_ins=(("server_args (get_req_to_token_extra_context_len's argument)",
                     "no speculative decoding, page size 1"),),
         helpers=(Step("sglang/srt/layers/attention/utils.py", "assert_buffer_fits"),),
+        startup=StartupStep((Step(DECODE_RUNNER, "DecodeCudaGraphRunner.__init__"),
+                             Step(CUDA_GRAPH_RUNNER, "CudaGraphRunner.__init__"))),
     ),
     SglangRange(
         "0.5.10", "0.5.12.post1",
@@ -326,3 +377,14 @@ each release's own code; docs/engine.md): an expectation for ``verify``, never a
 KNOWN_READ_FAILURES = frozenset(f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_OVERFLOW):])
 """Releases whose read side is expected to fail (the known finding, docs/spec.md §10); any other release
 or tree is expected to hold, as a user's own policy is."""
+
+FIRST_STARTUP_OVERFLOW = "0.5.13"
+"""The first release whose CUDA-graph capture dummy request can be longer than its row: from 0.5.13 the runner
+fills every dummy request's encoder length with the model config's ``max_source_positions``, whatever the
+context length (found running each release's own code; docs/engine.md): an expectation for ``verify``,
+never a verdict."""
+
+KNOWN_STARTUP_FAILURES = frozenset(
+    f"sglang=={v}" for v in AUDIT_RELEASES[AUDIT_RELEASES.index(FIRST_STARTUP_OVERFLOW):])
+"""Releases whose capture property is expected to fail (a server whose context length is below its model's
+``max_source_positions``)."""

@@ -478,10 +478,18 @@ def _check_extend(sched: Any, batch: Sequence[Request], ids: list[torch.Tensor])
 
 def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
     """The stand-in ``self``: the release's class, none of its ``__init__``, the attributes a decode reads."""
+    return backend_self(rel, prepared.pool, prepared.table, context_len,
+                        1 + max(int(ids.max()) for ids in prepared.ids))
+
+
+def backend_self(rel: SglangRelease, pool: Any, table: GuardedTable, context_len: int, slots: int) -> Any:
+    """``FlashAttentionBackend``'s ``self`` over ``pool`` (its rows behind ``table``) and a KV pool of
+    ``slots`` slots: the release's class, none of its ``__init__``, the attributes a decode reads
+    (:data:`~crossattn_sizing.engine.sglang.releases.COMMON_STAND_INS`)."""
     backend = object.__new__(rel.backend_class)
     backend.__dict__.update(
-        req_to_token_pool=prepared.pool,
-        req_to_token=prepared.table,
+        req_to_token_pool=pool,
+        req_to_token=table,
         max_context_len=context_len,
         topk=0,
         speculative_num_steps=0,
@@ -496,7 +504,7 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
             is_translating=False,
             reads_are_translated=False,
             build_index_table=lambda *, req_pool_indices, **_: types.SimpleNamespace(
-                ids=prepared.table, row_ids=req_pool_indices, row_stride=prepared.table.width,
+                ids=table, row_ids=req_pool_indices, row_stride=table.width,
                 entry_page_size=1, is_translated=False, sliding_window_ids=None,
             ),
         ),
@@ -507,12 +515,12 @@ def _backend(rel: SglangRelease, prepared: Prepared, context_len: int) -> Any:
         _pa_swa_max_prefill_len=0,
         _get_scheduler_metadata=None,
         use_mla=False,
-        max_num_pages=prepared.table.width,
+        max_num_pages=table.width,
         has_local_attention=False,
         _unified_dense=False,
         attention_chunk_size=None,
         forward_metadata=None,
-        token_to_kv_pool=kernel_calls.DecodeKVPool(1 + max(int(ids.max()) for ids in prepared.ids)),
+        token_to_kv_pool=kernel_calls.DecodeKVPool(slots),
         kv_cache_dtype=torch.float32,
         kv_cache_dtype_str="auto",
         kv_cache_is_mxfp8=False,

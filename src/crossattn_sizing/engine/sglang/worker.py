@@ -17,6 +17,9 @@ release's row width; ``admission`` (``context_len``, ``kv_capacity``,
 ``requests`` = ``[[E, prompt, max_new], ...]``) -> the release's own limits and
 each request admitted or refused, with its output cap
 (:func:`~crossattn_sizing.engine.sglang.admission.run_admission`);
+``startup`` (``context_len``, ``capture_bs``, ``max_running``, ``max_source_positions``) -> the
+CUDA-graph runner's dummy batches judged on the capture and replay paths
+(:func:`~crossattn_sizing.engine.sglang.startup.run_startup`);
 ``attention`` (``context_len``, ``batch``, the heads and
 the packed content) -> the release's own ``TorchNativeAttnBackend`` on the
 batch's cross-attention layer (:func:`~crossattn_sizing.engine.sglang.attention.run_attention`).
@@ -92,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         assert gap is not None
         if op == "read":
             return {"paths": dict.fromkeys(PATHS, gap), "refused": False}
+        if op == "startup":
+            from crossattn_sizing.engine.sglang.startup import PATHS as STARTUP_PATHS
+
+            return {"paths": dict.fromkeys(STARTUP_PATHS, gap)}
         if op == "fa3_path":
             return {"path": "not run", "reason": gap["reason"]}
         return None if op == "width" else gap  # width None: not known
@@ -100,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def dispatch(req: dict[str, Any]) -> Any:
         op = req["op"]
-        if op not in ("metadata", "read", "write", "fa3_path", "width", "admission", "attention"):
+        if op not in ("metadata", "read", "write", "fa3_path", "width", "admission", "attention", "startup"):
             raise ValueError(f"unknown op {op!r}")
         if release is None:
             return gap_answer(op)
@@ -124,6 +131,12 @@ def main(argv: list[str] | None = None) -> int:
             except Exception:
                 answer["row_width"] = None
             return answer
+        if op == "startup":  # the CUDA-graph runner's dummy batches (engine/sglang/startup.py)
+            from crossattn_sizing.engine.sglang.startup import run_startup
+
+            source = req.get("max_source_positions")
+            return run_startup(release, int(req["context_len"]), [int(b) for b in req["capture_bs"]],
+                               int(req["max_running"]), None if source is None else int(source))
         if op == "attention":  # the release's own TorchNativeAttnBackend (engine/sglang/attention.py)
             from crossattn_sizing.engine.sglang.attention import run_attention
 

@@ -117,6 +117,7 @@ class TrtllmFamily:
     def verify_suite(self, spec: str) -> EngineSuite:
         """The cross-pool capacity property, given the tree's own sizer (not run through pytest)."""
         from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer
+        from crossattn_sizing.engine.tensorrt_llm.startup import startup_absence
 
         spec = spec.strip()
         return EngineSuite(
@@ -124,6 +125,7 @@ class TrtllmFamily:
             pytest_args=(),
             heading=f"{spec}: TensorRT-LLM's own {QUALNAME} (docs/engine.md)",
             sizer=lambda deadline: cross_pool_sizer(spec, deadline),
+            startup_not_run=startup_absence(source.tensorrt_llm_tree_root(spec)),
         )
 
     def command(self, name: str) -> EngineCommand | None:
