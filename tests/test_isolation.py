@@ -54,6 +54,22 @@ MARGIN = 20.0
 """Seconds past a deadline a timed-out call may take to be reported (a fork and a kill, on a busy machine)."""
 
 
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+"""This pytest-xdist worker's name ("" outside xdist): every process a test starts inherits it."""
+
+
+def _this_worker(entry: Path) -> bool:
+    """Whether the process ``entry`` was started under this pytest-xdist worker (always, outside xdist): the
+    other worker may be running the same hostile module at the same time, and its workers are not ours."""
+    if not XDIST_WORKER:
+        return True
+    try:
+        environ = (entry / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return f"PYTEST_XDIST_WORKER={XDIST_WORKER}".encode() in environ
+
+
 def workers_of(spec: str) -> list[int]:
     """Pids of live worker processes loading ``spec`` (none may outlive a test)."""
     found = []
@@ -66,7 +82,7 @@ def workers_of(spec: str) -> list[int]:
         except OSError:
             continue
         loads = [part for part in cmdline if part.startswith((b"impl=", b"policy="))]
-        ours = cmdline[0] == sys.executable.encode()  # not another checkout's run on this machine
+        ours = cmdline[0] == sys.executable.encode() and _this_worker(entry)  # not another run's
         if ours and state != "Z" and any(spec.encode() in part for part in loads):
             found.append(int(entry.name))
     return found
