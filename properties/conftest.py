@@ -47,11 +47,13 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The SGLang attention property runs a tree's own backend: collected without one, a usage error."""
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+    """The SGLang attention property runs a tree's own backend: collected without one (an engine spec, its
+    family's property fixture), a usage error."""
+    from crossattn_sizing.engine.registry import engine_name, is_engine
 
-    if any(item.path.name == "sglang_attention.py" for item in items) and not is_sglang_spec(
-            str(config.getoption("read_builder"))):
+    builder = str(config.getoption("read_builder")).strip()
+    if any(item.path.name == "sglang_attention.py" for item in items) and not (
+            is_engine(builder) and engine_name(builder) != builder):
         from .sglang_attention import NEEDS_TREE
 
         raise pytest_plugin.usage_error(config, NEEDS_TREE)

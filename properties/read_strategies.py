@@ -7,7 +7,7 @@ taken from transformers' own Whisper and Mllama configs, built locally, or any
 admissible size) and short prompts, beside text-only requests (no encoder
 input) with long decoders. Every request is admitted on its own by SGLang's
 rule (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`, or an
-SGLang tree's own, :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`,
+SGLang tree's own, :class:`~crossattn_sizing.core.admission_rules.RowAdmission` answered by its worker,
 through :func:`admitted_batches`) and has generated at most what the scheduler
 lets it, so whatever goes wrong is the batch's, not an inadmissible request's.
 A request may come with a cached prefix (an earlier request computed its
@@ -24,11 +24,10 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission, admitted
+from crossattn_sizing.core.admission_rules import EngineRequest, RowAdmission, SglangAdmission, admitted
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.core.layouts import SharedRow
 from crossattn_sizing.core.read_gather import BatchRequest
-from crossattn_sizing.engine.sglang.client import OwnAdmission
 
 MAX_CONTEXT = 16384
 """Rows stay short enough for the guarded table's per-column lists (a few ms per example)."""
@@ -61,7 +60,7 @@ class ReadCase:
     """A server and one decode step of a batch, every request admitted alone."""
 
     layout: SharedRow
-    rule: SglangAdmission | OwnAdmission
+    rule: RowAdmission
     requests: tuple[EngineRequest, ...]
     batch: tuple[BatchRequest, ...]
     cached: tuple[int, ...] = ()
@@ -84,7 +83,7 @@ class ReadCase:
 
 
 @st.composite
-def _request(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission,
+def _request(draw: st.DrawFn, rule: RowAdmission,
              with_encoder: bool) -> tuple[EngineRequest, BatchRequest, int]:
     limit = rule.input_draw_limit  # the model: input_len < max_req_input_len; a tree: its own check decides
     if with_encoder:
@@ -115,7 +114,7 @@ def mixed_batches(draw: st.DrawFn) -> ReadCase:
 
 
 @st.composite
-def admitted_batches(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission, layout: SharedRow) -> ReadCase:
+def admitted_batches(draw: st.DrawFn, rule: RowAdmission, layout: SharedRow) -> ReadCase:
     """A decode batch for one server, each request admitted by ``rule`` (the harness's model, or a tree's
     own): 1 to 3 requests with an encoder input and 1 to 3 text-only ones, in any order."""
     assume(rule.input_draw_limit >= 2)

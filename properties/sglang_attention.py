@@ -28,7 +28,6 @@ import pytest
 import torch
 from hypothesis import given, settings
 
-from crossattn_sizing.engine.sglang.attention_client import SglangAttention, pack
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail_rerun, judge_against
@@ -52,15 +51,17 @@ NEEDS_TREE = ("properties/sglang_attention.py runs an SGLang tree's own backend:
 
 
 @pytest.fixture(scope="session")
-def sglang_attention(read_builder: Any) -> SglangAttention:
-    """The tree ``--read-builder`` names (its worker started, ``--call-timeout`` on each call)."""
-    if not hasattr(read_builder, "first_problem"):  # refused at collection (properties/conftest.py)
+def sglang_attention(read_builder: Any) -> Any:
+    """The attention step of the tree ``--read-builder`` names (the engine fixture's ``attention()``: its
+    worker started, ``--call-timeout`` on each call)."""
+    if not hasattr(read_builder, "attention"):  # refused at collection (properties/conftest.py)
         pytest.exit(NEEDS_TREE, returncode=pytest.ExitCode.USAGE_ERROR)
-    return SglangAttention(read_builder.name, read_builder.deadline)
+    return read_builder.attention()
 
 
-def payload(case: AttentionCase, content: dict[str, list[torch.Tensor]]) -> dict[str, Any]:
-    """What the worker is asked: the batch, the layer's shape and the content, packed."""
+def payload(case: AttentionCase, content: dict[str, list[torch.Tensor]], pack: Any) -> dict[str, Any]:
+    """What the worker is asked: the batch, the layer's shape and the content, packed by ``pack`` (the
+    backend's own)."""
     out: dict[str, Any] = {"context_len": case.context_len, "batch": [list(r) for r in case.batch],
                            "heads": case.heads, "kv_heads": case.kv_heads, "head_dim": case.head_dim,
                            "scale": case.scale}
@@ -98,10 +99,10 @@ def first_mismatch(got: list[list[float]], want: list[list[float]]) -> str | Non
     return None
 
 
-def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
+def check_attention(case: AttentionCase, backend: Any) -> None:
     """The property's body, shared with the meta-tests: run the release's backend, judge every output."""
     content = case.content()
-    answer = backend.run(payload(case, content))
+    answer = backend.run(payload(case, content, backend.pack))
     heading = f"SGLang attention ({backend.name}'s TorchNativeAttnBackend, cross-attention layer)"
     rerun = ["--read-builder", backend.name]
     if answer["verdict"] == "not run":  # the adapter's gap: never a pass, never a failure of the release
@@ -134,7 +135,7 @@ SHARE = settings(max_examples=max(1, settings.default.max_examples // 4))
 
 @SHARE
 @given(case=attention_cases())
-def test_cross_attention_matches_reference(case: AttentionCase, sglang_attention: SglangAttention) -> None:
+def test_cross_attention_matches_reference(case: AttentionCase, sglang_attention: Any) -> None:
     """Every prompt and decode query of a Whisper or Mllama batch, through the release's own backend on its
     own rows, equals dense attention over the request's own encoder keys."""
     check_attention(case, sglang_attention)

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.admission_rules import AdmissionUnanswered
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
-from crossattn_sizing.engine.sglang.source import check_line
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail, fail_rerun
@@ -78,7 +78,7 @@ def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Build
     if hasattr(read_builder, "first_problem"):  # the release's own builder: `check --engine` replays it alone
         fail(
             lines,
-            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
+            read_builder.replay_line(case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
         )
     fail_rerun(lines, _builder_option(read_builder))
 
@@ -93,10 +93,8 @@ def _triples(case: ReadCase) -> list[tuple[int, ...]]:
 
 def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject) -> ReadCase:
     """A batch for ``case``'s server drawn anew, each request admitted by the tree's own rule (its
-    limits, its input check, its output cap: :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`);
+    limits, its input check, its output cap: the engine fixture's ``admission``);
     a rule that does not answer skips as not run, or fails when the tree's code hung or exited."""
-    from crossattn_sizing.engine.sglang.client import AdmissionUnanswered
-
     context_len, kv_capacity = case.layout.context_len, case.rule.kv_capacity
     try:
         rule = read_builder.admission(context_len, kv_capacity)
@@ -121,7 +119,7 @@ def judge_tree_write(read_builder: Any, case: ReadCase) -> None:
         fail(
             [f"write-side coverage: {verdict.get('headline') or 'the release step failed'}",
              *case.lines(), f"  {verdict['message']}"],
-            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),
+            read_builder.replay_line(case.layout.context_len, case.rule.kv_capacity, _triples(case)),
         )
 
 

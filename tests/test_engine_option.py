@@ -18,8 +18,9 @@ import pytest
 
 from crossattn_sizing.commands import verify as verify_command
 from crossattn_sizing.commands.cli import main
-from crossattn_sizing.engine.interface import EngineFamily, ReleaseRange, version_key
-from crossattn_sizing.engine.registry import ENGINES, engine_name, family
+from crossattn_sizing.engine.interface import EngineFamily, EngineMode, ReleaseRange, WrongMode
+from crossattn_sizing.engine.registry import ENGINES, PER_MODE, engine_name, family
+from crossattn_sizing.releases.versions import release_key, series_key
 from tests.sglang_tree import SPEC
 
 COMMANDS = Path(__file__).resolve().parents[1] / "src" / "crossattn_sizing" / "commands"
@@ -31,9 +32,17 @@ def test_each_registered_family_implements_the_protocol(name: str) -> None:
     assert found.name == name
     assert found.ranges and all(isinstance(r, ReleaseRange) for r in found.ranges)
     for member in ("check_spec", "subject_spec", "refused", "obtain", "verify_suite", "command",
-                   "unsupported", "subject_lines"):  # fmt: skip
+                   "unsupported", "subject_lines", "policy", "impl", "property_fixture", "sizer", "tree",
+                   "report_facts"):  # fmt: skip
         assert callable(getattr(found, member)), member
     assert "--policy" in found.refused("verify")  # an engine answers the policy question itself
+    assert isinstance(found.mode, EngineMode)
+    # A piece of another mode's contract is the caller's bug, said as such, never a None to test for.
+    own = set(PER_MODE[found.mode])
+    other = {m for mode, ms in PER_MODE.items() if mode is not found.mode for m in ms} - own
+    for member in sorted(other - {"subject_lines"}):
+        with pytest.raises(WrongMode, match=f"{name} .*has no {member}"):
+            getattr(found, member)(f"{name}@/nowhere", *(["cpu"] if member == "impl" else []))
 
 
 def test_no_command_imports_an_engine_family() -> None:
@@ -51,9 +60,13 @@ def test_no_command_imports_an_engine_family() -> None:
 def test_engine_names_and_release_order() -> None:
     assert [engine_name(s) for s in ("vllm", "vllm==0.25.0", "sglang@/x==y", " sglang==0.5.23")] == [
         "vllm", "vllm", "sglang", "sglang"]  # fmt: skip
-    assert version_key("0.5.23") > version_key("0.5.9") and version_key("0.34.0rc1") == (0, 34, 0)
-    assert ReleaseRange("0.5.21", None, ()).covers((0, 5, 23))
-    assert not ReleaseRange("0.5.21", "0.5.22", ()).covers((0, 5, 23))
+    # One parser orders every release number as pip does: .dev < a < rc < final < .post; 0.24 is 0.24.0.
+    order = ["0.34.0.dev1", "0.34.0a1", "0.34.0rc1", "0.34.0", "0.34.0.post1", "0.34.1"]
+    assert sorted(reversed(order), key=release_key) == order
+    assert release_key("0.5.23") > release_key("0.5.9") and release_key("0.24") == release_key("0.24.0")  # type: ignore[operator]
+    assert release_key("0.24.1.dev5+g1a2b") == release_key("0.24.1.dev5") and release_key("next") is None
+    # A range's membership: a pre-release of X counts as X, a post release does not.
+    assert series_key("0.25.0rc1") == series_key("0.25.0") < series_key("0.25.0.post1")  # type: ignore[operator]
 
 
 def _plans(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> Any:

@@ -26,13 +26,12 @@ from pathlib import Path
 from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
-from crossattn_sizing.engine.report_engines import facts_for
 from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs import release_table
 from crossattn_sizing.runs.bisect import BisectResult, CommitRange, bisect, checkout_of, commit_range
 from crossattn_sizing.runs.check_runs import run_check
-from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, engine_of, run_engine, tree_of
+from crossattn_sizing.runs.engine_verdicts import EngineVerdicts, reported_family, run_engine, tree_of
 from crossattn_sizing.runs.issue_report import FixCheck, IssueReport
 from crossattn_sizing.runs.outputs import output_dir, write_json, write_text
 from crossattn_sizing.runs.patched_tree import patched_copy, unloadable
@@ -103,8 +102,7 @@ def _releases(args: argparse.Namespace, facts: ReportFacts) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     """Run the properties on the spec and write one report per failure; the exit status."""
     spec = args.engine.strip()
-    engine_of(spec)
-    facts = facts_for(spec)
+    facts: ReportFacts = reported_family(spec).report_facts()  # one line for a spec report does not take
     out = output_dir("--out", args.out)
     assert out is not None  # has a default
     releases = _releases(args, facts)

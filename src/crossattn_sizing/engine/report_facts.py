@@ -3,7 +3,7 @@
 The report itself (``runs/issue_report.py``) is engine-neutral: it reads a
 verify run's verdicts. Each engine adds small facts declared here, in its own
 sub-package (``engine/vllm/report_facts.py``, ``engine/sglang/report_facts.py``,
-found by :mod:`crossattn_sizing.engine.report_engines`):
+given by its family's ``report_facts()``):
 
 - per failing property: the step that failed, the title's wording and what the
   failure does on a GPU;

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, harness_stopped
-from crossattn_sizing.engine.interface import EngineSuite
+from crossattn_sizing.engine.interface import EngineFamily
 
 if TYPE_CHECKING:
     from crossattn_sizing.findings.results import PropertyFailure
@@ -28,18 +28,18 @@ if TYPE_CHECKING:
 PROPERTY = "cross-pool capacity: admitted encoder tokens fit the pool"
 
 
-def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
+def run_verify(spec: str, family: EngineFamily, args: argparse.Namespace) -> int:
     """``verify --engine SPEC``: the capacity property over the cross-pool layout, with the engine's sizer
-    (``suite.sizer``); the exit status (0 holds, 1 fails, 3 not run). The options it does not take (the
-    report files, -k, --jobs, ...) were refused by the engine's family before this runs; bad input is
-    still one line and exit 2, and everything else that stops the run is "not run" with one line."""
+    (its :attr:`~crossattn_sizing.engine.interface.EngineMode.SIZER` family's ``sizer``); the exit status
+    (0 holds, 1 fails, 3 not run). The options it does not take (the report files, -k, --jobs, ...) were
+    refused by the engine's family before this runs; bad input is still one line and exit 2, and
+    everything else that stops the run is "not run" with one line."""
     from hypothesis import seed as hypothesis_seed
     from hypothesis import settings
 
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
-    assert suite.sizer is not None  # verify routes here only a suite with a sizer
     prop = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool
     register_profiles()
     name = selected_profile(args.profile)
@@ -54,7 +54,7 @@ def run_verify(spec: str, suite: EngineSuite, args: argparse.Namespace) -> int:
     sizer: _Counting | None = None
     failure: PropertyFailure | None = None
     try:
-        sizer = _Counting(suite.sizer(args.call_timeout))
+        sizer = _Counting(family.sizer(spec, args.call_timeout))
         print(f"verify --engine {spec}: {sizer.function} (docs/engine.md)")
         prop(sizer=sizer)
         outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN

@@ -473,22 +473,25 @@ impl_spec = _typed("impl", "impl_spec", "The ``--impl`` value as typed.")
 
 @pytest.fixture(scope="session")
 def read_builder(request: pytest.FixtureRequest, read_builder_name: str):
-    """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
-    (``sglang==X``, ``sglang@PATH``, each call into it under ``--call-timeout``); one that does not load
-    stops the session with one line."""
+    """The metadata builder ``--read-builder`` names: a harness model by name, or an engine's own code
+    (``NAME==X``, ``NAME@PATH`` of a family judged through its properties, e.g. ``sglang==X``): the
+    family's property fixture (:meth:`~crossattn_sizing.engine.interface.EngineFamily.property_fixture`),
+    each call into it under ``--call-timeout``. One that does not load stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+    from crossattn_sizing.engine.interface import EngineMode
+    from crossattn_sizing.engine.registry import engine_name, family, is_engine
 
-    if is_sglang_spec(read_builder_name):
-        from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
-
+    if is_engine(read_builder_name) and engine_name(read_builder_name) != read_builder_name.strip():
         deadline = float(request.config.getoption("call_timeout"))
         try:
-            sglang_worker(read_builder_name, deadline)
+            found = family(engine_name(read_builder_name))
+            if found.mode is not EngineMode.PROPERTIES:
+                raise OptionError("--read-builder", read_builder_name, f"{found.name}'s code is judged as a "
+                                  f"{found.mode.value}, not through the read-side properties")  # fmt: skip
+            return found.property_fixture(read_builder_name, deadline)
         except HarnessError as exc:
             pytest.exit(f"--read-builder {read_builder_name!r}: {exc}",
                         returncode=pytest.ExitCode.USAGE_ERROR)
-        return SglangReads(read_builder_name, deadline=deadline)
     if read_builder_name not in BUILDERS:
         pytest.exit(f"--read-builder {read_builder_name!r}: must be one of {', '.join(sorted(BUILDERS))}, "
                     "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)

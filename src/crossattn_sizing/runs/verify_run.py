@@ -35,7 +35,7 @@ from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.base.threads import sharing_cores
-from crossattn_sizing.engine.registry import ENGINES, engine_name
+from crossattn_sizing.engine.registry import is_engine
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.prove.edges import edge_domain
 from crossattn_sizing.prove.verify_row import NAME as PROVE_ROW
@@ -429,7 +429,7 @@ def runs_engine(plan: VerifyPlan, spec: str) -> bool:
     CPU machine: most of the run, reports/bench_engine.md), so a second judge
     process with its own engine worker puts them on a second core.
     """
-    return any(engine_name(s) in ENGINES for s in (spec, plan.impl))
+    return any(is_engine(s) for s in (spec, plan.impl))
 
 
 def engine_suite(plan: VerifyPlan, spec: str, profile: str, bar: OverallBar, folder: Path,

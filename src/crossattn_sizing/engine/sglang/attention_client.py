@@ -41,6 +41,9 @@ class SglangAttention:
     deadline: float | None = None
     """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
 
+    pack = staticmethod(pack)
+    """How the payload's tensors travel (the property packs its content with it)."""
+
     @property
     def name(self) -> str:
         """How reports name the tree: its spec."""

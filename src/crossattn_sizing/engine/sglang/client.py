@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.core.admission_rules import EngineRequest
+from crossattn_sizing.core.admission_rules import AdmissionUnanswered, EngineRequest
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
 from crossattn_sizing.engine.sglang.install import resolve_sglang
@@ -167,6 +167,18 @@ class SglangReads:
         rule.row_width = answer.get("row_width")
         return rule
 
+    def replay_line(self, context_len: int, kv_capacity: int, batch: Sequence[Sequence[int]]) -> str:
+        """The ``check --engine`` command replaying one batch on this tree alone."""
+        from crossattn_sizing.engine.sglang.source import check_line
+
+        return check_line(self.spec, context_len, kv_capacity, batch)
+
+    def attention(self) -> Any:
+        """The tree's attention step (:class:`~.attention_client.SglangAttention`), same deadline."""
+        from crossattn_sizing.engine.sglang.attention_client import SglangAttention
+
+        return SglangAttention(self.spec, self.deadline)
+
     def first_problem(
         self, context_len: int, batch: Sequence[Sequence[int]]
     ) -> tuple[str, str] | None:
@@ -184,14 +196,6 @@ class SglangReads:
             if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
                 return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}", ""
         return None
-
-
-class AdmissionUnanswered(Exception):
-    """The tree's admission steps did not answer: ``verdict`` says why (``fails`` or ``not run``)."""
-
-    def __init__(self, verdict: dict[str, Any]) -> None:
-        super().__init__(verdict.get("reason") or verdict.get("message"))
-        self.verdict = verdict
 
 
 @dataclass

@@ -15,10 +15,11 @@ built from :mod:`crossattn_sizing.engine.sglang.releases` (docs/engine.md, "SGLa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, ReleaseRange, WrongMode
 from crossattn_sizing.engine.sglang import releases
 from crossattn_sizing.engine.sglang.releases import (
     ATTENTION_STAND_INS,
@@ -73,6 +74,7 @@ class SglangFamily:
     """``sglang==X`` (the release's wheel, unpacked) and ``sglang@PATH`` (a tree)."""
 
     name = "sglang"
+    mode = EngineMode.PROPERTIES
     ranges = RANGES
 
     def check_spec(self, spec: str, option: str = "--engine") -> str:
@@ -90,9 +92,43 @@ class SglangFamily:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         raise ReleaseUnavailable(f"{option} {spec!r}: expected sglang==X.Y.Z or sglang@PATH")
 
-    def subject_spec(self, spec: str) -> str | None:
+    def subject_spec(self, spec: str) -> str:
         """None: the release answers in its own worker."""
-        return None
+        raise WrongMode(self.name, self.mode, "subject_spec")
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """None: SGLang's release is not a sizing policy."""
+        raise WrongMode(self.name, self.mode, "policy")
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """None: SGLang's release is not an implementation of the harness's interface."""
+        raise WrongMode(self.name, self.mode, "impl")
+
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """None: its properties take :meth:`property_fixture`."""
+        raise WrongMode(self.name, self.mode, "sizer")
+
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """The read-side judge of the tree (:class:`~.client.SglangReads`), its worker started now (a tree
+        that cannot load raises here, one line); the attention property asks it for
+        :meth:`~.client.SglangReads.attention`."""
+        from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
+
+        sglang_worker(spec, deadline)
+        return SglangReads(spec, deadline=deadline)
+
+    def tree(self, spec: str) -> Path:
+        """The tree itself, or the release's wheel unpacked in the engine cache."""
+        from crossattn_sizing.engine.sglang.install import resolve_sglang
+
+        return sglang_tree_root(spec) if spec.strip().startswith(TREE_PREFIX) else resolve_sglang(
+            spec.strip())[0]
+
+    def report_facts(self) -> Any:
+        """:data:`crossattn_sizing.engine.sglang.report_facts.FACTS`."""
+        from crossattn_sizing.engine.sglang.report_facts import FACTS
+
+        return FACTS
 
     def refused(self, command: str) -> Mapping[str, str]:
         """The options no SGLang run takes, by command."""
@@ -131,7 +167,7 @@ class SglangFamily:
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
         """None: SGLang is never a subject."""
-        return []
+        raise WrongMode(self.name, self.mode, "subject_lines")
 
     def verify_suite(self, spec: str) -> EngineSuite:
         """The read-coverage properties, their metadata builder the release's own, and the attention

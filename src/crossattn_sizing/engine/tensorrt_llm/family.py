@@ -15,10 +15,11 @@ Python source (docs/engine.md, "TensorRT-LLM").
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable, shown
-from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, ReleaseRange, WrongMode
 from crossattn_sizing.engine.tensorrt_llm import source
 from crossattn_sizing.engine.tensorrt_llm.source import PARAMETERS, QUALNAME, UTIL
 
@@ -64,6 +65,7 @@ class TrtllmFamily:
     """``tensorrt_llm@PATH`` (a tree holding ``tensorrt_llm/``): its cross-pool sizing in a worker."""
 
     name = "tensorrt_llm"
+    mode = EngineMode.SIZER
     ranges = RANGES
 
     def check_spec(self, spec: str, option: str = "--engine") -> str:
@@ -77,8 +79,34 @@ class TrtllmFamily:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         return spec
 
-    def subject_spec(self, spec: str) -> str | None:
+    def subject_spec(self, spec: str) -> str:
         """None: the tree answers in its own worker."""
+        raise WrongMode(self.name, self.mode, "subject_spec")
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """None: the cross pool's sizing is not a sizing policy of the shared rows."""
+        raise WrongMode(self.name, self.mode, "policy")
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """None: no kernels of TensorRT-LLM's run here."""
+        raise WrongMode(self.name, self.mode, "impl")
+
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """None: its property takes :meth:`sizer`."""
+        raise WrongMode(self.name, self.mode, "property_fixture")
+
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """The tree's own cross-pool sizer (:func:`~.check.cross_pool_sizer`), its worker started."""
+        from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer
+
+        return cross_pool_sizer(spec.strip(), deadline)
+
+    def tree(self, spec: str) -> Path:
+        """The tree itself (only trees are taken)."""
+        return source.tensorrt_llm_tree_root(spec)
+
+    def report_facts(self) -> Any:
+        """None: report has no TensorRT-LLM run yet."""
         return None
 
     def refused(self, command: str) -> Mapping[str, str]:
@@ -104,18 +132,14 @@ class TrtllmFamily:
 
     def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
         """None: TensorRT-LLM is never a subject."""
-        return []
+        raise WrongMode(self.name, self.mode, "subject_lines")
 
     def verify_suite(self, spec: str) -> EngineSuite:
-        """The cross-pool capacity property, given the tree's own sizer (not run through pytest)."""
-        from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer
-
-        spec = spec.strip()
+        """The cross-pool capacity property, given the tree's own :meth:`sizer` (not run through pytest)."""
         return EngineSuite(
             files=(PROPERTY_FILE,),
             pytest_args=(),
-            heading=f"{spec}: TensorRT-LLM's own {QUALNAME} (docs/engine.md)",
-            sizer=lambda deadline: cross_pool_sizer(spec, deadline),
+            heading=f"{spec.strip()}: TensorRT-LLM's own {QUALNAME} (docs/engine.md)",
         )
 
     def command(self, name: str) -> EngineCommand | None:
