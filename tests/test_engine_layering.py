@@ -1,12 +1,12 @@
-"""The engine doorway (issue 48): nothing outside ``engine/`` imports an engine family, and no family imports
-another.
+"""The engine doorway (issue 48): nothing outside ``engine/`` imports an engine family.
 
-A family is a sub-package of ``src/crossattn_sizing/engine/`` holding ``family.py`` (found on disk, so
-one added later is covered without editing this test). The harness (every module of
-``src/crossattn_sizing`` outside ``engine/``) and the property suite (``properties/``) reach a family only
-through :mod:`crossattn_sizing.engine.registry` and :mod:`crossattn_sizing.engine.interface`; the tests
-(``tests/``) unit-test the families and may import them. Imports are read from the syntax tree (every
-``import`` and ``from ... import``, at any depth, relative ones resolved), so one inside a function counts.
+A family is a sub-package ``engine/<family>/`` (found from the modules on disk, so one added later is
+covered without editing this test). The harness (every module of ``src/crossattn_sizing`` outside
+``engine/``) and the property suite (``properties/``) reach a family only through
+:mod:`crossattn_sizing.engine.registry` and :mod:`crossattn_sizing.engine.interface`; the tests
+(``tests/``) unit-test the families and may import them. Imports are read as tests/test_layers.py
+reads them (its :func:`~tests.test_layers.imported_names`: at any depth, relative ones resolved), and
+that file keeps the families apart from each other.
 """
 
 from __future__ import annotations
@@ -14,97 +14,75 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
+from tests.test_layers import PACKAGE, SOURCE, imported_names, module_name, plant
 
-REPO = Path(__file__).resolve().parents[1]
-PACKAGE = REPO / "src" / "crossattn_sizing"
-ENGINE = PACKAGE / "engine"
-FAMILIES = sorted(p.parent.name for p in ENGINE.glob("*/family.py"))
+PROPERTIES = SOURCE.parents[1] / "properties"
 
 
-def module_name(path: Path) -> str:
-    """``crossattn_sizing.x.y`` for a file under src/, ``properties.x`` for one under properties/."""
-    rel = path.relative_to(REPO / "src") if path.is_relative_to(REPO / "src") else path.relative_to(REPO)
-    parts = list(rel.with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+def families(root: Path, package: str) -> set[str]:
+    """The engine families of the package at ``root``: every sub-package of its ``engine/``."""
+    return {p.parent.name for p in (root / "engine").glob("*/__init__.py")}
 
 
-def imported(source: str, module: str, is_package: bool = False) -> list[str]:
-    """Every module name ``source`` (the text of ``module``) imports, relative imports resolved; a
-    ``from pkg import name`` counts as ``pkg.name`` too (``name`` may be a sub-module)."""
-    base = module.split(".") if is_package else module.split(".")[:-1]
-    found: list[str] = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
-            found += [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                anchor = base[: len(base) - node.level + 1]
-                target = ".".join([*anchor, *([node.module] if node.module else [])])
-            else:
-                target = node.module or ""
-            found += [target, *(f"{target}.{a.name}" for a in node.names)]
-    return found
-
-
-def family_named(name: str) -> str | None:
-    """The engine family ``name`` (a module name) lies in, if any."""
-    parts = name.split(".")
-    if parts[:2] == ["crossattn_sizing", "engine"] and len(parts) > 2 and parts[2] in FAMILIES:
-        return parts[2]
-    return None
-
-
-def offenders(paths: list[Path], allowed: str | None = None) -> list[str]:
-    """``file: module`` for each import of a family other than ``allowed``."""
+def family_imports_from_outside(root: Path, package: str, outside: list[tuple[Path, Path, str]]) -> list[str]:
+    """``module imports target (family) at file:line`` for each import of one of ``package``'s engine
+    families by a module of ``outside`` (``(file, its root, its package)``) that is not in a family."""
+    known = families(root, package)
     out = []
-    for path in paths:
-        module = module_name(path)
-        for name in imported(path.read_text(encoding="utf-8"), module, path.name == "__init__.py"):
-            found = family_named(name)
-            if found is not None and found != allowed:
-                out.append(f"{path.relative_to(REPO)}: {name}")
-    return sorted(set(out))
+    for path, base, name in outside:
+        module = module_name(path, base, name)
+        if module.startswith(f"{package}.engine."):
+            continue  # inside engine/: the registry, the contract, the families themselves
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        seen: set[int] = set()  # one line per import statement: its module, not each name it loads
+        for target, line in imported_names(tree, module, path.name == "__init__.py"):
+            family = family_named(target, package)
+            if family in known and line not in seen:
+                seen.add(line)
+                out.append(f"{module} imports {target} ({family}) at {path.relative_to(base.parent)}:{line}")
+    return sorted(out)
 
 
-def outside_engine() -> list[Path]:
-    """Every module of the harness outside ``engine/``, and of the property suite."""
-    harness = [p for p in PACKAGE.rglob("*.py") if not p.is_relative_to(ENGINE)]
-    return sorted(harness + list((REPO / "properties").rglob("*.py")))
+def family_named(target: str, package: str) -> str | None:
+    """The sub-package of ``package.engine`` that module ``target`` is or lies in, if any."""
+    parts = target.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == [package, "engine"] else None
+
+
+def modules(root: Path, package: str) -> list[tuple[Path, Path, str]]:
+    return [(p, root, package) for p in sorted(root.rglob("*.py"))]
 
 
 def test_the_families_are_found() -> None:
-    """The check below is about something: the three built-in families are on disk as sub-packages."""
-    assert {"vllm", "sglang", "tensorrt_llm"} <= set(FAMILIES)
+    """The check below is about something: the three built-in families are sub-packages of engine/."""
+    assert {"vllm", "sglang", "tensorrt_llm"} <= families(SOURCE, PACKAGE)
 
 
 def test_nothing_outside_engine_imports_a_family() -> None:
-    found = offenders(outside_engine())
-    assert not found, "reach a family through engine/registry.py and interface.py:\n" + "\n".join(found)
+    everything = modules(SOURCE, PACKAGE) + modules(PROPERTIES, "properties")
+    found = family_imports_from_outside(SOURCE, PACKAGE, everything)
+    assert not found, "reach a family through engine/registry.py and interface.py:\n  " + "\n  ".join(found)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_no_family_imports_another(family: str) -> None:
-    found = offenders(sorted((ENGINE / family).rglob("*.py")), allowed=family)
-    assert not found, "\n".join(found)
-
-
-@pytest.mark.parametrize(
-    ("source", "module", "caught"),
-    [
-        ("from crossattn_sizing.engine.vllm.adapters import VllmPolicy", "crossattn_sizing.runs.x", True),
-        ("import crossattn_sizing.engine.sglang.client as c", "crossattn_sizing.runs.x", True),
-        ("from crossattn_sizing.engine import tensorrt_llm", "crossattn_sizing.audit.x", True),
-        ("def f():\n    from crossattn_sizing.engine.sglang import source", "properties.conftest", True),
-        ("from ..sglang import client", "crossattn_sizing.engine.vllm.family", True),
-        ("from . import releases", "crossattn_sizing.engine.sglang.family", False),
-        ("from crossattn_sizing.engine.registry import family_of", "crossattn_sizing.runs.x", False),
-        ("from crossattn_sizing.engine import interface", "crossattn_sizing.runs.x", False),
-        ("from .oracle import attention", "properties.test_x", False),
-    ],
-)
-def test_the_check_catches_a_family_import(source: str, module: str, caught: bool) -> None:
-    """The meta-test: each spelling of a family import is seen (and the doorway's own modules are not)."""
-    names = imported(source, module)
-    inside = [f"crossattn_sizing.engine.{family_named(n)}" for n in names if family_named(n) is not None]
-    assert any(not module.startswith(f) for f in inside) is caught, names
+def test_meta_each_spelling_of_a_family_import_is_caught(tmp_path: Path) -> None:
+    root = plant(tmp_path, {
+        "engine/__init__.py": "",
+        "engine/registry.py": "import importlib\n",
+        "engine/one/__init__.py": "",
+        "engine/one/x.py": "from pkg.engine import registry\n",
+        "runs/__init__.py": "",
+        "runs/ok.py": "from pkg.engine.registry import importlib\nfrom pkg.engine import registry\n",
+        "runs/a.py": "from pkg.engine.one.x import f\n",
+        "runs/b.py": "import pkg.engine.one.x as x\n",
+        "runs/c.py": "from pkg.engine import one\n",
+        "runs/d.py": "def f():\n    from ..engine.one import x\n",
+    })  # fmt: skip
+    suite = plant(tmp_path / "s", {"conftest.py": "from .oracle import f\nfrom pkg.engine.one import x\n"})
+    found = family_imports_from_outside(root, "pkg", modules(root, "pkg") + modules(suite, "properties"))
+    assert found == [
+        "pkg.runs.a imports pkg.engine.one.x (one) at pkg/runs/a.py:1",
+        "pkg.runs.b imports pkg.engine.one.x (one) at pkg/runs/b.py:1",
+        "pkg.runs.c imports pkg.engine.one (one) at pkg/runs/c.py:1",
+        "pkg.runs.d imports pkg.engine.one (one) at pkg/runs/d.py:2",
+        "properties.conftest imports pkg.engine.one (one) at pkg/conftest.py:2",
+    ]
