@@ -83,6 +83,26 @@ class HarnessRun:
     configured: bool = False
 
 
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """A policy the caller already resolved (``verify``: its plan's subject), handed to an in-process run
+    as a plugin so ``--policy`` is not resolved a second time: the same loaded object (a ``module:attr``'s
+    worker, a release's) answers the plan's checks and the properties. Used only when ``spec`` is the
+    run's ``--policy`` as typed."""
+
+    spec: str
+    policy: Policy
+
+
+def resolved_policy(config: pytest.Config) -> Policy:
+    """The run's ``--policy``: the :class:`ResolvedPolicy` handed in for it, else resolved now."""
+    spec = config.getoption("sizing_policy")
+    for plugin in config.pluginmanager.get_plugins():
+        if isinstance(plugin, ResolvedPolicy) and plugin.spec == spec:
+            return plugin.policy
+    return resolve_policy(spec, config.stash[RUN].isolation).loaded
+
+
 RUN = pytest.StashKey[HarnessRun]()
 USAGE_ERROR = pytest.StashKey[str]()
 """The message of the run's usage error, for in-process callers
@@ -282,7 +302,7 @@ def configure_run(config: pytest.Config) -> None:
             settings.load_profile(profiles.selected_profile())
         _read_seconds(config, "call_timeout")
         run.isolation = isolation_of(config)
-        run.policy = resolve_policy(config.getoption("sizing_policy"), run.isolation).loaded
+        run.policy = resolved_policy(config)
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")), run.isolation)

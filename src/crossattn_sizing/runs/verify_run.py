@@ -245,7 +245,14 @@ def run_policies(plan: VerifyPlan, profile: str, verdicts: list[PolicyVerdict], 
 
 def suite_for(plan: VerifyPlan, spec: str, profile: str, on_progress: Callable[[int, int, str], None],
               **kwargs: Any) -> tuple[list[PropertyResult], bool]:  # fmt: skip
-    """One quiet in-process run of the suite; its results and whether Ctrl-C stopped it."""
+    """One quiet in-process run of the suite; its results and whether Ctrl-C stopped it. The plan's
+    subject for ``spec`` (resolved once, by :func:`crossattn_sizing.commands.verify.plan_of`) is handed to
+    the run as it is, never resolved again from its spec."""
+    from crossattn_sizing.runs.pytest_plugin import ResolvedPolicy
+
+    subject = plan.subjects.get(spec)
+    given = [ResolvedPolicy(spec, subject.loaded)] if subject is not None else []
+    kwargs["plugins"] = [*kwargs.get("plugins", ()), *given]
     # Hypothesis and pytest print to stdout as they go; the report says it all once.
     with contextlib.redirect_stdout(io.StringIO()):
         results, code = run_suite(
