@@ -38,7 +38,8 @@ def test_verify_resolves_the_policy_once_and_the_suite_runs_that_object(
     monkeypatch.setattr(pytest_plugin, "resolve_policy", counting)
     monkeypatch.setattr(pytest_plugin, "resolved_policy", recording)
     one = "test_column_of_is_the_oracle_column"  # one cheap property: resolutions are what is counted
-    code = main(["verify", "--policy", "mrv2", "-k", one, "--max-examples", "2", "--seed", "1", "--jobs", "1"])
+    code = main(["verify", "--policy", "mrv2", "-k", one, "--max-examples", "2", "--seed", "1",
+                 "--jobs", "1"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
     assert resolved == ["mrv2"]  # the plan's resolution, and no other
