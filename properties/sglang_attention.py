@@ -22,7 +22,8 @@ never a pass, never a failure.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import pytest
 import torch
@@ -45,13 +46,32 @@ TOLERANCE = Tolerance(
 )
 
 
+class SglangAttention(Protocol):
+    """The attention step the engine fixture gives (``read_builder.attention()``): an SGLang tree's own
+    ``TorchNativeAttnBackend`` in its worker. Declared here, as what the property needs of it: the family
+    that implements it is reached only through the engine registry."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        ...
+
+    def pack(self, values: Sequence[float]) -> str:
+        """Floats as the worker reads them."""
+        ...
+
+    def run(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The worker's answer: ``ran`` with the outputs, ``fails`` or ``not run`` with the reason."""
+        ...
+
+
 NEEDS_TREE = ("properties/sglang_attention.py runs an SGLang tree's own backend: give --read-builder "
               "sglang==X or sglang@PATH")
 """The usage error (properties/conftest.py) of a run that collects this property without a tree."""
 
 
 @pytest.fixture(scope="session")
-def sglang_attention(read_builder: Any) -> Any:
+def sglang_attention(read_builder: Any) -> SglangAttention:
     """The attention step of the tree ``--read-builder`` names (the engine fixture's ``attention()``: its
     worker started, ``--call-timeout`` on each call)."""
     if not hasattr(read_builder, "attention"):  # refused at collection (properties/conftest.py)
@@ -99,7 +119,7 @@ def first_mismatch(got: list[list[float]], want: list[list[float]]) -> str | Non
     return None
 
 
-def check_attention(case: AttentionCase, backend: Any) -> None:
+def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
     """The property's body, shared with the meta-tests: run the release's backend, judge every output."""
     content = case.content()
     answer = backend.run(payload(case, content, backend.pack))
@@ -135,7 +155,7 @@ SHARE = settings(max_examples=max(1, settings.default.max_examples // 4))
 
 @SHARE
 @given(case=attention_cases())
-def test_cross_attention_matches_reference(case: AttentionCase, sglang_attention: Any) -> None:
+def test_cross_attention_matches_reference(case: AttentionCase, sglang_attention: SglangAttention) -> None:
     """Every prompt and decode query of a Whisper or Mllama batch, through the release's own backend on its
     own rows, equals dense attention over the request's own encoder keys."""
     check_attention(case, sglang_attention)

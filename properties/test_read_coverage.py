@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crossattn_sizing.core.admission_rules import AdmissionUnanswered
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
 from crossattn_sizing.findings.results import NOT_RUN_MARK
@@ -78,7 +79,7 @@ def test_gathers_stay_in_row_and_own_columns(case: ReadCase, read_builder: Build
     if hasattr(read_builder, "first_problem"):  # the release's own builder: `check --engine` replays it alone
         fail(
             lines,
-            read_builder.replay_line(case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
+            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),  # type: ignore[attr-defined]
         )
     fail_rerun(lines, _builder_option(read_builder))
 
@@ -119,7 +120,7 @@ def judge_tree_write(read_builder: Any, case: ReadCase) -> None:
         fail(
             [f"write-side coverage: {verdict.get('headline') or 'the release step failed'}",
              *case.lines(), f"  {verdict['message']}"],
-            read_builder.replay_line(case.layout.context_len, case.rule.kv_capacity, _triples(case)),
+            check_line(read_builder.name, case.layout.context_len, case.rule.kv_capacity, _triples(case)),
         )
 
 

@@ -31,9 +31,10 @@ from typing import TYPE_CHECKING
 from crossattn_sizing.base.errors import OptionError, ReleaseUnavailable
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES, version_key
-from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, check_line
+from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX
 
 if TYPE_CHECKING:
     from crossattn_sizing.engine.sglang.client import OwnAdmission

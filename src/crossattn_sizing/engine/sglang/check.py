@@ -27,9 +27,9 @@ from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
 from crossattn_sizing.core.batch_requests import cached_prefix, prefix_ok
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.engine.client import EngineCrash
-from crossattn_sizing.engine.sglang.source import check_line
 
 if TYPE_CHECKING:
     from crossattn_sizing.engine.sglang.client import OwnAdmission

@@ -167,12 +167,6 @@ class SglangReads:
         rule.row_width = answer.get("row_width")
         return rule
 
-    def replay_line(self, context_len: int, kv_capacity: int, batch: Sequence[Sequence[int]]) -> str:
-        """The ``check --engine`` command replaying one batch on this tree alone."""
-        from crossattn_sizing.engine.sglang.source import check_line
-
-        return check_line(self.spec, context_len, kv_capacity, batch)
-
     def attention(self) -> Any:
         """The tree's attention step (:class:`~.attention_client.SglangAttention`), same deadline."""
         from crossattn_sizing.engine.sglang.attention_client import SglangAttention
