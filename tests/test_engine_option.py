@@ -142,3 +142,22 @@ def test_verify_engine_sglang_gives_call_timeout_to_its_worker(monkeypatch: pyte
     assert seen["obtain"] == 7.0
     args = list(seen["pytest_args"])
     assert args[args.index("--call-timeout") + 1] == "7.0" and "--read-builder" in args
+
+
+def test_a_family_that_leaves_its_own_mode_to_the_defaults_is_not_one() -> None:
+    """A plug-in's family found through the entry point is checked against its mode: a SIZER family that
+    inherits OtherModes' ``sizer`` (which raises WrongMode) would otherwise fail at the first call."""
+    from crossattn_sizing.engine.interface import OtherModes
+    from crossattn_sizing.engine.registry import contract_problem
+
+    class Half(OtherModes):
+        name, mode, ranges = "half", EngineMode.SIZER, ()
+
+        def check_spec(self, spec: str, option: str = "--engine") -> str:
+            return spec
+
+        refused = obtain = tree = report_facts = command = unsupported = check_spec
+
+    assert contract_problem(Half(), "half") == "a sizer family needs verify_suite, sizer"
+    assert contract_problem(Half(), "other") == "its name 'half' is not the entry point's 'other'"
+    assert all(contract_problem(family(name), name) == "" for name in ENGINES)

@@ -166,6 +166,45 @@ class EngineFamily(Protocol):
         ...
 
 
+class OtherModes:
+    """The pieces of the contract that belong to another mode than a family's, each raising
+    :class:`WrongMode`: a family subclasses this and defines the pieces of its own mode."""
+
+    name: str
+    mode: EngineMode
+
+    def _wrong(self, method: str) -> WrongMode:
+        return WrongMode(self.name, self.mode, method)
+
+    def subject_spec(self, spec: str) -> str:
+        """A subject family's (:attr:`EngineMode.SUBJECT`)."""
+        raise self._wrong("subject_spec")
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """A subject family's."""
+        raise self._wrong("policy")
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """A subject family's."""
+        raise self._wrong("impl")
+
+    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
+        """A subject family's."""
+        raise self._wrong("subject_lines")
+
+    def verify_suite(self, spec: str) -> EngineSuite:
+        """A family's of :attr:`EngineMode.PROPERTIES` or :attr:`EngineMode.SIZER`."""
+        raise self._wrong("verify_suite")
+
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """A family's of :attr:`EngineMode.PROPERTIES`."""
+        raise self._wrong("property_fixture")
+
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """A family's of :attr:`EngineMode.SIZER`."""
+        raise self._wrong("sizer")
+
+
 class ExecutesSizing(Protocol):
     """A subject family whose audit runs each runner's sizing for real (vLLM: ``audit``'s executed path)."""
 

@@ -26,7 +26,7 @@ from importlib import metadata
 from typing import Any, cast
 
 from crossattn_sizing.base.errors import OptionError, ReleaseUnavailable, described
-from crossattn_sizing.engine.interface import EngineFamily, EngineMode
+from crossattn_sizing.engine.interface import EngineFamily, EngineMode, OtherModes
 
 ENGINES: dict[str, str] = {
     "vllm": "crossattn_sizing.engine.vllm.family",
@@ -114,7 +114,8 @@ def contract_problem(found: object, name: str) -> str:
         return f"its mode {mode!r} is not an EngineMode ({', '.join(m.name for m in EngineMode)})"
     if getattr(found, "name", None) != name:
         return f"its name {getattr(found, 'name', None)!r} is not the entry point's {name!r}"
-    lacking = [m for m in PER_MODE[mode] if not hasattr(found, m)]
+    lacking = [m for m in PER_MODE[mode]  # missing, or left to OtherModes (which raises WrongMode)
+               if getattr(type(found), m, None) in (None, getattr(OtherModes, m))]  # fmt: skip
     return f"a {mode.value} family needs {', '.join(lacking)}" if lacking else ""
 
 

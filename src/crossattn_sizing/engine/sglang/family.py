@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, ReleaseRange, WrongMode
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, OtherModes, ReleaseRange
 from crossattn_sizing.engine.sglang import releases
 from crossattn_sizing.engine.sglang.releases import (
     ATTENTION_STAND_INS,
@@ -70,7 +70,7 @@ SLICE = ("this release takes a slice and asserts one request per batch (FA3 eage
 MIXED_BATCH = "reproduce --engine sglang runs mllama-mixed-batch, its shape from a transformers config"
 
 
-class SglangFamily:
+class SglangFamily(OtherModes):
     """``sglang==X`` (the release's wheel, unpacked) and ``sglang@PATH`` (a tree)."""
 
     name = "sglang"
@@ -91,22 +91,6 @@ class SglangFamily:
         except ReleaseUnavailable as exc:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         raise ReleaseUnavailable(f"{option} {spec!r}: expected sglang==X.Y.Z or sglang@PATH")
-
-    def subject_spec(self, spec: str) -> str:
-        """None: the release answers in its own worker."""
-        raise WrongMode(self.name, self.mode, "subject_spec")
-
-    def policy(self, spec: str, deadline: float | None = None) -> Any:
-        """None: SGLang's release is not a sizing policy."""
-        raise WrongMode(self.name, self.mode, "policy")
-
-    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
-        """None: SGLang's release is not an implementation of the harness's interface."""
-        raise WrongMode(self.name, self.mode, "impl")
-
-    def sizer(self, spec: str, deadline: float | None = None) -> Any:
-        """None: its properties take :meth:`property_fixture`."""
-        raise WrongMode(self.name, self.mode, "sizer")
 
     def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
         """The read-side judge of the tree (:class:`~.client.SglangReads`), its worker started now (a tree
@@ -164,10 +148,6 @@ class SglangFamily:
         if path == "slice":
             notes.append(SLICE)
         return "; ".join(n for n in notes if n)
-
-    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
-        """None: SGLang is never a subject."""
-        raise WrongMode(self.name, self.mode, "subject_lines")
 
     def verify_suite(self, spec: str) -> EngineSuite:
         """The read-coverage properties, their metadata builder the release's own, and the attention

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable, shown
-from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, ReleaseRange, WrongMode
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, OtherModes, ReleaseRange
 from crossattn_sizing.engine.tensorrt_llm import source
 from crossattn_sizing.engine.tensorrt_llm.source import PARAMETERS, QUALNAME, UTIL
 
@@ -61,7 +61,7 @@ CHECK_FORM = "check --engine tensorrt_llm judges one request: --config, --encode
 WHISPER = "reproduce --engine tensorrt_llm runs whisper under TensorRT-LLM's defaults"
 
 
-class TrtllmFamily:
+class TrtllmFamily(OtherModes):
     """``tensorrt_llm@PATH`` (a tree holding ``tensorrt_llm/``): its cross-pool sizing in a worker."""
 
     name = "tensorrt_llm"
@@ -78,22 +78,6 @@ class TrtllmFamily:
         except ReleaseUnavailable as exc:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         return spec
-
-    def subject_spec(self, spec: str) -> str:
-        """None: the tree answers in its own worker."""
-        raise WrongMode(self.name, self.mode, "subject_spec")
-
-    def policy(self, spec: str, deadline: float | None = None) -> Any:
-        """None: the cross pool's sizing is not a sizing policy of the shared rows."""
-        raise WrongMode(self.name, self.mode, "policy")
-
-    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
-        """None: no kernels of TensorRT-LLM's run here."""
-        raise WrongMode(self.name, self.mode, "impl")
-
-    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
-        """None: its property takes :meth:`sizer`."""
-        raise WrongMode(self.name, self.mode, "property_fixture")
 
     def sizer(self, spec: str, deadline: float | None = None) -> Any:
         """The tree's own cross-pool sizer (:func:`~.check.cross_pool_sizer`), its worker started."""
@@ -129,10 +113,6 @@ class TrtllmFamily:
 
         tensorrt_llm_worker(spec, call_timeout)
         return ""
-
-    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
-        """None: TensorRT-LLM is never a subject."""
-        raise WrongMode(self.name, self.mode, "subject_lines")
 
     def verify_suite(self, spec: str) -> EngineSuite:
         """The cross-pool capacity property, given the tree's own :meth:`sizer` (not run through pytest)."""

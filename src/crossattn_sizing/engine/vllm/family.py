@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable, shown
-from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, ReleaseRange, WrongMode
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, OtherModes, ReleaseRange
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 
 AS_SUBJECT = "--engine vllm sets --policy and --impl to the release's own code"
@@ -24,7 +24,7 @@ AS_SUBJECT = "--engine vllm sets --policy and --impl to the release's own code"
 SGLANG_ONLY = "takes an SGLang server's figures; vLLM's release sizes its own rows from the config"
 
 
-class VllmFamily:
+class VllmFamily(OtherModes):
     """``vllm``, ``vllm==X``, ``vllm@PATH``: the release as a sizing policy and an implementation."""
 
     name = "vllm"
@@ -144,18 +144,6 @@ class VllmFamily:
         from crossattn_sizing.engine.vllm.coverage import coverage_lines
 
         return coverage_lines(policy, scenario)
-
-    def verify_suite(self, spec: str) -> EngineSuite:
-        """None of its own: verify runs the whole suite with the release as policy and implementation."""
-        raise WrongMode(self.name, self.mode, "verify_suite")
-
-    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
-        """None: the properties take the release as their policy and implementation."""
-        raise WrongMode(self.name, self.mode, "property_fixture")
-
-    def sizer(self, spec: str, deadline: float | None = None) -> Any:
-        """None: the release is a sizing policy."""
-        raise WrongMode(self.name, self.mode, "sizer")
 
     def command(self, name: str) -> EngineCommand | None:
         """None: every command runs vLLM's release as its policy (and implementation)."""
