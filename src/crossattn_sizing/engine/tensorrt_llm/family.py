@@ -5,7 +5,7 @@ TensorRT-LLM keeps cross-attention K/V in a pool of its own, sized once by
 worker (:mod:`crossattn_sizing.engine.tensorrt_llm.sizer`), and what is judged
 is the cross-pool capacity property, which takes the engine's sizer rather than
 a sizing policy. So the family's verify suite is that property and the
-tree's sizer (:attr:`EngineSuite.sizer`), which ``verify`` runs itself
+tree's sizer (its mode is ``EngineMode.SIZER``: :meth:`TrtllmFamily.sizer`), which ``verify`` runs itself
 (:mod:`crossattn_sizing.runs.cross_pool_verify`), and ``check`` and ``reproduce whisper`` judge one request
 (:mod:`crossattn_sizing.engine.tensorrt_llm.check`). Only a tree is taken
 (``tensorrt_llm@PATH``): the registry's package is a wheel stub without the
