@@ -25,6 +25,7 @@ from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.admission_rules import AdmissionUnanswered, EngineRequest
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
+from crossattn_sizing.engine.sglang.attention_client import pack
 from crossattn_sizing.engine.sglang.install import resolve_sglang
 
 DID_NOT_RETURN = "the tree's code did not return"
@@ -167,10 +168,8 @@ class SglangReads:
         rule.row_width = answer.get("row_width")
         return rule
 
-    def attention(self) -> Any:
-        """The tree's attention step (:class:`~.attention_client.SglangAttention`), same deadline."""
-        from crossattn_sizing.engine.sglang.attention_client import SglangAttention
-
+    def attention(self) -> SglangAttention:
+        """The tree's attention step (:class:`SglangAttention`), under the same deadline."""
         return SglangAttention(self.spec, self.deadline)
 
     def first_problem(
@@ -250,3 +249,31 @@ class OwnAdmission:
     def output_cap(self, request: EngineRequest) -> int:
         """The ``max_new_tokens`` the tree's scheduler lets ``request`` run to."""
         return int(self._answer(request)["cap"])
+
+
+@dataclass
+class SglangAttention:
+    """The judge's side of one SGLang tree's attention step: its own TorchNativeAttnBackend on a batch, in
+    its worker (the content packed by :func:`~crossattn_sizing.engine.sglang.attention_client.pack`)."""
+
+    spec: str
+    deadline: float | None = None
+    """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
+
+    pack = staticmethod(pack)
+    """How the payload's tensors travel (the property packs its content with it)."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        return self.spec
+
+    def run(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The worker's answer: ``ran`` with the outputs, ``fails`` (the release's extend output is not the
+        draw's, or its code did not return within the deadline) or ``not run`` with the reason."""
+        try:
+            return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
+        except EngineCrash as exc:  # the tree's own code hung (its step and the deadline named) or left
+            return did_not_return(exc)
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
