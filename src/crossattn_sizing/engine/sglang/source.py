@@ -68,12 +68,6 @@ REAL_MODULES = (
 """Top-level modules bound for real: the standard library and torch (the CPU build)."""
 
 
-def is_sglang_spec(spec: str) -> bool:
-    """Whether an ``--engine``/``--policy`` value names SGLang's own code."""
-    s = spec.strip()
-    return s.startswith(RELEASE_PREFIX) or s.startswith(TREE_PREFIX)
-
-
 def sglang_tree_root(spec: str) -> Path:
     """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`ReleaseUnavailable` if none."""
     return tree_root(spec, "sglang", "srt")
