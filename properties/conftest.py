@@ -47,13 +47,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The SGLang attention and start-up properties run a tree's own code: collected without one, a usage
-    error."""
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+    """The SGLang attention and start-up properties run a tree's own code: collected without one (an engine
+    spec, its family's property fixture), a usage error."""
+    from crossattn_sizing.engine.registry import engine_name, is_engine
 
+    builder = str(config.getoption("read_builder")).strip()
     names = {item.path.name for item in items}
-    if names & {"sglang_attention.py", "sglang_startup.py"} and not is_sglang_spec(
-            str(config.getoption("read_builder"))):
+    if names & {"sglang_attention.py", "sglang_startup.py"} and not (
+            is_engine(builder) and engine_name(builder) != builder):
         from .sglang_attention import NEEDS_TREE
         from .sglang_startup import NEEDS_TREE as STARTUP_NEEDS_TREE
 

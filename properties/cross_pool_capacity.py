@@ -6,7 +6,7 @@ its own ``KvCacheCreator._get_cross_kv_cache_layout``. The property: for every
 admitted request (:func:`properties.cross_pool_strategies.cross_pool_cases`),
 its encoder tokens fit the pool's maximum sequence length and the blocks of
 ``tokens_per_block`` a sequence of that length gets. The sizer is an engine
-adapter's (``tensorrt_llm@PATH``: :class:`crossattn_sizing.engine.tensorrt_llm.sizer.TrtllmCrossPool`),
+adapter's (``tensorrt_llm@PATH``: its family's ``sizer``, found through the engine registry),
 or any object with ``name`` and ``pool_len(case)``.
 
 Not a ``test_`` module: the suite's other properties judge a vLLM sizing

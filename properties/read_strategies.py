@@ -12,7 +12,7 @@ Llama-3.2-Vision's vision config, built locally with transformers'
 ``MllamaVisionConfig``: 1601 tokens a tile, 1 to 4 tiles); each
 request is admitted on its own by SGLang's rule
 (:class:`~crossattn_sizing.core.admission_rules.SglangAdmission`, or an SGLang
-tree's own, :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`) and
+tree's own, a :class:`~crossattn_sizing.core.admission_rules.RowAdmission` answered by its worker) and
 has generated at most what the scheduler lets it; and the batch as a whole is
 one the scheduler decodes together
 (:class:`~crossattn_sizing.core.served.BatchAdmission`: every slot its
@@ -40,12 +40,11 @@ from typing import Any
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission, admitted
+from crossattn_sizing.core.admission_rules import EngineRequest, RowAdmission, SglangAdmission, admitted
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.core.layouts import SharedRow
 from crossattn_sizing.core.read_gather import BatchRequest
 from crossattn_sizing.core.served import BatchAdmission, served_refusal
-from crossattn_sizing.engine.sglang.client import OwnAdmission
 from crossattn_sizing.models.served_inputs import mllama_images
 
 MAX_CONTEXT = 16384
@@ -76,7 +75,7 @@ class ReadCase:
     """A server and one decode step of a batch, every request admitted alone."""
 
     layout: SharedRow
-    rule: SglangAdmission | OwnAdmission
+    rule: RowAdmission
     requests: tuple[EngineRequest, ...]
     batch: tuple[BatchRequest, ...]
     cached: tuple[int, ...] = ()
@@ -110,7 +109,7 @@ class ReadCase:
 
 
 @st.composite
-def _request(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission, encoders: tuple[int, ...] | None,
+def _request(draw: st.DrawFn, rule: RowAdmission, encoders: tuple[int, ...] | None,
              pool_left: int) -> tuple[EngineRequest, BatchRequest, int]:
     """One admitted request holding at most ``pool_left`` slots at this step. ``encoders``: the served
     model's lengths (an image request); ``()``: any length below the input limit (the wide domain);
@@ -167,7 +166,7 @@ def unserved_batches(draw: st.DrawFn) -> ReadCase:
 
 
 @st.composite
-def admitted_batches(draw: st.DrawFn, rule: SglangAdmission | OwnAdmission, layout: SharedRow,
+def admitted_batches(draw: st.DrawFn, rule: RowAdmission, layout: SharedRow,
                      served: bool = True) -> ReadCase:  # fmt: skip
     """A decode batch for one server, each request admitted by ``rule`` (the harness's model, or a tree's
     own): 1 to 3 requests with an encoder input and 1 to 3 text-only ones, in any order. ``served``: the

@@ -22,13 +22,13 @@ never a pass, never a failure.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import pytest
 import torch
 from hypothesis import given, settings
 
-from crossattn_sizing.engine.sglang.attention_client import SglangAttention, pack
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail_rerun, judge_against
@@ -46,6 +46,25 @@ TOLERANCE = Tolerance(
 )
 
 
+class SglangAttention(Protocol):
+    """The attention step the engine fixture gives (``read_builder.attention()``): an SGLang tree's own
+    ``TorchNativeAttnBackend`` in its worker. Declared here, as what the property needs of it: the family
+    that implements it is reached only through the engine registry."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        ...
+
+    def pack(self, values: Sequence[float]) -> str:
+        """Floats as the worker reads them."""
+        ...
+
+    def run(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The worker's answer: ``ran`` with the outputs, ``fails`` or ``not run`` with the reason."""
+        ...
+
+
 NEEDS_TREE = ("properties/sglang_attention.py runs an SGLang tree's own backend: give --read-builder "
               "sglang==X or sglang@PATH")
 """The usage error (properties/conftest.py) of a run that collects this property without a tree."""
@@ -53,14 +72,16 @@ NEEDS_TREE = ("properties/sglang_attention.py runs an SGLang tree's own backend:
 
 @pytest.fixture(scope="session")
 def sglang_attention(read_builder: Any) -> SglangAttention:
-    """The tree ``--read-builder`` names (its worker started, ``--call-timeout`` on each call)."""
-    if not hasattr(read_builder, "first_problem"):  # refused at collection (properties/conftest.py)
+    """The attention step of the tree ``--read-builder`` names (the engine fixture's ``attention()``: its
+    worker started, ``--call-timeout`` on each call)."""
+    if not hasattr(read_builder, "attention"):  # refused at collection (properties/conftest.py)
         pytest.exit(NEEDS_TREE, returncode=pytest.ExitCode.USAGE_ERROR)
-    return SglangAttention(read_builder.name, read_builder.deadline)
+    return read_builder.attention()
 
 
-def payload(case: AttentionCase, content: dict[str, list[torch.Tensor]]) -> dict[str, Any]:
-    """What the worker is asked: the batch, the layer's shape and the content, packed."""
+def payload(case: AttentionCase, content: dict[str, list[torch.Tensor]], pack: Any) -> dict[str, Any]:
+    """What the worker is asked: the batch, the layer's shape and the content, packed by ``pack`` (the
+    backend's own)."""
     out: dict[str, Any] = {"context_len": case.context_len, "batch": [list(r) for r in case.batch],
                            "heads": case.heads, "kv_heads": case.kv_heads, "head_dim": case.head_dim,
                            "scale": case.scale}
@@ -101,7 +122,7 @@ def first_mismatch(got: list[list[float]], want: list[list[float]]) -> str | Non
 def check_attention(case: AttentionCase, backend: SglangAttention) -> None:
     """The property's body, shared with the meta-tests: run the release's backend, judge every output."""
     content = case.content()
-    answer = backend.run(payload(case, content))
+    answer = backend.run(payload(case, content, backend.pack))
     heading = f"SGLang attention ({backend.name}'s TorchNativeAttnBackend, cross-attention layer)"
     rerun = ["--read-builder", backend.name]
     if answer["verdict"] == "not run":  # the adapter's gap: never a pass, never a failure of the release

@@ -26,8 +26,8 @@ import torch
 from hypothesis import event
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.batch_requests import cached_prefix, extended
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
-from crossattn_sizing.engine.sglang.batch import cached_prefix, extended
 
 MODELS = ("whisper", "mllama")
 HEAD_DIMS = (2, 4, 8)

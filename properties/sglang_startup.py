@@ -20,16 +20,33 @@ never a failure.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 from hypothesis import given, settings
 
-from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer, check_line
+from crossattn_sizing.core.startup_server import StartupServer
+from crossattn_sizing.core.startup_server import server_check_line as check_line
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail_rerun
 from .sglang_startup_strategies import startup_servers
+
+
+class SglangStartup(Protocol):
+    """The start-up judge the engine fixture gives (``read_builder.startup()``): an SGLang tree's own runner
+    fill and FA3 capture code in its worker. Declared here, as what the property needs of it: the family
+    that implements it is reached only through the engine registry."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        ...
+
+    def verdicts(self, server: StartupServer) -> dict[str, dict[str, Any]]:
+        """``path -> verdict`` (``holds``, ``fails`` with ``where``, ``not run`` with the reason)."""
+        ...
+
 
 NEEDS_TREE = ("properties/sglang_startup.py runs an SGLang tree's own capture code: give --read-builder "
               "sglang==X or sglang@PATH")
@@ -38,10 +55,11 @@ NEEDS_TREE = ("properties/sglang_startup.py runs an SGLang tree's own capture co
 
 @pytest.fixture(scope="session")
 def sglang_startup(read_builder: Any) -> SglangStartup:
-    """The tree ``--read-builder`` names (its worker started, ``--call-timeout`` on each call)."""
-    if not hasattr(read_builder, "first_problem"):  # refused at collection (properties/conftest.py)
+    """The start-up judge of the tree ``--read-builder`` names (the engine fixture's ``startup()``: its
+    worker started, ``--call-timeout`` on each call)."""
+    if not hasattr(read_builder, "startup"):  # refused at collection (properties/conftest.py)
         pytest.exit(NEEDS_TREE, returncode=pytest.ExitCode.USAGE_ERROR)
-    return SglangStartup(read_builder.name, read_builder.deadline)
+    return read_builder.startup()
 
 
 def check_startup(server: StartupServer, judge: SglangStartup, path: str) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from crossattn_sizing.engine.sglang.startup_client import StartupServer
+from crossattn_sizing.core.startup_server import StartupServer
 
 WHISPER_SOURCE_POSITIONS = 1500
 """Whisper's ``max_source_positions`` (every Whisper size: 30 s of audio at 50 frames a second)."""

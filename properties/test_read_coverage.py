@@ -26,10 +26,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crossattn_sizing.core.admission_rules import AdmissionUnanswered
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.core.layouts import write_overflows
 from crossattn_sizing.core.read_gather import Builder, first_read_violation
 from crossattn_sizing.core.served import LATENT
-from crossattn_sizing.engine.sglang.source import check_line
 from crossattn_sizing.findings.results import NOT_RUN_MARK
 
 from .failures import fail, fail_latent, fail_rerun, rerun_command
@@ -117,10 +118,8 @@ def test_reads_beyond_served_batches_are_latent(case: ReadCase, read_builder: Bu
 
 def _admitted_by_the_tree(read_builder: Any, case: ReadCase, data: st.DataObject) -> ReadCase:
     """A batch for ``case``'s server drawn anew, each request admitted by the tree's own rule (its
-    limits, its input check, its output cap: :class:`~crossattn_sizing.engine.sglang.client.OwnAdmission`);
+    limits, its input check, its output cap: the engine fixture's ``admission``);
     a rule that does not answer skips as not run, or fails when the tree's code hung or exited."""
-    from crossattn_sizing.engine.sglang.client import AdmissionUnanswered
-
     context_len, kv_capacity = case.layout.context_len, case.rule.kv_capacity
     try:
         rule = read_builder.admission(context_len, kv_capacity)

@@ -133,7 +133,7 @@ def test_cli_audits_a_cached_release(tmp_path, capsys):
 
 
 def test_cli_download_failure_exits_2_without_traceback(tmp_path, capsys, monkeypatch):
-    def failing(version: str, dest: Path) -> None:
+    def failing(version: str, dest: Path, *_: object) -> None:
         raise ReleaseUnavailable(f"could not download vllm=={version}: ERROR: No matching distribution")
 
     monkeypatch.setattr(sources, "pip_download", failing)
@@ -144,3 +144,24 @@ def test_cli_download_failure_exits_2_without_traceback(tmp_path, capsys, monkey
         "crossattn-sizing: error: could not download vllm==0.0.1: ERROR: No matching distribution"
     )
     assert "Traceback" not in err
+
+
+def test_one_fetcher_asks_other_pythons_only_when_told(tmp_path, monkeypatch):
+    """The fetcher every engine shares: a release with no wheel for the running Python is looked for under
+    the Pythons given (SGLang's: its pure-Python files run anyway), else refused naming them; without
+    ``pythons`` (vLLM's) pip's own line is the error."""
+    asked = []
+
+    def download(version: str, dest: Path, package: str = "vllm", python: str | None = None) -> None:
+        asked.append(python)
+        if python != "3.99":
+            raise ReleaseUnavailable(f"could not download {package}=={version}: ERROR: no wheel")
+        (dest / f"{package}-{version}-cp399-cp399-manylinux_x86_64.whl").write_bytes(b"")
+
+    monkeypatch.setattr(sources, "pip_download", download)
+    wheel = fetch_wheel("9.9.9", tmp_path / "a", package="sglang", pythons=("3.98", "3.99"))
+    assert wheel.name.startswith("sglang-9.9.9-cp399") and asked == [None, "3.98", "3.99"]
+    with pytest.raises(ReleaseUnavailable, match=r"sglang==9\.9\.8: pip found no wheel .* Python 3\.98$"):
+        fetch_wheel("9.9.8", tmp_path / "b", package="sglang", pythons=("3.98",))
+    with pytest.raises(ReleaseUnavailable, match=r"^could not download vllm==9\.9\.8: ERROR: no wheel$"):
+        fetch_wheel("9.9.8", tmp_path / "c")

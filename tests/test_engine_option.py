@@ -18,8 +18,9 @@ import pytest
 
 from crossattn_sizing.commands import verify as verify_command
 from crossattn_sizing.commands.cli import main
-from crossattn_sizing.engine.interface import EngineFamily, ReleaseRange, version_key
-from crossattn_sizing.engine.registry import ENGINES, engine_name, family
+from crossattn_sizing.engine.interface import EngineFamily, EngineMode, ReleaseRange, WrongMode
+from crossattn_sizing.engine.registry import ENGINES, PER_MODE, engine_name, family
+from crossattn_sizing.releases.versions import release_key, series_key
 from tests.sglang_tree import SPEC
 
 COMMANDS = Path(__file__).resolve().parents[1] / "src" / "crossattn_sizing" / "commands"
@@ -31,9 +32,17 @@ def test_each_registered_family_implements_the_protocol(name: str) -> None:
     assert found.name == name
     assert found.ranges and all(isinstance(r, ReleaseRange) for r in found.ranges)
     for member in ("check_spec", "subject_spec", "refused", "obtain", "verify_suite", "command",
-                   "unsupported", "subject_lines"):  # fmt: skip
+                   "unsupported", "subject_lines", "policy", "impl", "property_fixture", "sizer", "tree",
+                   "report_facts"):  # fmt: skip
         assert callable(getattr(found, member)), member
     assert "--policy" in found.refused("verify")  # an engine answers the policy question itself
+    assert isinstance(found.mode, EngineMode)
+    # A piece of another mode's contract is the caller's bug, said as such, never a None to test for.
+    own = set(PER_MODE[found.mode])
+    other = {m for mode, ms in PER_MODE.items() if mode is not found.mode for m in ms} - own
+    for member in sorted(other - {"subject_lines"}):
+        with pytest.raises(WrongMode, match=f"{name} .*has no {member}"):
+            getattr(found, member)(f"{name}@/nowhere", *(["cpu"] if member == "impl" else []))
 
 
 def test_no_command_imports_an_engine_family() -> None:
@@ -51,9 +60,13 @@ def test_no_command_imports_an_engine_family() -> None:
 def test_engine_names_and_release_order() -> None:
     assert [engine_name(s) for s in ("vllm", "vllm==0.25.0", "sglang@/x==y", " sglang==0.5.23")] == [
         "vllm", "vllm", "sglang", "sglang"]  # fmt: skip
-    assert version_key("0.5.23") > version_key("0.5.9") and version_key("0.34.0rc1") == (0, 34, 0)
-    assert ReleaseRange("0.5.21", None, ()).covers((0, 5, 23))
-    assert not ReleaseRange("0.5.21", "0.5.22", ()).covers((0, 5, 23))
+    # One parser orders every release number as pip does: .dev < a < rc < final < .post; 0.24 is 0.24.0.
+    order = ["0.34.0.dev1", "0.34.0a1", "0.34.0rc1", "0.34.0", "0.34.0.post1", "0.34.1"]
+    assert sorted(reversed(order), key=release_key) == order
+    assert release_key("0.5.23") > release_key("0.5.9") and release_key("0.24") == release_key("0.24.0")  # type: ignore[operator]
+    assert release_key("0.24.1.dev5+g1a2b") == release_key("0.24.1.dev5") and release_key("next") is None
+    # A range's membership: a pre-release of X counts as X, a post release does not.
+    assert series_key("0.25.0rc1") == series_key("0.25.0") < series_key("0.25.0.post1")  # type: ignore[operator]
 
 
 def _plans(monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> Any:
@@ -101,6 +114,7 @@ def test_verify_engine_sglang_writes_every_report(tmp_path: Path, capsys: pytest
     assert data["impl"] == SPEC and data["device"] == "cpu"
     names = {p["name"].split("::")[-1] for p in data["policies"][0]["properties"]}
     assert names == {"test_gathers_stay_in_row_and_own_columns",
+                     "test_reads_beyond_served_batches_are_latent",
                      "test_admitted_requests_fit_their_shared_row",
                      "test_cross_attention_matches_reference",
                      "test_capture_batches_fit_their_rows", "test_padded_replay_fits_its_rows"}  # fmt: skip
@@ -130,3 +144,22 @@ def test_verify_engine_sglang_gives_call_timeout_to_its_worker(monkeypatch: pyte
     assert seen["obtain"] == 7.0
     args = list(seen["pytest_args"])
     assert args[args.index("--call-timeout") + 1] == "7.0" and "--read-builder" in args
+
+
+def test_a_family_that_leaves_its_own_mode_to_the_defaults_is_not_one() -> None:
+    """A plug-in's family found through the entry point is checked against its mode: a SIZER family that
+    inherits OtherModes' ``sizer`` (which raises WrongMode) would otherwise fail at the first call."""
+    from crossattn_sizing.engine.interface import OtherModes
+    from crossattn_sizing.engine.registry import contract_problem
+
+    class Half(OtherModes):
+        name, mode, ranges = "half", EngineMode.SIZER, ()
+
+        def check_spec(self, spec: str, option: str = "--engine") -> str:
+            return spec
+
+        refused = obtain = tree = report_facts = command = unsupported = check_spec
+
+    assert contract_problem(Half(), "half") == "a sizer family needs verify_suite, sizer"
+    assert contract_problem(Half(), "other") == "its name 'half' is not the entry point's 'other'"
+    assert all(contract_problem(family(name), name) == "" for name in ENGINES)

@@ -181,7 +181,7 @@ def test_offline_never_downloads(
     """CROSSATTN_OFFLINE=1 with an empty cache: refused naming the variable; a download fails the test."""
     from crossattn_sizing.releases import sources
 
-    def download(version: str, cache: Path) -> None:
+    def download(version: str, cache: Path, *_: object) -> None:
         raise AssertionError(f"downloaded vllm {version} though offline")
 
     monkeypatch.setattr(sources, "pip_download", download)

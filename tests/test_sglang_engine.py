@@ -171,7 +171,7 @@ def test_release_for_this_python_has_no_note(tmp_path: Path) -> None:
 
 
 def test_offline_without_the_wheel_is_one_line(tmp_path: Path) -> None:
-    with pytest.raises(ReleaseUnavailable, match="is not in the engine cache"):
+    with pytest.raises(ReleaseUnavailable, match=r"sglang==9\.9\.9 is not in the wheel cache .*OFFLINE=1"):
         sglang_install.resolve_sglang("sglang==9.9.9", offline=True, cache=tmp_path)
 
 

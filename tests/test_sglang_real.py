@@ -100,7 +100,8 @@ def test_every_release_from_0_5_13_captures_its_own_dummy_batch(version: str) ->
     """Each release's own runner fill and FA3 capture code (downloads each wheel once): Whisper's 1500
     encoder tokens fill every dummy; the capture holds at context 2048 and its dummy is past its row at
     1024, at the release's own runner line."""
-    from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+    from crossattn_sizing.engine.sglang.client import SglangStartup
+    from crossattn_sizing.engine.sglang.startup_client import StartupServer
 
     judge = SglangStartup(f"sglang=={version}")
     assert judge.verdicts(StartupServer(2048, (1, 2, 4), 4, 1500))["capture"] == {"verdict": "holds"}

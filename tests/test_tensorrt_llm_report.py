@@ -26,6 +26,7 @@ from crossattn_sizing.core.cross_pool import whisper_large_v3_case
 from crossattn_sizing.engine.report_facts import check_args
 from crossattn_sizing.engine.tensorrt_llm.report_facts import FACTS, PROPERTY, minimal_case
 from crossattn_sizing.engine.tensorrt_llm.sizer import TrtllmCrossPool
+from crossattn_sizing.engine.tracker_forms import FORMS
 from crossattn_sizing.runs.cross_pool_verify import PROPERTY as VERIFY_PROPERTY
 from crossattn_sizing.runs.engine_verdicts import shown_spec, tree_commit
 from tests.processes import ROOT, cli, run
@@ -95,7 +96,9 @@ def test_report_writes_the_whisper_issue_with_the_trees_line(runs: dict[str, Any
     assert sorted(p.name for p in folder.iterdir()) == [f"{SLUG}.json", f"{SLUG}.md"]
     md = (folder / f"{SLUG}.md").read_text()
     issue = json.loads((folder / f"{SLUG}.json").read_text())
-    assert issue["title"].startswith("[TensorRT-LLM] Cross-attention KV cache pool is shorter")
+    # The tracker's own bug form sets the prefix (engine/tracker_forms.py).
+    prefix = FORMS["tensorrt_llm"].title_prefix
+    assert issue["title"].startswith(f"{prefix}Cross-attention KV cache pool is shorter")
     assert "`openai/whisper-large-v3`" in md and "`max_input_len` 1024" in md
     assert "cross pool: 1500 tokens needed, 1024 held" in md
     code = issue["code"]
@@ -154,7 +157,9 @@ def test_a_checkout_is_named_by_its_commit_and_a_path_relative_to_here(tmp_path:
     assert tree_commit(checkout) == f", git commit {head.strip()}"
     (checkout / UTIL).write_text((checkout / UTIL).read_text() + "\n")
     assert tree_commit(checkout) == f", git commit {head.strip()}, with uncommitted changes"
-    relative = shown_spec(f"tensorrt_llm@{checkout}")
-    assert relative == f"tensorrt_llm@{os.path.relpath(checkout)}"
-    assert not relative.split("@")[1].startswith("/")
+    # A path under the working folder is shown relative to it; one outside it (this checkout, under the
+    # temporary folder) as it is, which the report files then name by its kind (runs/report_files.py).
+    inside = Path.cwd() / "trees" / "TensorRT-LLM"
+    assert shown_spec(f"tensorrt_llm@{inside}") == f"tensorrt_llm@{os.path.join('trees', 'TensorRT-LLM')}"
+    assert shown_spec(f"tensorrt_llm@{checkout}") == f"tensorrt_llm@{checkout}"
     assert shown_spec("vllm==0.24.0") == "vllm==0.24.0"

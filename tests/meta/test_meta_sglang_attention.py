@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, given, settings
 
-from crossattn_sizing.engine.sglang.attention_client import SglangAttention
+from crossattn_sizing.engine.sglang.client import SglangAttention
 from crossattn_sizing.engine.sglang.releases import RANGES, TORCH_NATIVE, AttentionStep
 from crossattn_sizing.findings.results import NOT_RUN_MARK, PropertyFailure
 from properties import sglang_attention

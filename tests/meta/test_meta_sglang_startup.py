@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from hypothesis import Phase, given, settings
 
-from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+from crossattn_sizing.engine.sglang.client import SglangStartup
+from crossattn_sizing.engine.sglang.startup_client import StartupServer
 from crossattn_sizing.findings.results import PropertyFailure
 from properties import sglang_startup
 from properties.sglang_startup_strategies import startup_servers

@@ -9,13 +9,29 @@ cannot run here, ``None`` and the reason, so the audit falls back to reading.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from crossattn_sizing.audit.extract import ReadError
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.core.config import RunnerConfig
-from crossattn_sizing.engine.vllm.sizing_exec import EXECUTED_RUNNERS
+from crossattn_sizing.engine.interface import ExecutesSizing
+from crossattn_sizing.engine.registry import family
+
+AUDITED = "vllm"
+"""The engine family whose sizing the audit reads and executes (its executed path: ``ExecutesSizing``)."""
+
+
+def audited() -> ExecutesSizing:
+    """The audited family, as the executed path uses it (its sub-package imported now)."""
+    return cast("ExecutesSizing", family(AUDITED))
+
+
+def executed_runner_files() -> Mapping[str, tuple[str, str]]:
+    """``runner -> (file, class)`` the adapter executes (the audited family's
+    :attr:`~crossattn_sizing.engine.interface.ExecutesSizing.executed_runners`)."""
+    return audited().executed_runners
 
 
 class ExecutedPolicy:
@@ -28,7 +44,7 @@ class ExecutedPolicy:
 
     def __init__(self, policy: Any) -> None:
         self.policy = policy
-        path, class_name = EXECUTED_RUNNERS[getattr(policy, "runner", "v2")]
+        path, class_name = executed_runner_files()[getattr(policy, "runner", "v2")]
         self.where = f"executed: {path} {class_name}.initialize_kv_cache (vLLM {policy.version})"
 
     def __call__(self, config: RunnerConfig) -> tuple[int, ...]:
@@ -59,7 +75,7 @@ def executed_runners(
     run here; the audit's reading then says whether the runner is there.
     """
     return {r: executed_v2(version, offline=offline, cache_dir=cache_dir, runner=r)
-            for r in runners if r in EXECUTED_RUNNERS}  # fmt: skip
+            for r in runners if r in executed_runner_files()}  # fmt: skip
 
 
 def executed_v2(
@@ -70,19 +86,21 @@ def executed_v2(
     ``cache_dir`` is the audit's ``--cache-dir``: the wheel is taken from there (never from the
     default cache under the home folder), and the release is unpacked inside it. ``runner``:
     another runner's copy of the sizing (a key of
-    :data:`~crossattn_sizing.engine.vllm.sizing_exec.EXECUTED_RUNNERS`).
+    :func:`executed_runner_files`).
     """
     try:
-        from crossattn_sizing.engine.client import EngineCrash, worker_for
-        from crossattn_sizing.engine.vllm.adapters import VllmPolicy, normalise
+        from crossattn_sizing.engine.client import EngineCrash
+
+        make = audited().executed_policy
     except ImportError as exc:  # the audit session installs no torch: reading is the only path
         return None, f"the engine adapter needs torch ({exc})"
     try:
         from crossattn_sizing.audit.verdicts import NEMOTRON
 
-        spec = normalise(version)  # a bare X is vllm==X
-        worker = worker_for(spec, "cpu", wheel_cache=cache_dir, offline=offline or None)
-        policy = VllmPolicy(spec, worker=worker, runner=runner)
+        try:
+            policy = make(version, runner, wheel_cache=cache_dir, offline=offline or None)
+        except ImportError as exc:  # the adapter imports torch when first used
+            return None, f"the engine adapter needs torch ({exc})"
         policy(NEMOTRON)  # a release whose sizing cannot run here falls back before the sweep
         return ExecutedPolicy(policy), ""
     # e.g. the wheel is only in --cache-dir, or its sizing ended its worker or outlived the call deadline

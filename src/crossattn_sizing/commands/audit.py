@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from crossattn_sizing.audit.executed import AUDITED
 from crossattn_sizing.audit.extract import RUNNERS
 from crossattn_sizing.audit.verdicts import audit_tree, sweep_configs
 from crossattn_sizing.base import settings
@@ -25,7 +26,7 @@ from crossattn_sizing.commands import options
 from crossattn_sizing.commands.audit_markdown import render_markdown
 from crossattn_sizing.commands.audit_report import exit_status, render, to_json
 from crossattn_sizing.commands.engines import Engine
-from crossattn_sizing.engine.registry import ENGINES, engine_name, family_of
+from crossattn_sizing.engine.registry import engine_name, family_of, is_engine
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 from crossattn_sizing.releases.sources import (
     SourceTree,
@@ -204,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
     # --no-offline overrides it; settled by the CLI (options.settle), which says which decided.
     args.offline_by = "--offline" if options.typed(args, "offline") else f"{settings.OFFLINE}=1"
     for text in args.engine or []:  # an engine that is not vLLM runs the audit its own way, or says why not
-        if engine_name(text) in ENGINES and engine_name(text) != "vllm":
+        if is_engine(text) and engine_name(text) != AUDITED:
             family = family_of(text)
             # A bare NAME asks for the family's own list of releases; its audit checks what it runs.
             spec = text.strip() if text.strip() == family.name else family.check_spec(text)

@@ -6,7 +6,7 @@ spec and says which of the command's options do not apply to it, and each of
 those that was given, typed or by its ``CROSSATTN_*`` variable, is refused in
 one line saying why (never ignored). Then
 either the family's release is the command's policy and implementation
-(vLLM: :meth:`~crossattn_sizing.engine.interface.EngineFamily.subject_spec`),
+(vLLM, its mode :attr:`~crossattn_sizing.engine.interface.EngineMode.SUBJECT`),
 or the family runs the command its own way, or the command cannot run it and
 says so.
 """
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import OptionError
-from crossattn_sizing.engine.interface import EngineCommand, EngineFamily
+from crossattn_sizing.engine.interface import EngineCommand, EngineFamily, EngineMode
 from crossattn_sizing.engine.registry import family_of
 
 DESTS = {"--encoder-len": "encoder_lens", "-k": "select"}
@@ -35,8 +35,12 @@ class Engine:
 
     @property
     def subject(self) -> str | None:
-        """The ``--policy``/``--impl`` spec that runs the engine, when its release is a policy."""
-        return self.family.subject_spec(self.spec)
+        """The ``--policy``/``--impl`` spec that runs the engine when its family's mode is
+        :attr:`~crossattn_sizing.engine.interface.EngineMode.SUBJECT`; None for any other mode (the engine
+        runs the command its own way, :meth:`command`)."""
+        if self.family.mode is EngineMode.SUBJECT:
+            return self.family.subject_spec(self.spec)
+        return None
 
     def command(self, name: str) -> EngineCommand:
         """The engine's own run of command ``name``; one line, exit 2, when it has none."""

@@ -32,7 +32,6 @@ from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.commands import options
 from crossattn_sizing.core.served import LATENT
-from crossattn_sizing.engine.report_engines import facts_for
 from crossattn_sizing.engine.report_facts import ReportFacts, check_args, with_spec
 from crossattn_sizing.engine.tracker_forms import FORMS
 from crossattn_sizing.findings.results import PropertyResult
@@ -41,7 +40,7 @@ from crossattn_sizing.runs.bisect import BisectResult, CommitRange, bisect, chec
 from crossattn_sizing.runs.check_runs import run_check
 from crossattn_sizing.runs.engine_verdicts import (
     EngineVerdicts,
-    engine_of,
+    reported_family,
     run_engine,
     shown_path,
     shown_spec,
@@ -123,8 +122,7 @@ def _releases(args: argparse.Namespace, facts: ReportFacts) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     """Run the properties on the spec and write one report per failure; the exit status."""
     spec = shown_spec(args.engine)  # a tree's path relative to here: no report names the machine's folders
-    engine_of(spec)
-    facts = facts_for(spec)
+    facts: ReportFacts = reported_family(spec).report_facts()  # one line for a spec report does not take
     out = output_dir("--out", args.out)
     assert out is not None  # has a default
     releases = _releases(args, facts)

@@ -27,7 +27,8 @@ from crossattn_sizing.base.limits import int_arg
 from crossattn_sizing.commands import options
 from crossattn_sizing.commands.engines import Engine, engine_of
 from crossattn_sizing.core.policies import BUILTIN_POLICIES
-from crossattn_sizing.engine.registry import ENGINES, engine_name
+from crossattn_sizing.engine.interface import EngineMode
+from crossattn_sizing.engine.registry import is_engine
 from crossattn_sizing.findings.capacity_map import draw, require_matplotlib
 from crossattn_sizing.runs.engine_verify import engine_verify
 from crossattn_sizing.runs.outputs import ReportFiles
@@ -73,7 +74,7 @@ def draw_maps(markdown: Path, specs: list[str], subjects: dict[str, Subject]) ->
 
     maps: dict[str, str] = {}
     for spec in specs:
-        if engine_name(spec) in ENGINES:
+        if is_engine(spec):
             maps[subjects[spec].name] = (
                 "not drawn (an engine policy answers through its worker, one config at a "
                 f"time; draw it with crossattn-sizing map --policy {spec})"
@@ -103,15 +104,17 @@ def plan_of(args: argparse.Namespace) -> VerifyPlan:
 def run(args: argparse.Namespace) -> int:
     """Run every property against each policy (or an engine's own code) and report; the exit status."""
     engine = engine_of(args, "verify")  # options typed that do not apply to the engine: refused first
-    if engine is not None and engine.subject is not None:  # the release is the policy and the impl
-        args.policy, args.impl = [engine.subject], engine.subject
+    mode = engine.family.mode if engine is not None else None
+    if engine is not None and mode is EngineMode.SUBJECT:  # the release is the policy and the impl
+        args.policy = [engine.family.subject_spec(engine.spec)]
+        args.impl = args.policy[0]
     args.jobs = min(2, os.cpu_count() or 1) if args.jobs is None else args.jobs
     # Everything the user typed is checked before any suite runs; the outputs first, made absolute
     # before any user module is imported (one that changes the working directory moves nothing).
     files = ReportFiles.checked(json=args.json, junit_xml=args.junit_xml, markdown=args.markdown)
-    if files.markdown is not None and (engine is None or engine.subject is not None):
+    if files.markdown is not None and (engine is None or mode is EngineMode.SUBJECT):
         require_matplotlib()  # a policy's capacity map; an engine answering in its worker draws none
-    if engine is not None and engine.subject is None:
+    if engine is not None and mode is not EngineMode.SUBJECT:  # its properties, or its sizer's property
         report = run_engine(args, engine)
         specs = [engine.spec]
         maps = {engine.spec: "not drawn (an engine answering in its own worker is not a sizing policy)"}
@@ -147,8 +150,7 @@ def run_engine(args: argparse.Namespace, engine: Engine) -> VerifyReport:
     isolation = options.isolation(args)  # --call-timeout bounds each call into the engine's worker
     note = engine.family.obtain(engine.spec, isolation.timeout)  # bad input before any property runs
     suite = engine.family.verify_suite(engine.spec)
-    assert suite is not None  # an engine that is not a subject has its own suite (EngineFamily)
     suite = replace(suite, pytest_args=(*suite.pytest_args, *isolation.plugin_args()))
     return engine_verify(engine.spec, suite, profile=args.profile, max_examples=args.max_examples,
                          seed=args.seed, select=args.select, notes=[note] if note else [],
-                         call_timeout=isolation.timeout)  # fmt: skip
+                         call_timeout=isolation.timeout, family=engine.family)  # fmt: skip

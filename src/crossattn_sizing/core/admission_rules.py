@@ -12,7 +12,7 @@ with the layout instead of being read from a module-level formula.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from crossattn_sizing.core import admission
 from crossattn_sizing.core.config import RunnerConfig
@@ -131,3 +131,36 @@ class SglangAdmission:
 def admitted(rule: AdmissionRule, request: EngineRequest) -> bool:
     """Whether ``rule`` admits ``request``."""
     return rule.refusal(request) is None
+
+
+class RowAdmission(AdmissionRule, Protocol):
+    """An admission rule for a row shared by the encoder and decoder tokens (SGLang's model,
+    :class:`SglangAdmission`, or a tree's own, answered by its worker): the limits a batch is drawn under."""
+
+    @property
+    def context_len(self) -> int:
+        """The server's ``context_len``."""
+        ...
+
+    @property
+    def kv_capacity(self) -> int:
+        """The KV pool's token capacity."""
+        ...
+
+    @property
+    def max_req_input_len(self) -> int:
+        """The longest input (encoder and prompt tokens) a request may have."""
+        ...
+
+    @property
+    def input_draw_limit(self) -> int:
+        """How long a drawn input may be (the rule's own check decides past it)."""
+        ...
+
+
+class AdmissionUnanswered(Exception):
+    """An engine's own admission steps did not answer: ``verdict`` says why (``fails`` or ``not run``)."""
+
+    def __init__(self, verdict: dict[str, Any]) -> None:
+        super().__init__(verdict.get("reason") or verdict.get("message"))
+        self.verdict = verdict

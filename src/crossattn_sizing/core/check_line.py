@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from crossattn_sizing.core.config import RunnerConfig
 
@@ -32,4 +32,25 @@ def startup_check_line(engine_spec: str, config: RunnerConfig, capture_sizes: It
     return (
         f"crossattn-sizing check --engine {shlex.quote(engine_spec)} --config {shlex.quote(text)} "
         f"--startup {sizes}"
+    )
+
+
+def batch_check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[Sequence[int]]) -> str:
+    """The command replaying one batch on an engine answering in its own worker (``check --engine SPEC``
+    judges one batch: SGLang's): ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``
+    (``E:p:d:cached`` for a request with a cached prefix)."""
+    requests = ",".join(":".join(str(x) for x in r) for r in batch)
+    return shlex.join(
+        [
+            "crossattn-sizing",
+            "check",
+            "--engine",
+            spec.strip(),
+            "--context-len",
+            str(context_len),
+            "--kv-capacity",
+            str(kv_capacity),
+            "--requests",
+            requests,
+        ]
     )

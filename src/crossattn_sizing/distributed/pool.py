@@ -249,7 +249,7 @@ def _discard_if_not_run(exc: BaseException) -> None:
     """A case a rank's engine implementation could not run (bf16 in Triton's interpreter, a kernel the
     interpreter refuses) is discarded here, with its reason, as in one process: no verdict, never a
     failure. The rank cannot discard it itself: it runs outside the Hypothesis example."""
-    from crossattn_sizing.engine.vllm.adapters import KernelsCannotRun, not_run
+    from crossattn_sizing.engine.client import KernelsCannotRun, not_run
 
     if isinstance(exc, KernelsCannotRun):
         not_run(exc.reason)

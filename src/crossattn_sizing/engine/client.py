@@ -54,6 +54,60 @@ class Inexpressible(ReleaseUnavailable, NotExpressible):
     """The release cannot represent the config asked about (e.g. a DCP-replicated group before 0.34)."""
 
 
+class Discarded(Inexpressible, UnsatisfiedAssumption):
+    """A config or case the release cannot be asked about, met inside a Hypothesis example.
+
+    Hypothesis discards the example (it is what ``reject()`` raises); every
+    layer between passes it on as the harness's own error (a
+    :class:`~crossattn_sizing.base.errors.NotExpressible`), so the core's policy
+    and implementation checks let it through without knowing Hypothesis.
+    """
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.reason = why
+        self.location = None
+
+
+class KernelsCannotRun(Inexpressible):
+    """A case the release's kernels cannot run on this machine (``reason`` says why): no verdict.
+
+    Raised where no Hypothesis example is running (``check``, ``reproduce``, a
+    DCP rank's process, whose driver discards the example with the reason).
+    """
+
+    def __init__(self, spec: str, reason: str) -> None:
+        super().__init__(f"{spec}: {reason}")
+        self.spec, self.reason = spec, reason
+
+    def __reduce__(self) -> tuple[Any, ...]:  # crosses the DCP ranks' pipes with its fields
+        return (KernelsCannotRun, (self.spec, self.reason))
+
+
+def _discard(event_text: str, why: str) -> None:
+    """Inside a Hypothesis example: count ``event_text`` as an event and raise :class:`Discarded`."""
+    from hypothesis import event
+    from hypothesis.control import currently_in_test_context
+
+    if currently_in_test_context():
+        event(event_text)
+        raise Discarded(why)
+
+
+def discard_inexpressible(why: str) -> None:
+    """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
+
+    Outside one (``check``, ``reproduce``) the caller re-raises the error: a
+    config the release cannot represent has no verdict.
+    """
+    _discard(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}", why)
+
+
+def not_run(why: str) -> None:
+    """Inside a Hypothesis example: discard it as not run (counted as an event, with the reason)."""
+    _discard(why[:100], why)
+
+
 class EngineCrash(JudgedFailure):
     """The engine's process died while running a request (the example's failure, not the run's).
 

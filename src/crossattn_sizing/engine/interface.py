@@ -1,19 +1,18 @@
 """The one protocol every engine family implements, and the data it declares (no engine imported here).
 
-An engine family (``vllm``, ``sglang``, ``tensorrt_llm``) is one sub-package of
-:mod:`crossattn_sizing.engine` whose ``family.py`` defines ``FAMILY``, an
-:class:`EngineFamily`, and one line of :data:`crossattn_sizing.engine.registry.ENGINES`.
-The commands reach an engine only through that registry and this protocol, so
-``--engine NAME==X`` and ``--engine NAME@PATH`` mean the same in every command:
+An engine family (``vllm``, ``sglang``, ``tensorrt_llm``, or one an installed package adds) defines
+``FAMILY``, an :class:`EngineFamily`, found by :mod:`crossattn_sizing.engine.registry` (its built-in
+lines, or the ``crossattn_sizing.engines`` entry-point group). Nothing outside ``engine/`` imports a
+family (tests/test_engine_layering.py): the commands, the pytest plugin and the properties reach one
+only through the registry and this protocol, so ``--engine NAME==X`` and ``--engine NAME@PATH`` mean the
+same in every command:
 
 - the spec is checked (bad input: one line, exit 2) by :meth:`EngineFamily.check_spec`;
-- an engine whose release answers the harness's own sizing-policy and
-  implementation interface (vLLM) gives a :meth:`EngineFamily.subject_spec`,
-  and every command runs as with ``--policy SPEC --impl SPEC``;
-- otherwise the engine answers the properties' questions in its own worker,
-  and a command runs what :meth:`EngineFamily.verify_suite` (its property
-  files, or a property taking the engine's sizer) and
-  :meth:`EngineFamily.command` give it;
+- the family's :attr:`EngineFamily.mode` says how its code is judged (:class:`EngineMode`): as the
+  harness's own sizing policy and implementation (:meth:`EngineFamily.policy`, :meth:`EngineFamily.impl`),
+  through property files given the family's fixture (:meth:`EngineFamily.property_fixture`), or by a
+  property given the family's sizer (:meth:`EngineFamily.sizer`); a method of another mode raises
+  :class:`WrongMode` (the caller's bug, never the user's input);
 - an option that does not apply is refused with the reason
   :meth:`EngineFamily.refused` gives, never ignored.
 
@@ -25,13 +24,35 @@ line and the reports.
 from __future__ import annotations
 
 import argparse
-import re
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 EngineCommand = Callable[[str, argparse.Namespace], int]
 """An engine's own run of a command: ``(spec, args) -> exit status``."""
+
+
+class EngineMode(enum.Enum):
+    """How an engine family's own code is judged: one mode per family, declared, never inferred."""
+
+    SUBJECT = "subject"
+    """Its release answers the harness's sizing-policy and implementation interfaces (vLLM): every command
+    runs it as ``--policy SPEC --impl SPEC`` (:meth:`EngineFamily.policy`, :meth:`EngineFamily.impl`)."""
+    PROPERTIES = "properties"
+    """It answers the properties' questions in its own worker (SGLang): verify runs its property files
+    through pytest, each given the family's fixture (:meth:`EngineFamily.property_fixture`)."""
+    SIZER = "sizer"
+    """Its own code sizes a pool a property judges (TensorRT-LLM's cross pool): verify runs that property
+    with the family's sizer (:meth:`EngineFamily.sizer`)."""
+
+
+class WrongMode(TypeError):
+    """A family was asked for a piece of another mode's contract (a caller's bug, not bad input)."""
+
+    def __init__(self, family: str, mode: EngineMode, method: str) -> None:
+        super().__init__(f"engine family {family} ({mode.value}) has no {method}: see EngineMode")
 
 
 @dataclass(frozen=True)
@@ -47,22 +68,11 @@ class ReleaseRange:
     note: str = ""
     """What a user should know of these releases (e.g. "not run: asserts one request per batch")."""
 
-    def covers(self, version: tuple[int, ...]) -> bool:
-        """Whether release ``version`` (as integers) lies in this range."""
-        low = version_key(self.first)
-        return low <= version and (self.last is None or version <= version_key(self.last))
-
-
-def version_key(text: str) -> tuple[int, ...]:
-    """``"0.5.23"`` as ``(0, 5, 23)``: release numbers compared as numbers (a suffix such as ``rc1``
-    or ``.post1`` is ignored)."""
-    found = re.match(r"\d+(\.\d+)*", text.strip())
-    return tuple(int(x) for x in found.group(0).split(".")) if found else ()
-
 
 @dataclass(frozen=True)
 class EngineSuite:
-    """What ``verify --engine SPEC`` runs for an engine that answers in its own worker."""
+    """What ``verify --engine SPEC`` runs for a :attr:`EngineMode.PROPERTIES` or :attr:`EngineMode.SIZER`
+    family."""
 
     files: tuple[str, ...]
     """Property files of the suite (``properties/...``) the engine's questions come from."""
@@ -73,12 +83,6 @@ class EngineSuite:
     one of these is the harness working, any other failure is unexpected."""
     heading: str = ""
     """One line saying what of the engine's code the verdicts are about."""
-    sizer: Callable[[float | None], Any] | None = None
-    """For an engine whose own code sizes a pool the properties judge (TensorRT-LLM's cross pool): its sizer,
-    given ``--call-timeout`` (None: the default deadline), its worker started. The suite's property then
-    takes that sizer (``sizer=``) instead of a policy, and is run by
-    :mod:`crossattn_sizing.runs.cross_pool_verify`, not through pytest, into the same report as any
-    suite's; None for every other suite."""
     startup_files: tuple[str, ...] = ()
     """Property files judging the engine's start-up batches (warm-up, CUDA-graph capture), through its own
     code: ``verify`` runs them beside :attr:`files` (and says so in its notes); ``report`` does not, having
@@ -89,21 +93,18 @@ class EngineSuite:
 
 
 class EngineFamily(Protocol):
-    """One engine family, as every command sees it."""
+    """One engine family, as every command sees it (the whole contract: nothing else of a family is read)."""
 
     name: str
     """The ``NAME`` of ``NAME==X`` and ``NAME@PATH``."""
+    mode: EngineMode
+    """How its code is judged; the methods of another mode raise :class:`WrongMode`."""
     ranges: tuple[ReleaseRange, ...]
     """Per release range: what runs as the engine's own code, what stands in."""
 
     def check_spec(self, spec: str, option: str = "--engine") -> str:
         """``spec`` stripped and checked without obtaining the release; raise a HarnessError naming
         ``option`` (one line, exit 2) for a version that cannot be one or a path without the package."""
-        ...
-
-    def subject_spec(self, spec: str) -> str | None:
-        """The ``--policy``/``--impl`` spec that runs this engine's own code, when its release answers
-        the harness's sizing-policy and implementation interface; None when it answers in its own worker."""
         ...
 
     def refused(self, command: str) -> Mapping[str, str]:
@@ -116,14 +117,50 @@ class EngineFamily(Protocol):
         the engine's worker may take (``--call-timeout``; None: its setting)."""
         ...
 
-    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
-        """What ``reproduce --engine`` adds about a model's scenario run under a subject engine's policy
-        (vLLM: the request through its own block tables and kernel); [] for other engines."""
+    def tree(self, spec: str) -> Path:
+        """The folder holding the engine's package for ``spec`` (the tree itself, or the release unpacked in
+        the cache, obtained now): what ``report`` quotes and ``report --fix`` copies."""
         ...
 
-    def verify_suite(self, spec: str) -> EngineSuite | None:
-        """What ``verify --engine spec`` runs: property files through pytest, or a property given the engine's
-        sizer (:attr:`EngineSuite.sizer`); None: the engine runs as a subject, :meth:`subject_spec`."""
+    def report_facts(self) -> Any:
+        """What ``report`` needs to phrase an issue about this engine (a
+        :class:`~crossattn_sizing.engine.report_facts.ReportFacts`), or None: report has no run for it."""
+        ...
+
+    # EngineMode.SUBJECT
+    def subject_spec(self, spec: str) -> str:
+        """The ``--policy``/``--impl`` spec that runs this engine's own code."""
+        ...
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """The release's own sizing as a sizing policy, each call under ``deadline`` seconds."""
+        ...
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """The release's own kernels on ``device`` as an implementation, each call under ``deadline``."""
+        ...
+
+    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
+        """What ``reproduce --engine`` adds about a model's scenario run under the release's policy (vLLM:
+        the request through its own block tables and kernel)."""
+        ...
+
+    # EngineMode.PROPERTIES and EngineMode.SIZER
+    def verify_suite(self, spec: str) -> EngineSuite:
+        """What ``verify --engine spec`` runs: property files through pytest (PROPERTIES), or the property
+        given the engine's sizer (SIZER)."""
+        ...
+
+    # EngineMode.PROPERTIES
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """What the properties receive for ``spec`` (the plugin's ``--engine``/``--read-builder``): the
+        engine's own judge, its worker started, each call under ``deadline`` seconds; a tree that cannot
+        load raises a HarnessError (one line)."""
+        ...
+
+    # EngineMode.SIZER
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """The engine's own sizer the suite's property takes (``sizer=``), its worker started."""
         ...
 
     def command(self, name: str) -> EngineCommand | None:
@@ -133,4 +170,57 @@ class EngineFamily(Protocol):
 
     def unsupported(self, name: str) -> str:
         """Why command ``name`` cannot run this engine (one line), when it has no way to."""
+        ...
+
+
+class OtherModes:
+    """The pieces of the contract that belong to another mode than a family's, each raising
+    :class:`WrongMode`: a family subclasses this and defines the pieces of its own mode."""
+
+    name: str
+    mode: EngineMode
+
+    def _wrong(self, method: str) -> WrongMode:
+        return WrongMode(self.name, self.mode, method)
+
+    def subject_spec(self, spec: str) -> str:
+        """A subject family's (:attr:`EngineMode.SUBJECT`)."""
+        raise self._wrong("subject_spec")
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """A subject family's."""
+        raise self._wrong("policy")
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """A subject family's."""
+        raise self._wrong("impl")
+
+    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
+        """A subject family's."""
+        raise self._wrong("subject_lines")
+
+    def verify_suite(self, spec: str) -> EngineSuite:
+        """A family's of :attr:`EngineMode.PROPERTIES` or :attr:`EngineMode.SIZER`."""
+        raise self._wrong("verify_suite")
+
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """A family's of :attr:`EngineMode.PROPERTIES`."""
+        raise self._wrong("property_fixture")
+
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """A family's of :attr:`EngineMode.SIZER`."""
+        raise self._wrong("sizer")
+
+
+class ExecutesSizing(Protocol):
+    """A subject family whose audit runs each runner's sizing for real (vLLM: ``audit``'s executed path)."""
+
+    executed_runners: Mapping[str, tuple[str, str]]
+    """``runner -> (file, class)`` whose ``initialize_kv_cache`` sizing the adapter executes."""
+
+    def executed_policy(
+        self, version: str, runner: str, *, wheel_cache: Path | None, offline: bool | None
+    ) -> Any:
+        """Release ``version``'s ``runner`` sizing as a policy, its worker started; raises
+        :class:`~crossattn_sizing.base.errors.ReleaseUnavailable` or an engine crash when it cannot run."""
         ...

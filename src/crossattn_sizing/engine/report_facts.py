@@ -3,8 +3,7 @@
 The report itself (``runs/issue_report.py``) is engine-neutral: it reads a
 verify run's verdicts. Each engine adds small facts declared here, in its own
 sub-package (``engine/vllm/report_facts.py``, ``engine/sglang/report_facts.py``,
-``engine/tensorrt_llm/report_facts.py``, found by
-:mod:`crossattn_sizing.engine.report_engines`):
+``engine/tensorrt_llm/report_facts.py``, given by its family's ``report_facts()``):
 
 - per failing property: the step that failed, the title's wording and what the
   failure does on a GPU;
@@ -15,8 +14,9 @@ sub-package (``engine/vllm/report_facts.py``, ``engine/sglang/report_facts.py``,
   options, requests), read from the failure's ``check`` line;
 - where its release table comes from (the audit for vLLM, the check line on
   each release for SGLang) and which releases it lists (none for TensorRT-LLM,
-  run from a tree only, saying why);
-- where a spec's tree is, when the engine resolves it itself (TensorRT-LLM).
+  run from a tree only, saying why).
+
+Where a spec's tree is, the family says (``tree()``, :mod:`crossattn_sizing.engine.interface`).
 """
 
 from __future__ import annotations
@@ -74,9 +74,6 @@ class ReportFacts:
     """Property -> a check argv (spec: :data:`SPEC`) of the case as deployed (the issue's model and server
     options), run beside the shrunk case and shown when it fails too; None when there is none."""
     notes: tuple[str, ...] = field(default_factory=tuple)
-    tree: Callable[[str], Path] | None = None
-    """Spec -> the folder holding the engine's package (its files are quoted and ``--fix`` copies them),
-    one line for a spec it refuses; None: the release or tree the registry's installer resolves."""
     no_releases: str = ""
     """Why the engine has no release table, when :attr:`releases` is empty (a tree-only engine)."""
     summary: Callable[[str, str], str] = lambda name, release: ""

@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -136,17 +136,17 @@ def default_cache_dir() -> Path:
     return settings.wheel_cache()
 
 
-def check_version(version: str, option: str | None = None) -> str:
+def check_version(version: str, option: str | None = None, package: str = PACKAGE) -> str:
     """Reject what cannot be a release number before pip sees it (one clear line, no pip noise).
 
     ``option`` names what the user typed (``--engine``, ``--policy``); None where it is
-    not known, and the message then shows the spec as ``vllm==X``.
+    not known, and the message then shows the spec as ``PACKAGE==X``.
     """
     version = version.strip()
     if version.startswith("v") and version[1:2].isdigit():
         version = version[1:]
     if not _VERSION_RE.match(version):
-        what = f"{option} {shown(version)}" if option else shown(f"vllm=={version}")
+        what = f"{option} {shown(version)}" if option else shown(f"{package}=={version}")
         raise ReleaseUnavailable(f"{what}: not a release version (expected e.g. 0.24.0)")
     return version
 
@@ -159,12 +159,12 @@ def _release_key(version: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
-def cached_wheel(version: str, cache_dir: Path) -> Path | None:
-    """A wheel for ``version`` already in the cache, if one is there."""
+def cached_wheel(version: str, cache_dir: Path, package: str = PACKAGE) -> Path | None:
+    """A wheel of ``package`` for ``version`` already in the cache, if one is there."""
     if not cache_dir.is_dir():
         return None
     key = _release_key(version)
-    for wheel in sorted(cache_dir.glob(f"{PACKAGE}-*.whl")):
+    for wheel in sorted(cache_dir.glob(f"{package}-*.whl")):
         parts = wheel.name.split("-")
         if len(parts) >= 2 and _release_key(parts[1]) == key:
             return wheel
@@ -174,22 +174,24 @@ def cached_wheel(version: str, cache_dir: Path) -> Path | None:
 Downloader = Callable[[str, Path], None]
 
 
-def pip_download(version: str, dest: Path) -> None:
-    """Download the release wheel with pip (no dependencies, binary only) into ``dest``."""
+def pip_download(version: str, dest: Path, package: str = PACKAGE, python: str | None = None) -> None:
+    """Download the release wheel of ``package`` with pip into ``dest``: no dependencies (an engine's would
+    pull a CUDA torch), binary only; for the running Python, or for ``python`` (``3.11``)."""
     cmd = [
         sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-        "--disable-pip-version-check", "--quiet", "--dest", str(dest), f"{PACKAGE}=={version}",
+        "--disable-pip-version-check", "--quiet", "--dest", str(dest), f"{package}=={version}",
+        *(["--python-version", python] if python is not None else []),
     ]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     except OSError as exc:
-        raise ReleaseUnavailable(f"could not run pip to download {PACKAGE}=={version}: {exc}") from None
+        raise ReleaseUnavailable(f"could not run pip to download {package}=={version}: {exc}") from None
     if proc.returncode != 0:
         lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
         errors = [ln for ln in lines if ln.startswith("ERROR")]
         why = (errors or lines or [f"pip exited {proc.returncode}"])[0]
         why = re.sub(r"\s*\(from versions:.*\)$", "", why)  # pip lists every release here
-        raise ReleaseUnavailable(f"could not download {PACKAGE}=={version}: {why}")
+        raise ReleaseUnavailable(f"could not download {package}=={version}: {why}")
 
 
 def fetch_wheel(
@@ -199,28 +201,58 @@ def fetch_wheel(
     offline: bool = False,
     downloader: Downloader | None = None,
     offline_by: str = "--offline",
+    package: str = PACKAGE,
+    pythons: Sequence[str] = (),
 ) -> Path:
-    """The wheel of release ``version``, from the cache or downloaded into it once.
+    """The wheel of ``package``'s release ``version``, from the cache or downloaded into it once: the one
+    fetcher of every engine's wheels.
 
     ``offline`` only looks in the cache, so CI and tests never reach a network; ``offline_by``
-    names what asked for it in the error (the option, or the environment variable).
+    names what asked for it in the error (the option, or the environment variable). ``pythons``: the
+    Pythons to ask for when the release has no wheel for the running one (a release whose pure-Python
+    files are all that runs, as SGLang's, may be unpacked from another Python's wheel).
     """
-    version = check_version(version)
+    version = check_version(version, package=package)
     cache = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    wheel = cached_wheel(version, cache)
+    wheel = cached_wheel(version, cache, package)
     if wheel is not None:
         return wheel
     if offline:
-        raise ReleaseUnavailable(f"{PACKAGE}=={version} is not in the wheel cache {cache} ({offline_by})")
+        raise ReleaseUnavailable(f"{package}=={version} is not in the wheel cache {cache} ({offline_by})")
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ReleaseUnavailable(f"cannot create the wheel cache {cache}: {exc}") from None
-    (downloader or pip_download)(version, cache)
-    wheel = cached_wheel(version, cache)
+    if downloader is not None:
+        downloader(version, cache)
+    else:
+        _download(package, version, cache, pythons)
+    wheel = cached_wheel(version, cache, package)
     if wheel is None:
-        raise ReleaseUnavailable(f"pip reported success but no {PACKAGE} {version} wheel is in {cache}")
+        raise ReleaseUnavailable(f"pip reported success but no {package} {version} wheel is in {cache}")
     return wheel
+
+
+def _download(package: str, version: str, cache: Path, pythons: Sequence[str]) -> None:
+    """The running Python's wheel, else the first of ``pythons`` the release ships one for."""
+    try:
+        pip_download(version, cache, package)
+        return
+    except ReleaseUnavailable:
+        if not pythons:
+            raise
+    running = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for python in pythons:
+        if python == running:
+            continue
+        try:
+            pip_download(version, cache, package, python)
+            return
+        except ReleaseUnavailable:
+            continue
+    raise ReleaseUnavailable(
+        f"{package}=={version}: pip found no wheel of this release for any of Python {', '.join(pythons)}"
+    )
 
 
 def open_release(version: str, cache_dir: Path | None = None, *, offline: bool = False,

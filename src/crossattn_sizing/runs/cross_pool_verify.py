@@ -3,7 +3,8 @@
 The property is the suite's (:mod:`properties.cross_pool_capacity`); it takes
 the engine's sizer, not a sizing policy, so it is not a ``test_`` module the
 suite run collects: it is called here with the sizer (an
-:class:`~crossattn_sizing.engine.interface.EngineSuite`'s ``sizer``), under
+:meth:`~crossattn_sizing.engine.interface.EngineFamily.sizer` of a
+:attr:`~crossattn_sizing.engine.interface.EngineMode.SIZER` family), under
 the profile, example budget and seed verify was given, without an example
 database (the verdict is this run's). What comes back is the same
 :class:`~crossattn_sizing.findings.results.PropertyResult` the suite runner
@@ -26,7 +27,7 @@ from typing import Any
 from crossattn_sizing.base.errors import HarnessError, OptionError
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.core.cross_pool import CrossPoolCase, CrossPoolNotRun, harness_stopped
-from crossattn_sizing.engine.interface import EngineSuite
+from crossattn_sizing.engine.interface import EngineFamily
 from crossattn_sizing.findings.results import PropertyResult
 
 FUNCTION = "encoder_tokens_fit_the_cross_pool"
@@ -35,10 +36,12 @@ PROPERTY = f"cross_pool_capacity::{FUNCTION}"
 
 
 def sizer_result(
-    suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
+    spec: str, family: EngineFamily, *, profile: str, max_examples: int | None, seed: int | None,
     call_timeout: float | None,
 ) -> PropertyResult:  # fmt: skip
-    """Run the capacity property with ``suite.sizer`` (given ``call_timeout``); its result.
+    """Run the capacity property with the sizer of ``family`` (an
+    :attr:`~crossattn_sizing.engine.interface.EngineMode.SIZER` family) for ``spec``, given
+    ``call_timeout``; its result.
 
     Bad input (an example budget below 1, a tree refused) is one line and exit 2, raised; Ctrl-C is
     raised too, for the caller to mark the run interrupted. Everything else that stops the run is
@@ -50,7 +53,6 @@ def sizer_result(
     from crossattn_sizing.runs.profiles import register_profiles, selected_profile
     from crossattn_sizing.runs.suite import suite_module
 
-    assert suite.sizer is not None  # only a suite with a sizer comes here
     # A fresh @given test each run: settings and seed are attributes Hypothesis sets on the test object,
     # so decorating the module's own twice (report runs it again on --fix's copy) would be refused.
     handle = suite_module("cross_pool_capacity").encoder_tokens_fit_the_cross_pool.hypothesis
@@ -69,7 +71,7 @@ def sizer_result(
     sizer: _Counting | None = None
     start = time.monotonic()
     try:
-        sizer = _Counting(suite.sizer(call_timeout))
+        sizer = _Counting(family.sizer(spec, call_timeout))
         prop(sizer=sizer)
         result.outcome = Outcome.HOLDS if sizer.judged else Outcome.NOT_RUN
         result.reason = "" if sizer.judged else "no example was judged"

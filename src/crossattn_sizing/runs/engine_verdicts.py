@@ -14,8 +14,9 @@ it) and the provenance notes. Two ways in, both here:
   --engine tensorrt_llm@PATH`` does (:func:`~crossattn_sizing.runs.engine_verify.engine_verify`);
 - :func:`from_verify_json` reads the JSON ``verify --json`` writes.
 
-Where a tree's files are (:func:`tree_of`) is here too: the report quotes
-them and ``--fix`` copies them.
+Which engines ``report`` runs (:func:`reported_family`, those whose family gives report facts) and
+where a tree's files are (:func:`tree_of`, the family's tree) are here too: the report quotes them and
+``--fix`` copies them. No engine family is imported here: each is reached through the registry.
 """
 
 from __future__ import annotations
@@ -27,13 +28,10 @@ from pathlib import Path
 
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.outcome import Outcome
-from crossattn_sizing.engine.registry import engine_name
-from crossattn_sizing.engine.report_engines import ACCEPTED, facts_for
+from crossattn_sizing.engine.interface import EngineFamily, EngineMode
+from crossattn_sizing.engine.registry import engine_name, family, is_engine, names
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs.verify_report import PolicyVerdict, VerifyReport
-
-SGLANG_PROPERTIES = "properties/test_read_coverage.py"
-"""The properties ``verify --engine sglang...`` runs (commands/sglang_verify.py)."""
 
 
 @dataclass
@@ -41,7 +39,7 @@ class EngineVerdicts:
     """One engine spec's verify report, the tree its files are in, and what ran."""
 
     spec: str
-    engine: str  # vllm | sglang | tensorrt_llm
+    engine: str  # the family's name: vllm, sglang, tensorrt_llm, or an installed engine's
     root: Path  # the folder holding the engine's package
     report: VerifyReport
 
@@ -62,32 +60,36 @@ class EngineVerdicts:
         return [p for p in self.properties if p.outcome == Outcome.LATENT]
 
 
-def engine_of(spec: str) -> str:
-    """The engine a spec names (``NAME==X`` or ``NAME@PATH``) whose family has report facts
-    (:func:`~crossattn_sizing.engine.report_engines.facts_for`); any other spec is one line."""
+def reported_family(spec: str) -> EngineFamily:
+    """The family a ``report --engine`` spec (``NAME==X`` or ``NAME@PATH``) names, when it has report facts;
+    anything else is one line naming the specs report takes."""
     s = spec.strip()
     name = engine_name(s)
-    if name and s.startswith((f"{name}==", f"{name}@")):
-        return facts_for(s).engine
-    raise OptionError("--engine", spec, ACCEPTED)
+    if is_engine(name) and s != name:
+        found = family(name)
+        if found.report_facts() is not None:
+            return found
+    raise OptionError("--engine", spec, f"report takes {report_specs()}")
+
+
+def report_specs() -> str:
+    """``vllm==X, vllm@PATH, ... or tensorrt_llm@PATH``: the specs of every engine with report facts (a
+    name whose family cannot be loaded, or has none, is left out; a tree-only engine, whose facts say why
+    it has no releases, takes ``@PATH`` alone)."""
+    reported = []
+    for name in names():
+        try:
+            facts = family(name).report_facts()
+        except Exception:
+            continue
+        if facts is not None:
+            reported += [f"{name}@PATH"] if facts.no_releases else [f"{name}==X", f"{name}@PATH"]
+    return ", ".join(reported[:-1]) + f" or {reported[-1]}" if len(reported) > 1 else "".join(reported)
 
 
 def tree_of(spec: str) -> Path:
-    """The folder holding the engine's package for ``spec``: the tree itself, or the release in the cache
-    (the engine's report facts say where, when it resolves its trees itself: TensorRT-LLM)."""
-    engine = engine_of(spec)
-    tree = facts_for(spec).tree
-    if tree is not None:
-        return tree(spec)
-    if engine == "sglang":
-        from crossattn_sizing.engine.sglang.install import resolve_sglang
-        from crossattn_sizing.engine.sglang.source import sglang_tree_root
-
-        return sglang_tree_root(spec) if "@" in spec else resolve_sglang(spec.strip())[0]
-    from crossattn_sizing.engine.install import resolve_release
-
-    release = resolve_release(spec)
-    return Path(release.tree) if release.tree is not None else Path(release.paths[0])
+    """The folder holding the engine's package for ``spec``: the tree itself, or the release in the cache."""
+    return reported_family(spec).tree(spec)
 
 
 def shown_path(path: Path) -> str:
@@ -135,12 +137,12 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
     An engine whose release is a sizing policy (vLLM) runs every property under ``--policy SPEC``; any
     other runs its family's verify suite (:func:`crossattn_sizing.runs.engine_verify.engine_verify`).
     """
-    from crossattn_sizing.engine.registry import family_of
     from crossattn_sizing.runs.engine_verify import engine_verify
     from crossattn_sizing.runs.suite import run_suite
 
-    engine = engine_of(spec)
-    root = tree_of(spec)  # resolves (downloads) now: a bad spec is bad input before any property
+    found = reported_family(spec)
+    engine = found.name
+    root = found.tree(spec)  # resolves (downloads) now: a bad spec is bad input before any property
     where = f", from {shown_path(root)}{tree_commit(root)}" if "@" in spec else ""
     notes = [
         f"{spec}: the release's own code{where}",
@@ -148,17 +150,13 @@ def run_engine(spec: str, *, profile: str, seed: int | None, select: list[str]) 
         + (f", seed {seed}" if seed is not None else "")
         + "".join(f", -k {k}" for k in select),
     ]
-    family = family_of(spec)
-    suite = family.verify_suite(spec)
-    if family.subject_spec(spec) is None and suite is not None:
-        note = family.obtain(spec)  # its worker started: a tree that cannot load is bad input here
+    if found.mode is not EngineMode.SUBJECT:  # its property files, or its sizer's property
+        suite = found.verify_suite(spec)
+        note = found.obtain(spec)  # its worker started: a tree that cannot load is bad input here
         # Start-up findings have no tracker template yet: report runs the suite without them.
         report = engine_verify(spec, suite, profile=profile, max_examples=None, seed=seed,
-                               select=select, notes=[*notes, note], startup=False)  # fmt: skip
+                               select=select, notes=[*notes, note], family=found, startup=False)  # fmt: skip
         return EngineVerdicts(spec, engine, root, report)
-    if family.subject_spec(spec) is None:
-        raise OptionError("--engine", spec, "its engine has no verify suite of property files: report has "
-                          "nothing to run")  # fmt: skip
     results, _ = run_suite(spec, profile=profile, seed=seed, select=select, allow_empty=bool(select))
     verdict = PolicyVerdict(spec, expected_to_hold=True, properties=results)
     report = VerifyReport(profile, "torch", "cpu", seed, [verdict], notes=notes)

@@ -11,7 +11,7 @@ comes with its shrunk case and the line that replays it. The result is a
 by the spec, so the table, ``--json``, ``--junit-xml`` and ``--markdown`` are
 written by the same code as a policy's (:mod:`crossattn_sizing.runs.outputs`).
 A suite whose property takes the engine's own sizer (TensorRT-LLM's cross
-pool: :attr:`EngineSuite.sizer`) is run by
+pool: a family of mode :attr:`EngineMode.SIZER`) is run by
 :func:`crossattn_sizing.runs.cross_pool_verify.sizer_result` instead of the
 suite runner; its result is the same record, so the report is the same too.
 An engine whose release is itself a sizing policy (vLLM) never comes here: its
@@ -25,7 +25,7 @@ import io
 
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
-from crossattn_sizing.engine.interface import EngineSuite
+from crossattn_sizing.engine.interface import EngineFamily, EngineMode, EngineSuite
 from crossattn_sizing.findings.results import PropertyResult
 from crossattn_sizing.runs.cross_pool_verify import sizer_result
 from crossattn_sizing.runs.profiles import database_folder, with_max_examples
@@ -38,17 +38,21 @@ DEVICE = "cpu"
 
 def engine_verify(
     spec: str, suite: EngineSuite, *, profile: str, max_examples: int | None, seed: int | None,
-    select: list[str], notes: list[str], call_timeout: float | None = None, startup: bool = True,
+    select: list[str], notes: list[str], family: EngineFamily, call_timeout: float | None = None,
+    startup: bool = True,
 ) -> VerifyReport:  # fmt: skip
     """Run ``suite`` on ``spec``; its report (one row, ``spec``; the implementation column says so too).
 
+    ``suite`` is ``family``'s (:meth:`EngineFamily.verify_suite`); a family of mode
+    :attr:`EngineMode.SIZER` runs its one property with its sizer instead of the suite runner.
     Everything is expected to hold but :attr:`EngineSuite.known_failures`. A
     property with no example run is "not run", as for a policy. ``call_timeout``
     bounds each call into a sizer suite's worker (a suite run through pytest
     has it in its plugin options). ``startup``: run the suite's start-up files too
     (:attr:`EngineSuite.startup_files`; ``report`` does not).
     """
-    if suite.sizer is not None and select:
+    sizing = family.mode is EngineMode.SIZER
+    if sizing and select:
         raise OptionError("-k", " ".join(select), f"does not apply with --engine {spec}: its suite is one "
                           "property, the cross-pool capacity")  # fmt: skip
     files = [*suite.files, *(suite.startup_files if startup else ())]
@@ -60,8 +64,8 @@ def engine_verify(
     results: list[PropertyResult] = []
     try:
         with contextlib.redirect_stdout(io.StringIO()):  # the report says it all once
-            if suite.sizer is not None:
-                results = [sizer_result(suite, profile=profile, max_examples=max_examples, seed=seed,
+            if sizing:
+                results = [sizer_result(spec, family, profile=profile, max_examples=max_examples, seed=seed,
                                         call_timeout=call_timeout)]  # fmt: skip
                 code = 0
             else:
@@ -75,7 +79,7 @@ def engine_verify(
     verdict = PolicyVerdict(spec, True, results, interrupted=interrupted,
                             known_failures=tuple(sorted(suite.known_failures)))  # fmt: skip
     # The report names the database its profile used, as verify's does; a sizer's property keeps none.
-    folder = database_folder(profile) if suite.sizer is None else None
+    folder = None if sizing else database_folder(profile)
     return VerifyReport(profile, spec, DEVICE, seed, [verdict], [], interrupted,
                         notes=[n for n in (suite.heading, *notes) if n],
                         database=None if folder is None else str(folder))  # fmt: skip

@@ -86,6 +86,26 @@ class HarnessRun:
     configured: bool = False
 
 
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """A policy the caller already resolved (``verify``: its plan's subject), handed to an in-process run
+    as a plugin so ``--policy`` is not resolved a second time: the same loaded object (a ``module:attr``'s
+    worker, a release's) answers the plan's checks and the properties. Used only when ``spec`` is the
+    run's ``--policy`` as typed."""
+
+    spec: str
+    policy: Policy
+
+
+def resolved_policy(config: pytest.Config) -> Policy:
+    """The run's ``--policy``: the :class:`ResolvedPolicy` handed in for it, else resolved now."""
+    spec = config.getoption("sizing_policy")
+    for plugin in config.pluginmanager.get_plugins():
+        if isinstance(plugin, ResolvedPolicy) and plugin.spec == spec:
+            return plugin.policy
+    return resolve_policy(spec, config.stash[RUN].isolation).loaded
+
+
 RUN = pytest.StashKey[HarnessRun]()
 USAGE_ERROR = pytest.StashKey[str]()
 """The message of the run's usage error, for in-process callers
@@ -303,7 +323,7 @@ def configure_run(config: pytest.Config) -> None:
             settings.load_profile(profiles.selected_profile())
         _read_seconds(config, "call_timeout")
         run.isolation = isolation_of(config)
-        run.policy = resolve_policy(config.getoption("sizing_policy"), run.isolation).loaded
+        run.policy = resolved_policy(config)
         # Stored examples are kept per policy and implementation (see ScopedDatabase).
         scope_current_profile(f"{config.getoption('sizing_policy')}|{config.getoption('impl')}")
         check_impl_spec(str(config.getoption("impl")), run.isolation)
@@ -494,22 +514,25 @@ impl_spec = _typed("impl", "impl_spec", "The ``--impl`` value as typed.")
 
 @pytest.fixture(scope="session")
 def read_builder(request: pytest.FixtureRequest, read_builder_name: str):
-    """The metadata builder ``--read-builder`` names: a harness model by name, or an SGLang tree's own
-    (``sglang==X``, ``sglang@PATH``, each call into it under ``--call-timeout``); one that does not load
-    stops the session with one line."""
+    """The metadata builder ``--read-builder`` names: a harness model by name, or an engine's own code
+    (``NAME==X``, ``NAME@PATH`` of a family judged through its properties, e.g. ``sglang==X``): the
+    family's property fixture (:meth:`~crossattn_sizing.engine.interface.EngineFamily.property_fixture`),
+    each call into it under ``--call-timeout``. One that does not load stops the session with one line."""
     from crossattn_sizing.core.read_gather import BUILDERS
-    from crossattn_sizing.engine.sglang.source import is_sglang_spec
+    from crossattn_sizing.engine.interface import EngineMode
+    from crossattn_sizing.engine.registry import engine_name, family, is_engine
 
-    if is_sglang_spec(read_builder_name):
-        from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
-
+    if is_engine(read_builder_name) and engine_name(read_builder_name) != read_builder_name.strip():
         deadline = float(request.config.getoption("call_timeout"))
         try:
-            sglang_worker(read_builder_name, deadline)
+            found = family(engine_name(read_builder_name))
+            if found.mode is not EngineMode.PROPERTIES:
+                raise OptionError("--read-builder", read_builder_name, f"{found.name}'s code is judged as a "
+                                  f"{found.mode.value}, not through the read-side properties")  # fmt: skip
+            return found.property_fixture(read_builder_name, deadline)
         except HarnessError as exc:
             pytest.exit(f"--read-builder {read_builder_name!r}: {exc}",
                         returncode=pytest.ExitCode.USAGE_ERROR)
-        return SglangReads(read_builder_name, deadline=deadline)
     if read_builder_name not in BUILDERS:
         pytest.exit(f"--read-builder {read_builder_name!r}: must be one of {', '.join(sorted(BUILDERS))}, "
                     "sglang==X or sglang@PATH", returncode=pytest.ExitCode.USAGE_ERROR)

@@ -26,6 +26,7 @@ from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.jsoninput import read_json_option
 from crossattn_sizing.base.outcome import Outcome
 from crossattn_sizing.base.processes import temp_folder_while
+from crossattn_sizing.releases.versions import release_key
 from crossattn_sizing.runs.check_runs import run_check
 
 AUDIT_RUNNER = "v2"
@@ -110,10 +111,6 @@ class ReleaseTable:
         }
 
 
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(x) if x.isdigit() else -1 for x in version.split("."))
-
-
 def audit_rows(data: Any, where: str) -> list[ReleaseRow]:
     """The V2 rows of an ``audit --json`` report, oldest first; a file of another shape is one line."""
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
@@ -125,7 +122,7 @@ def audit_rows(data: Any, where: str) -> list[ReleaseRow]:
         verdict = {"fails": Outcome.FAILS, "holds": Outcome.HOLDS}.get(str(r.get("verdict")), Outcome.NOT_RUN)
         how = str(r.get("path", "")) if verdict != Outcome.NOT_RUN else f"not run: {r.get('reason') or ''}"
         rows.append(ReleaseRow(str(r["source"]), verdict, how))
-    return sorted(rows, key=lambda row: _key(row.release))
+    return sorted(rows, key=lambda row: release_key(row.release) or ())  # a name that is no number first
 
 
 def from_audit_file(path: Path) -> ReleaseTable:

@@ -35,7 +35,7 @@ from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import OptionError
 from crossattn_sizing.base.processes import temp_folder_while
 from crossattn_sizing.base.threads import sharing_cores
-from crossattn_sizing.engine.registry import ENGINES, engine_name
+from crossattn_sizing.engine.registry import is_engine
 from crossattn_sizing.findings.results import Finding, PropertyResult
 from crossattn_sizing.findings.startup import NAME as STARTUP_ROW
 from crossattn_sizing.prove.edges import edge_domain
@@ -269,7 +269,14 @@ def run_policies(plan: VerifyPlan, profile: str, verdicts: list[PolicyVerdict], 
 
 def suite_for(plan: VerifyPlan, spec: str, profile: str, on_progress: Callable[[int, int, str], None],
               **kwargs: Any) -> tuple[list[PropertyResult], bool]:  # fmt: skip
-    """One quiet in-process run of the suite; its results and whether Ctrl-C stopped it."""
+    """One quiet in-process run of the suite; its results and whether Ctrl-C stopped it. The plan's
+    subject for ``spec`` (resolved once, by :func:`crossattn_sizing.commands.verify.plan_of`) is handed to
+    the run as it is, never resolved again from its spec."""
+    from crossattn_sizing.runs.pytest_plugin import ResolvedPolicy
+
+    subject = plan.subjects.get(spec)
+    given = [ResolvedPolicy(spec, subject.loaded)] if subject is not None else []
+    kwargs["plugins"] = [*kwargs.get("plugins", ()), *given]
     # Hypothesis and pytest print to stdout as they go; the report says it all once.
     with contextlib.redirect_stdout(io.StringIO()):
         results, code = run_suite(
@@ -453,7 +460,7 @@ def runs_engine(plan: VerifyPlan, spec: str) -> bool:
     CPU machine: most of the run, reports/bench_engine.md), so a second judge
     process with its own engine worker puts them on a second core.
     """
-    return any(engine_name(s) in ENGINES for s in (spec, plan.impl))
+    return any(is_engine(s) for s in (spec, plan.impl))
 
 
 def engine_suite(plan: VerifyPlan, spec: str, profile: str, bar: OverallBar, folder: Path,

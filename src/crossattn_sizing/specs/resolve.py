@@ -4,8 +4,9 @@ A spec is a built-in name (``mrv2``, ``torch``), a ``module:attr``, or an
 engine release's own code: ``vllm`` (the installed one), ``vllm==X`` or
 ``vllm@PATH`` (:mod:`crossattn_sizing.engine.specs`). The core modules
 (:mod:`crossattn_sizing.core.policies`, :mod:`crossattn_sizing.impl`) know the first
-two forms only; the engine forms are sent to :mod:`crossattn_sizing.engine.vllm.adapters`
-from here, so the core never imports the engine (tests/test_layers.py), and the
+two forms only; the engine forms are sent to their family's policy and implementation
+(:func:`crossattn_sizing.engine.registry.family_of`) from here, so the core never imports
+the engine (tests/test_layers.py), nothing here imports a family, and the
 commands, the pytest plugin and verify's worker all read specs the same way.
 The engine is imported only when a spec names it; :func:`check_engine_spec`
 refuses an engine spec that names nothing before any work starts.
@@ -14,7 +15,7 @@ refuses an engine spec that names nothing before any work starts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.callables import check_form
@@ -75,9 +76,9 @@ def load_policy(spec: str, isolation: Isolation | None = None) -> Policy:
     """
     isolation = isolation or Isolation.from_settings()
     if is_engine_spec(spec):  # the release's own sizing, in its worker, under the same deadline
-        from crossattn_sizing.engine.vllm.adapters import load_engine_policy
+        from crossattn_sizing.engine.registry import family_of
 
-        return load_engine_policy(spec, isolation.timeout)
+        return cast("Policy", family_of(spec, "--policy").policy(spec, isolation.timeout))
     if is_user_spec(spec) and not isolation.in_process:
         from crossattn_sizing.engine.isolated import isolated_policy
 
@@ -103,10 +104,10 @@ def load_impl(spec: str, device: str | torch.device = "cpu", isolation: Isolatio
 
     isolation = isolation or Isolation.from_settings()
     if is_engine_spec(spec):  # the release's own kernels (vllm, vllm==X, vllm@PATH), under the same deadline
-        from crossattn_sizing.engine.vllm.adapters import load_engine_impl
+        from crossattn_sizing.engine.registry import family_of
 
-        deadline = isolation.timeout
-        return impl.impl_from_spec(spec, device, factory=lambda d: load_engine_impl(spec, d, deadline))
+        deadline, family = isolation.timeout, family_of(spec, "--impl")
+        return impl.impl_from_spec(spec, device, factory=lambda d: family.impl(spec, d, deadline))
     if is_user_spec(spec) and not isolation.in_process:
         from crossattn_sizing.engine.isolated import isolated_impl
 

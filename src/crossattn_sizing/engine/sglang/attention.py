@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
+from crossattn_sizing.core.batch_requests import Request, extended
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap
 from crossattn_sizing.engine.sglang.attention_client import unpack
-from crossattn_sizing.engine.sglang.batch import Request, extended
 from crossattn_sizing.engine.sglang.releases import AttentionStep
 from crossattn_sizing.engine.sglang.run import (
     ExtendMismatch,

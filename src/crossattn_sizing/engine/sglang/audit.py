@@ -36,9 +36,10 @@ from typing import TYPE_CHECKING
 from crossattn_sizing.base.errors import OptionError, ReleaseUnavailable
 from crossattn_sizing.base.outcome import Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.engine.client import EngineCrash
 from crossattn_sizing.engine.sglang.releases import AUDIT_RELEASES, version_key
-from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, check_line
+from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX
 
 if TYPE_CHECKING:
     from crossattn_sizing.engine.sglang.client import OwnAdmission
@@ -202,7 +203,8 @@ def audit_startup(spec: str, detail: list[str]) -> tuple[str, Outcome]:
     and the replay path; ``"capture / replay"`` verdicts and the worst outcome, each path's first probe that
     does not hold added to ``detail`` with the release's ``file:line`` and the ``check`` line that replays
     it."""
-    from crossattn_sizing.engine.sglang.startup_client import PATHS, SglangStartup, StartupServer
+    from crossattn_sizing.engine.sglang.client import SglangStartup
+    from crossattn_sizing.engine.sglang.startup_client import PATHS, StartupServer
     from crossattn_sizing.engine.sglang.startup_client import check_line as startup_line
 
     judge = SglangStartup(spec)

@@ -29,11 +29,11 @@ from crossattn_sizing.base.errors import ConfigError, HarnessError, OptionError,
 from crossattn_sizing.base.limits import MAX_INT_DIGITS, too_long
 from crossattn_sizing.base.outcome import EXIT_FAILS, Outcome, exit_status
 from crossattn_sizing.core.admission_rules import EngineRequest, SglangAdmission
+from crossattn_sizing.core.batch_requests import cached_prefix, prefix_ok
+from crossattn_sizing.core.check_line import batch_check_line as check_line
 from crossattn_sizing.core.known_configs import LLAMA_32_VISION
 from crossattn_sizing.core.served import LATENT, BatchAdmission, served_refusal
 from crossattn_sizing.engine.client import EngineCrash
-from crossattn_sizing.engine.sglang.batch import cached_prefix, prefix_ok
-from crossattn_sizing.engine.sglang.source import check_line
 
 if TYPE_CHECKING:
     from crossattn_sizing.engine.sglang.client import OwnAdmission
@@ -214,7 +214,8 @@ def run_startup_check(spec: str, context_text: str | None, sizes_text: str, runn
                       source_text: str | None, deadline: float | None = None) -> int:
     """One server's start-up batches (the CUDA-graph runner's dummy batches) through the tree's own code;
     the exit status (0 both paths hold, 1 one fails, 3 not run)."""
-    from crossattn_sizing.engine.sglang.startup_client import SglangStartup, StartupServer
+    from crossattn_sizing.engine.sglang.client import SglangStartup
+    from crossattn_sizing.engine.sglang.startup_client import StartupServer
     from crossattn_sizing.engine.sglang.startup_client import check_line as startup_line
 
     if context_text is None:

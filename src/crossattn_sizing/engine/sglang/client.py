@@ -22,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.core.admission_rules import EngineRequest
+from crossattn_sizing.core.admission_rules import AdmissionUnanswered, EngineRequest
 from crossattn_sizing.engine.client import EngineCrash, EngineWorker, kept_worker
 from crossattn_sizing.engine.install import Release
+from crossattn_sizing.engine.sglang.attention_client import pack
 from crossattn_sizing.engine.sglang.install import resolve_sglang
+from crossattn_sizing.engine.sglang.startup_client import PATHS as STARTUP_PATHS
+from crossattn_sizing.engine.sglang.startup_client import StartupServer
 
 DID_NOT_RETURN = "the tree's code did not return"
 """The headline of a step that ended its worker (a hang's headline names the deadline and the step)."""
@@ -167,6 +170,14 @@ class SglangReads:
         rule.row_width = answer.get("row_width")
         return rule
 
+    def attention(self) -> SglangAttention:
+        """The tree's attention step (:class:`SglangAttention`), under the same deadline."""
+        return SglangAttention(self.spec, self.deadline)
+
+    def startup(self) -> SglangStartup:
+        """The tree's start-up judge (:class:`SglangStartup`), under the same deadline."""
+        return SglangStartup(self.spec, self.deadline)
+
     def first_problem(
         self, context_len: int, batch: Sequence[Sequence[int]]
     ) -> tuple[str, str] | None:
@@ -188,14 +199,6 @@ class SglangReads:
             if verdict["verdict"] == "not run":  # the release is named: which one the harness could not run
                 return "not run", f"{path}: not run: {self.spec}: {verdict['reason']}", ""
         return None
-
-
-class AdmissionUnanswered(Exception):
-    """The tree's admission steps did not answer: ``verdict`` says why (``fails`` or ``not run``)."""
-
-    def __init__(self, verdict: dict[str, Any]) -> None:
-        super().__init__(verdict.get("reason") or verdict.get("message"))
-        self.verdict = verdict
 
 
 @dataclass
@@ -256,3 +259,61 @@ class OwnAdmission:
     def output_cap(self, request: EngineRequest) -> int:
         """The ``max_new_tokens`` the tree's scheduler lets ``request`` run to."""
         return int(self._answer(request)["cap"])
+
+
+@dataclass
+class SglangAttention:
+    """The judge's side of one SGLang tree's attention step: its own TorchNativeAttnBackend on a batch, in
+    its worker (the content packed by :func:`~crossattn_sizing.engine.sglang.attention_client.pack`)."""
+
+    spec: str
+    deadline: float | None = None
+    """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
+
+    pack = staticmethod(pack)
+    """How the payload's tensors travel (the property packs its content with it)."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        return self.spec
+
+    def run(self, payload: dict[str, Any]) -> dict[str, Any]:
+        """The worker's answer: ``ran`` with the outputs, ``fails`` (the release's extend output is not the
+        draw's, or its code did not return within the deadline) or ``not run`` with the reason."""
+        try:
+            return sglang_worker(self.spec, self.deadline).ask("attention", **payload)
+        except EngineCrash as exc:  # the tree's own code hung (its step and the deadline named) or left
+            return did_not_return(exc)
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            return {"verdict": "not run", "reason": f"the worker could not answer: {exc}"}
+
+
+@dataclass
+class SglangStartup:
+    """The judge's side of one SGLang tree's start-up batches: its own runner fill and FA3 capture code, in
+    its worker (the servers are :class:`~crossattn_sizing.core.startup_server.StartupServer`)."""
+
+    spec: str
+    deadline: float | None = None
+    """Seconds each call into the tree may take (``--call-timeout``); None: the worker's own."""
+
+    @property
+    def name(self) -> str:
+        """How reports name the tree: its spec."""
+        return self.spec
+
+    def verdicts(self, server: StartupServer) -> dict[str, dict[str, Any]]:
+        """``path -> verdict`` for the dummy batches of ``server`` (``holds``, ``fails`` with the release's
+        ``file:line`` in ``where``, ``not run`` with the reason); a tree whose code hangs or ends its worker
+        fails each path in one line (the step is the tree's own code)."""
+        try:
+            answer = sglang_worker(self.spec, self.deadline).ask(
+                "startup", context_len=server.context_len, capture_bs=list(server.capture_bs),
+                max_running=server.max_running, max_source_positions=server.max_source_positions)
+        except EngineCrash as exc:
+            return dict.fromkeys(STARTUP_PATHS, did_not_return(exc))
+        except ReleaseUnavailable as exc:  # the worker answered with an error: the adapter's, not run
+            reason = f"the worker could not answer: {exc}"
+            return {path: {"verdict": "not run", "reason": reason} for path in STARTUP_PATHS}
+        return {path: answer["paths"][path] for path in STARTUP_PATHS}

@@ -15,10 +15,11 @@ built from :mod:`crossattn_sizing.engine.sglang.releases` (docs/engine.md, "SGLa
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
-from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, OtherModes, ReleaseRange
 from crossattn_sizing.engine.sglang import releases
 from crossattn_sizing.engine.sglang.releases import (
     ATTENTION_STAND_INS,
@@ -83,10 +84,11 @@ SLICE = ("this release takes a slice and asserts one request per batch (FA3 eage
 MIXED_BATCH = "reproduce --engine sglang runs mllama-mixed-batch, its shape from a transformers config"
 
 
-class SglangFamily:
+class SglangFamily(OtherModes):
     """``sglang==X`` (the release's wheel, unpacked) and ``sglang@PATH`` (a tree)."""
 
     name = "sglang"
+    mode = EngineMode.PROPERTIES
     ranges = RANGES
 
     def check_spec(self, spec: str, option: str = "--engine") -> str:
@@ -104,9 +106,27 @@ class SglangFamily:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         raise ReleaseUnavailable(f"{option} {spec!r}: expected sglang==X.Y.Z or sglang@PATH")
 
-    def subject_spec(self, spec: str) -> str | None:
-        """None: the release answers in its own worker."""
-        return None
+    def property_fixture(self, spec: str, deadline: float | None = None) -> Any:
+        """The read-side judge of the tree (:class:`~.client.SglangReads`), its worker started now (a tree
+        that cannot load raises here, one line); the attention property asks it for
+        :meth:`~.client.SglangReads.attention`."""
+        from crossattn_sizing.engine.sglang.client import SglangReads, sglang_worker
+
+        sglang_worker(spec, deadline)
+        return SglangReads(spec, deadline=deadline)
+
+    def tree(self, spec: str) -> Path:
+        """The tree itself, or the release's wheel unpacked in the engine cache."""
+        from crossattn_sizing.engine.sglang.install import resolve_sglang
+
+        return sglang_tree_root(spec) if spec.strip().startswith(TREE_PREFIX) else resolve_sglang(
+            spec.strip())[0]
+
+    def report_facts(self) -> Any:
+        """:data:`crossattn_sizing.engine.sglang.report_facts.FACTS`."""
+        from crossattn_sizing.engine.sglang.report_facts import FACTS
+
+        return FACTS
 
     def refused(self, command: str) -> Mapping[str, str]:
         """The options no SGLang run takes, by command."""
@@ -142,10 +162,6 @@ class SglangFamily:
         if path == "slice":
             notes.append(SLICE)
         return "; ".join(n for n in notes if n)
-
-    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
-        """None: SGLang is never a subject."""
-        return []
 
     def verify_suite(self, spec: str) -> EngineSuite:
         """The read-coverage properties, their metadata builder the release's own, and the attention

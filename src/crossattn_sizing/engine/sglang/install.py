@@ -1,7 +1,8 @@
 """Where an ``sglang==X`` release's files come from: its wheel, downloaded once and unpacked into the cache.
 
-The wheel is fetched with ``pip download --no-deps --only-binary :all:`` (so
-pip never resolves SGLang's dependencies, which would pull a CUDA torch) into
+The wheel is fetched as every engine's is (:func:`crossattn_sizing.releases.sources.fetch_wheel`:
+``pip download --no-deps --only-binary :all:``, so pip never resolves SGLang's dependencies,
+which would pull a CUDA torch) into
 ``<engine cache>/wheels`` and unpacked with :mod:`zipfile` into
 ``<engine cache>/sglang-X``: the harness runs only the release's pure-Python
 files (:mod:`crossattn_sizing.engine.sglang.run`), so nothing is installed.
@@ -14,7 +15,6 @@ wheels anyway (its pure-Python files are all that runs).
 from __future__ import annotations
 
 import re
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -22,6 +22,7 @@ from pathlib import Path
 from crossattn_sizing.base import settings
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.sglang.source import RELEASE_PREFIX, TREE_PREFIX, sglang_tree_root
+from crossattn_sizing.releases.sources import fetch_wheel
 
 _VERSION = re.compile(r"^\d+(\.\d+){1,3}([a-z]+\d*)?(\.post\d+)?$")
 CPYTHONS = ("3.10", "3.11", "3.12", "3.13", "3.14")
@@ -36,53 +37,11 @@ def sglang_version(spec: str) -> str:
     return version
 
 
-def _pip_download(version: str, dest: Path, python: str | None) -> bool:
-    cmd = [
-        sys.executable,
-        "-m",
-        "pip",
-        "download",
-        "--quiet",
-        "--disable-pip-version-check",
-        "--no-deps",
-        "--only-binary",
-        ":all:",
-        "-d",
-        str(dest),
-        f"sglang=={version}",
-    ]
-    if python is not None:
-        cmd += ["--python-version", python]
-    return subprocess.run(cmd, capture_output=True, text=True, check=False).returncode == 0
-
-
-def _wheel_in(dest: Path, version: str) -> Path | None:
-    found = sorted(dest.glob(f"sglang-{version}-*.whl"))
-    return found[0] if found else None
-
-
 def fetch_sglang_wheel(version: str, cache: Path, *, offline: bool) -> tuple[Path, str | None]:
     """The release's wheel and, when it is not for the running Python, a note naming the ones it ships for."""
-    dest = cache / "wheels"
-    wheel = _wheel_in(dest, version)
+    wheel = fetch_wheel(version, cache / "wheels", offline=offline, offline_by=f"{settings.OFFLINE}=1",
+                        package="sglang", pythons=CPYTHONS)  # fmt: skip
     running = f"{sys.version_info.major}.{sys.version_info.minor}"
-    if wheel is None:
-        if offline:
-            raise ReleaseUnavailable(
-                f"sglang=={version} is not in the engine cache {dest} ({settings.OFFLINE}=1 "
-                "forbids downloading it)"
-            )
-        dest.mkdir(parents=True, exist_ok=True)
-        if not _pip_download(version, dest, None):
-            ships = [py for py in CPYTHONS if py != running and _pip_download(version, dest, py)]
-            if not ships:
-                raise ReleaseUnavailable(
-                    f"sglang=={version}: pip found no wheel of this release for any of "
-                    f"Python {', '.join(CPYTHONS)}"
-                )
-        wheel = _wheel_in(dest, version)
-        if wheel is None:
-            raise ReleaseUnavailable(f"sglang=={version}: pip reported success but no wheel is in {dest}")
     tags = wheel.name.split("-")[2]  # name-version-python-abi-platform.whl
     running_tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     if running_tag in tags.split(".") or tags.startswith("py3"):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from crossattn_sizing.base.errors import ReleaseUnavailable
 from crossattn_sizing.engine.adapter import AdapterGap
+from crossattn_sizing.releases.versions import series_key
 
 FA3 = "sglang/srt/layers/attention/flashattention_backend.py"
 FORWARD_BATCH_INFO = "sglang/srt/model_executor/forward_batch_info.py"
@@ -305,10 +306,10 @@ _VERSION_LINE = re.compile(r"""^__version__\s*=\s*(?:version\s*=\s*)?['"]([^'"]+
 
 
 def version_key(version: str) -> tuple[int, ...]:
-    """``0.5.15.post1`` -> ``(0, 5, 15, 1)``, ``0.5.13`` -> ``(0, 5, 13, 0)``: how releases order."""
-    main, _, post = version.partition(".post")
-    parts = [int(p) for p in re.findall(r"\d+", main)[:3]]
-    return (*parts, int(post) if post.isdigit() else 0)
+    """``0.5.15.post1`` -> ``(0, 5, 15, 0, 1)``: how releases order in the table
+    (:func:`crossattn_sizing.releases.versions.series_key`: a pre-release or build of X counts as X); a
+    text that is no release number (an odd ``_version.py``) orders before every release."""
+    return series_key(version) or ()
 
 
 def tree_version(root: Path) -> str | None:
@@ -343,7 +344,7 @@ def range_for(root: Path) -> tuple[SglangRange, str]:
     but matches no range has moved or renamed one: an :class:`AdapterGap` naming it ("not run").
     """
     version = tree_version(root)
-    if version is not None:
+    if version is not None and series_key(version) is not None:
         key = version_key(version)
         for rng in RANGES:
             if version_key(rng.first) <= key <= version_key(rng.last):

@@ -37,10 +37,10 @@ from typing import Any, NamedTuple
 
 import torch
 
+from crossattn_sizing.core.batch_requests import Request, cached_prefix, extended
 from crossattn_sizing.core.read_gather import ReadOutOfRow
 from crossattn_sizing.engine.adapter import AdapterGap, StandInReached, engine_frame, not_run
 from crossattn_sizing.engine.sglang import kernel_calls
-from crossattn_sizing.engine.sglang.batch import Request, cached_prefix, extended
 from crossattn_sizing.engine.sglang.releases import COMMON_STAND_INS, SglangRange, range_for
 from crossattn_sizing.engine.sglang.source import (
     Missing,

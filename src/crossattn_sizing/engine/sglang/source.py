@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import ast
 import importlib
-import shlex
 import sys
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,35 +68,9 @@ REAL_MODULES = (
 """Top-level modules bound for real: the standard library and torch (the CPU build)."""
 
 
-def is_sglang_spec(spec: str) -> bool:
-    """Whether an ``--engine``/``--policy`` value names SGLang's own code."""
-    s = spec.strip()
-    return s.startswith(RELEASE_PREFIX) or s.startswith(TREE_PREFIX)
-
-
 def sglang_tree_root(spec: str) -> Path:
     """The folder holding ``sglang/`` that ``sglang@PATH`` names; :class:`ReleaseUnavailable` if none."""
     return tree_root(spec, "sglang", "srt")
-
-
-def check_line(spec: str, context_len: int, kv_capacity: int, batch: Sequence[Sequence[int]]) -> str:
-    """The command replaying one batch: ``crossattn-sizing check --engine SPEC ... --requests E:p:d,...``
-    (``E:p:d:cached`` for a request with a cached prefix)."""
-    requests = ",".join(":".join(str(x) for x in r) for r in batch)
-    return shlex.join(
-        [
-            "crossattn-sizing",
-            "check",
-            "--engine",
-            spec.strip(),
-            "--context-len",
-            str(context_len),
-            "--kv-capacity",
-            str(kv_capacity),
-            "--requests",
-            requests,
-        ]
-    )
 
 
 class TreeSyntaxError(ReleaseUnavailable):

@@ -5,7 +5,7 @@ TensorRT-LLM keeps cross-attention K/V in a pool of its own, sized once by
 worker (:mod:`crossattn_sizing.engine.tensorrt_llm.sizer`), and what is judged
 is the cross-pool capacity property, which takes the engine's sizer rather than
 a sizing policy. So the family's verify suite is that property and the
-tree's sizer (:attr:`EngineSuite.sizer`), run by
+tree's sizer (its mode is ``EngineMode.SIZER``: :meth:`TrtllmFamily.sizer`), run by
 :mod:`crossattn_sizing.runs.cross_pool_verify` into verify's report (table,
 ``--json``, ``--junit-xml``, ``--markdown``) and ``report``'s issues
 (:mod:`crossattn_sizing.engine.tensorrt_llm.report_facts`); ``check`` and
@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable, shown
-from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, EngineSuite, OtherModes, ReleaseRange
 from crossattn_sizing.engine.tensorrt_llm import source
 from crossattn_sizing.engine.tensorrt_llm.source import PARAMETERS, QUALNAME, UTIL
 
@@ -63,10 +64,11 @@ CHECK_FORM = "check --engine tensorrt_llm judges one request: --config, --encode
 WHISPER = "reproduce --engine tensorrt_llm runs whisper under TensorRT-LLM's defaults"
 
 
-class TrtllmFamily:
+class TrtllmFamily(OtherModes):
     """``tensorrt_llm@PATH`` (a tree holding ``tensorrt_llm/``): its cross-pool sizing in a worker."""
 
     name = "tensorrt_llm"
+    mode = EngineMode.SIZER
     ranges = RANGES
 
     def check_spec(self, spec: str, option: str = "--engine") -> str:
@@ -80,9 +82,21 @@ class TrtllmFamily:
             raise ReleaseUnavailable(f"{option} {exc}") from None
         return spec
 
-    def subject_spec(self, spec: str) -> str | None:
-        """None: the tree answers in its own worker."""
-        return None
+    def sizer(self, spec: str, deadline: float | None = None) -> Any:
+        """The tree's own cross-pool sizer (:func:`~.check.cross_pool_sizer`), its worker started."""
+        from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer
+
+        return cross_pool_sizer(spec.strip(), deadline)
+
+    def tree(self, spec: str) -> Path:
+        """The tree itself (only trees are taken: a release is refused in one line)."""
+        return source.tensorrt_llm_tree_root(self.check_spec(spec))
+
+    def report_facts(self) -> Any:
+        """:data:`crossattn_sizing.engine.tensorrt_llm.report_facts.FACTS`."""
+        from crossattn_sizing.engine.tensorrt_llm.report_facts import FACTS
+
+        return FACTS
 
     def refused(self, command: str) -> Mapping[str, str]:
         """The options no TensorRT-LLM run takes, by command."""
@@ -110,21 +124,14 @@ class TrtllmFamily:
             tensorrt_llm_worker(spec, call_timeout)
         return ""
 
-    def subject_lines(self, policy: Any, scenario: Any) -> list[str]:
-        """None: TensorRT-LLM is never a subject."""
-        return []
-
     def verify_suite(self, spec: str) -> EngineSuite:
-        """The cross-pool capacity property, given the tree's own sizer (not run through pytest)."""
-        from crossattn_sizing.engine.tensorrt_llm.check import cross_pool_sizer
+        """The cross-pool capacity property, given the tree's own :meth:`sizer` (not run through pytest)."""
         from crossattn_sizing.engine.tensorrt_llm.startup import startup_absence
 
-        spec = spec.strip()
         return EngineSuite(
             files=(PROPERTY_FILE,),
             pytest_args=(),
-            heading=f"{spec}: TensorRT-LLM's own {QUALNAME} (docs/engine.md)",
-            sizer=lambda deadline: cross_pool_sizer(spec, deadline),
+            heading=f"{spec.strip()}: TensorRT-LLM's own {QUALNAME} (docs/engine.md)",
             startup_not_run=startup_absence(source.tensorrt_llm_tree_root(spec)),
         )
 

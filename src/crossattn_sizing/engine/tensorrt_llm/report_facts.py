@@ -131,14 +131,6 @@ def site(name: str, root: Path, spec: str, argv: Sequence[str]) -> CodeSite | No
     return CodeSite(UTIL, line, how, quoted)
 
 
-def tree(spec: str) -> Path:
-    """The folder holding ``tensorrt_llm/`` that ``spec`` names (a release is refused in one line)."""
-    from crossattn_sizing.engine.tensorrt_llm.family import FAMILY
-    from crossattn_sizing.engine.tensorrt_llm.source import tensorrt_llm_tree_root
-
-    return tensorrt_llm_tree_root(FAMILY.check_spec(spec))
-
-
 FACTS = ReportFacts(
     engine="tensorrt_llm",
     tracker="TensorRT-LLM",
@@ -149,7 +141,6 @@ FACTS = ReportFacts(
     release_source="check",
     spec_option="--engine",
     deployed=deployed,
-    tree=tree,
     no_releases="Not computed: TensorRT-LLM is run from a source tree only (the registry's tensorrt-llm "
     "holds no Python source, docs/engine.md); run `report` on another checkout for another commit.",
 )

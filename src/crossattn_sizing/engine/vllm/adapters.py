@@ -24,7 +24,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import torch
-from hypothesis.errors import UnsatisfiedAssumption
 
 from crossattn_sizing.base import interrupts
 from crossattn_sizing.base.errors import ReleaseUnavailable
@@ -34,6 +33,9 @@ from crossattn_sizing.engine.client import (
     EngineCrash,
     EngineWorker,
     Inexpressible,
+    KernelsCannotRun,
+    discard_inexpressible,
+    not_run,
     parallel_workers,
     worker_for,
 )
@@ -45,6 +47,7 @@ from crossattn_sizing.impl.slot_mapping import global_positions, token_requests
 from crossattn_sizing.impl.step import AttentionStep, SlotStep, WriteStep
 from crossattn_sizing.prove import Answer
 from crossattn_sizing.prove.batches import PackedWidths, packed_arrays
+from crossattn_sizing.releases.versions import series_key
 
 FIRST_FIXED = (0, 25, 0)
 """The first release whose V2 sizing includes the encoder budget (PR #46753)."""
@@ -62,15 +65,6 @@ def normalise(spec_or_version: str) -> str:
     """``0.24.0``, ``vllm==0.24.0`` -> ``vllm==0.24.0``; ``vllm`` and ``vllm@PATH`` stay."""
     s = spec_or_version.strip()
     return s if is_engine_spec(s) else f"vllm=={s}"
-
-
-def _version_key(version: str | None) -> tuple[int, ...] | None:
-    if version is None:
-        return None
-    try:
-        return tuple(int(p) for p in version.split(".")[:3])
-    except ValueError:
-        return None
 
 
 class VllmPolicy:
@@ -102,8 +96,8 @@ class VllmPolicy:
     @property
     def expected_to_hold(self) -> bool:
         """Releases before 0.25.0 carry the pre-fix sizing: their failure is the expected verdict."""
-        key = _version_key(self.version)
-        return key is None or key >= FIRST_FIXED
+        key = series_key(self.version) if self.version is not None else None
+        return key is None or key[:3] >= FIRST_FIXED
 
     @property
     def summary(self) -> str:
@@ -239,55 +233,6 @@ def _ask(worker: EngineWorker, batch: Sequence[RunnerConfig], runner: str = "v2"
 
 def _widths(sizing: dict[str, Any]) -> tuple[int, ...]:
     return tuple(int(w) for w in sizing["widths"])
-
-
-class Discarded(Inexpressible, UnsatisfiedAssumption):
-    """A config or case the release cannot be asked about, met inside a Hypothesis example.
-
-    Hypothesis discards the example (it is what ``reject()`` raises); every
-    layer between passes it on as the harness's own error (a
-    :class:`~crossattn_sizing.base.errors.NotExpressible`), so the core's policy
-    and implementation checks let it through without knowing Hypothesis.
-    """
-
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-        self.reason = why
-        self.location = None
-
-
-class KernelsCannotRun(Inexpressible):
-    """A case the release's kernels cannot run on this machine (``reason`` says why): no verdict.
-
-    Raised where no Hypothesis example is running (``check``, ``reproduce``, a
-    DCP rank's process, whose driver discards the example with the reason).
-    """
-
-    def __init__(self, spec: str, reason: str) -> None:
-        super().__init__(f"{spec}: {reason}")
-        self.spec, self.reason = spec, reason
-
-    def __reduce__(self) -> tuple[Any, ...]:  # crosses the DCP ranks' pipes with its fields
-        return (KernelsCannotRun, (self.spec, self.reason))
-
-
-def _discard(event_text: str, why: str) -> None:
-    """Inside a Hypothesis example: count ``event_text`` as an event and raise :class:`Discarded`."""
-    from hypothesis import event
-    from hypothesis.control import currently_in_test_context
-
-    if currently_in_test_context():
-        event(event_text)
-        raise Discarded(why)
-
-
-def discard_inexpressible(why: str) -> None:
-    """Inside a Hypothesis example: discard it (the release cannot be asked about it), counted as an event.
-
-    Outside one (``check``, ``reproduce``) the caller re-raises the error: a
-    config the release cannot represent has no verdict.
-    """
-    _discard(f"not expressible in the engine, example discarded: {why.split(':', 1)[-1].strip()[:80]}", why)
 
 
 CPU_BF16 = (
@@ -559,11 +504,6 @@ def decode_rows(step: AttentionStep, num_queries: int) -> DecodeRows | None:
     padded = torch.cat([table, torch.zeros(width, dtype=torch.int32)])  # columns no query reads
     req_to_token = padded[cols.clamp(max=padded.numel() - 1)]
     return live, req_to_token.contiguous(), seen[live].to(torch.int32)
-
-
-def not_run(why: str) -> None:
-    """Inside a Hypothesis example: discard it as not run (counted as an event, with the reason)."""
-    _discard(why[:100], why)
 
 
 def run_block_tables(

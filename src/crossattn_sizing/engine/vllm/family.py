@@ -11,10 +11,11 @@ implementation a second answer is refused.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from crossattn_sizing.base.errors import ReleaseUnavailable, shown
-from crossattn_sizing.engine.interface import EngineCommand, EngineSuite, ReleaseRange
+from crossattn_sizing.engine.interface import EngineCommand, EngineMode, OtherModes, ReleaseRange
 from crossattn_sizing.engine.specs import TREE_PREFIX, tree_root
 
 AS_SUBJECT = "--engine vllm sets --policy and --impl to the release's own code"
@@ -23,10 +24,11 @@ AS_SUBJECT = "--engine vllm sets --policy and --impl to the release's own code"
 SGLANG_ONLY = "takes an SGLang server's figures; vLLM's release sizes its own rows from the config"
 
 
-class VllmFamily:
+class VllmFamily(OtherModes):
     """``vllm``, ``vllm==X``, ``vllm@PATH``: the release as a sizing policy and an implementation."""
 
     name = "vllm"
+    mode = EngineMode.SUBJECT
     ranges = (
         ReleaseRange(
             "0.21.0", None,
@@ -87,9 +89,54 @@ class VllmFamily:
                 f"{option} {shown(spec)}: not a release (expected e.g. vllm==0.24.0)"
             ) from None
 
-    def subject_spec(self, spec: str) -> str | None:
+    def subject_spec(self, spec: str) -> str:
         """The spec itself: vLLM's release is the policy and the implementation."""
         return spec.strip()
+
+    def policy(self, spec: str, deadline: float | None = None) -> Any:
+        """The release's own sizing, executed in its worker (:class:`~.adapters.VllmPolicy`)."""
+        from crossattn_sizing.engine.vllm.adapters import load_engine_policy
+
+        return load_engine_policy(spec, deadline)
+
+    def impl(self, spec: str, device: Any, deadline: float | None = None) -> Any:
+        """The release's own kernels on ``device`` (:class:`~.adapters.VllmImpl`)."""
+        from crossattn_sizing.engine.vllm.adapters import load_engine_impl
+
+        return load_engine_impl(spec, device, deadline)
+
+    def tree(self, spec: str) -> Path:
+        """The tree itself, or the release's wheel unpacked in the engine cache."""
+        from crossattn_sizing.engine.install import resolve_release
+
+        release = resolve_release(spec)
+        return Path(release.tree) if release.tree is not None else Path(release.paths[0])
+
+    def report_facts(self) -> Any:
+        """:data:`crossattn_sizing.engine.vllm.report_facts.FACTS`."""
+        from crossattn_sizing.engine.vllm.report_facts import FACTS
+
+        return FACTS
+
+    @property
+    def executed_runners(self) -> Mapping[str, tuple[str, str]]:
+        """The runners whose sizing the adapter executes (:data:`~.sizing_exec.EXECUTED_RUNNERS`)."""
+        from crossattn_sizing.engine.vllm.sizing_exec import EXECUTED_RUNNERS
+
+        return EXECUTED_RUNNERS
+
+    def executed_policy(
+        self, version: str, runner: str, *, wheel_cache: Path | None, offline: bool | None
+    ) -> Any:
+        """Release ``version``'s (``X``, ``vllm==X`` or ``vllm@PATH``) ``runner`` sizing, its worker
+        started on CPU with the audit's wheel cache (audit's executed path,
+        :mod:`crossattn_sizing.audit.executed`)."""
+        from crossattn_sizing.engine.client import worker_for
+        from crossattn_sizing.engine.vllm.adapters import VllmPolicy, normalise
+
+        spec = normalise(version)  # a bare X is vllm==X
+        worker = worker_for(spec, "cpu", wheel_cache=wheel_cache, offline=offline)
+        return VllmPolicy(spec, worker=worker, runner=runner)
 
     def refused(self, command: str) -> Mapping[str, str]:
         """``--policy``/``--impl`` everywhere (the engine sets both); SGLang's server figures in check."""
@@ -109,10 +156,6 @@ class VllmFamily:
         from crossattn_sizing.engine.vllm.coverage import coverage_lines
 
         return coverage_lines(policy, scenario)
-
-    def verify_suite(self, spec: str) -> EngineSuite | None:
-        """None: verify runs the whole suite with the release as policy and implementation."""
-        return None
 
     def command(self, name: str) -> EngineCommand | None:
         """None: every command runs vLLM's release as its policy (and implementation)."""

@@ -1,4 +1,4 @@
-"""One request of an SGLang batch as the harness draws it, and what its extend computes (no torch).
+"""One request of a batch in a row shared by encoder and decoder tokens (SGLang's), as drawn (no torch).
 
 A request is ``(E, prompt, d)`` or ``(E, prompt, d, cached)``: encoder tokens,
 prompt tokens, decoder tokens at this decode step, and how many tokens of its
