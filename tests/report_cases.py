@@ -58,9 +58,14 @@ def vllm_patch(tree: Path, dest: Path) -> Path:
     return dest
 
 
-def report(*args: str) -> subprocess.CompletedProcess[str]:
-    """``crossattn-sizing report ...`` as a user runs it (a fresh process, no network)."""
+def report(*args: str, temp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``crossattn-sizing report ...`` as a user runs it (a fresh process, no network). ``temp``: its
+    temporary folder (``TMPDIR``), so the folders of a worked example, made in it, are named ``<tmp>/...``
+    in the report wherever the example runs (the suite's private temp folder, or a folder given to
+    ``python -m tests.report_cases``)."""
     env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "CROSSATTN_OFFLINE": "1"}
+    if temp is not None:
+        env["TMPDIR"] = str(temp)
     return run(cli("report", *args), env=env)
 
 
@@ -155,7 +160,7 @@ def examples(tmp: Path) -> dict[str, tuple[subprocess.CompletedProcess[str], Pat
         "vllm": {str(tmp): "<tmp>", shown: "<tmp>", str(ROOT): "."},
     }
     with ThreadPoolExecutor(max_workers=len(argv)) as pool:
-        runs = {engine: pool.submit(report, *args) for engine, args in argv.items()}
+        runs = {engine: pool.submit(report, *args, temp=tmp) for engine, args in argv.items()}
         return {engine: (run.result(), tmp / engine, paths[engine]) for engine, run in runs.items()}
 
 

@@ -76,7 +76,10 @@ def test_an_adapter_gap_is_not_run_naming_release_piece_and_line(case: str, tmp_
         reason = verdicts[path]["reason"]
         assert piece in reason and says in reason and where in verdicts[path]["where"], reason
     kind, line = SglangReads(spec).first_problem(8192, ISSUE)
-    assert kind == "not run" and spec in line, line  # the first path's line names the release
+    if broken == ("eager",):  # replay still runs and reads past the row: a failure comes before a "not run"
+        assert kind == "fails" and "column 8196" in line, line
+    else:
+        assert kind == "not run" and spec in line, line  # the first path's line names the release
 
 
 @pytest.mark.parametrize("case", ["subscript", "function renamed"])
