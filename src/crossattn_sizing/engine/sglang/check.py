@@ -156,24 +156,29 @@ def run_check(
         return exit_status([Outcome.NOT_RUN])
     print(f"OK    write: every token the batch writes lands in its row (width {written['width']})")
     for path, verdict in reads.verdicts(context_len, batch).items():
-        if verdict["verdict"] == "holds":
-            print(
-                f"OK    {path}: every column gathered lies in its row; the kernel reads only its own"
-            )
-            outcomes.append(Outcome.HOLDS)
-        elif verdict["verdict"] == "fails" and unserved is not None:
-            print(f"LATENT {path}: {verdict['message']} ({LATENT}: {unserved})")
-            outcomes.append(Outcome.LATENT)
-        elif verdict["verdict"] == "fails":
-            print(f"FAIL  {path}: {verdict['message']}")
-            outcomes.append(Outcome.FAILS)
-        else:
-            print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
-            outcomes.append(Outcome.NOT_RUN)
+        ok = "every column gathered lies in its row; the kernel reads only its own"
+        outcomes.append(path_outcome(path, verdict, spec, ok, verdict.get("message", ""), unserved))
     status = exit_status(outcomes)
     if status == EXIT_FAILS:
         print(f"  reproduce: {check_line(spec, context_len, kv_capacity, batch)}")
     return status
+
+
+def path_outcome(path: str, verdict: dict[str, Any], spec: str, ok: str, failed: str,
+                 unserved: str | None = None) -> Outcome:  # fmt: skip
+    """Print one path's verdict as ``check`` shows it (``ok`` when it holds, ``failed`` when it fails) and
+    return its outcome; a failure on a batch no server decodes (``unserved`` says why) is latent."""
+    if verdict["verdict"] == "holds":
+        print(f"OK    {path}: {ok}")
+        return Outcome.HOLDS
+    if verdict["verdict"] == "fails" and unserved is not None:
+        print(f"LATENT {path}: {failed} ({LATENT}: {unserved})")
+        return Outcome.LATENT
+    if verdict["verdict"] == "fails":
+        print(f"FAIL  {path}: {failed}")
+        return Outcome.FAILS
+    print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
+    return Outcome.NOT_RUN
 
 
 def served_line(kv_capacity: int, batch: list[Triple]) -> str | None:
@@ -235,16 +240,10 @@ def run_startup_check(spec: str, context_text: str | None, sizes_text: str, runn
     print(*(line.strip() for line in server.lines()))
     outcomes = []
     for path, verdict in verdicts.items():
-        if verdict["verdict"] == "holds":
-            print(f"OK    {path}: every dummy request fits its row; the kernel reads only its own columns")
-            outcomes.append(Outcome.HOLDS)
-        elif verdict["verdict"] == "fails":
-            where = f" ({verdict['where']})" if verdict.get("where") else ""
-            print(f"FAIL  {path}: {verdict.get('headline')}{where}: {verdict['message']}")
-            outcomes.append(Outcome.FAILS)
-        else:
-            print(f"NOT RUN {path}: {spec}: {verdict['reason']}")
-            outcomes.append(Outcome.NOT_RUN)
+        where = f" ({verdict['where']})" if verdict.get("where") else ""
+        failed = f"{verdict.get('headline')}{where}: {verdict.get('message')}"
+        ok = "every dummy request fits its row; the kernel reads only its own columns"
+        outcomes.append(path_outcome(path, verdict, spec, ok, failed))
     status = exit_status(outcomes)
     if status == EXIT_FAILS:
         print(f"  reproduce: {startup_line(spec, server)}")
